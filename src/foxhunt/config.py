@@ -1,0 +1,220 @@
+"""Typed, frozen run configuration: TOML in, overrides on top, resolved TOML saved with every run.
+
+Each section is a pydantic model that forbids unknown keys and checks ranges, so a typo or an
+out-of-range value is a :class:`ConfigError` naming the key, instead of a silent default.
+Sections for later layers (env, agent, train, backtest) live beside the layer's code and are
+registered here, so this module stays the one place that knows the file layout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import tomli_w
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from foxhunt.errors import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+Span = Union[int, str]
+"""A span of time: a bar count (int >= 1) or a duration string such as "90D", "12h", "30min"."""
+
+
+class Section(BaseModel):
+    """Base of every config section: frozen, unknown keys rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class DataConfig(Section):
+    """Where the bars come from. ``source='file'`` needs ``path``; the others are built in."""
+
+    source: Literal["synthetic", "sp500", "nasdaq", "file"] = "synthetic"
+    path: str | None = None
+    bars: int = Field(20_000, ge=100, le=100_000_000, description="bars to generate (synthetic) or keep (tail of samples)")
+    seed: int = Field(7, ge=0)
+    bar_seconds: int = Field(60, ge=1, le=7 * 86_400, description="synthetic bar spacing")
+    repair: bool = Field(False, description="sort rows and drop bad rows instead of failing (logged)")
+
+    @model_validator(mode="after")
+    def _file_needs_path(self) -> "DataConfig":
+        if self.source == "file" and not self.path:
+            raise ValueError("data.source = 'file' needs data.path")
+        return self
+
+
+class FeatureConfig(Section):
+    cache_dir: str = Field(".foxhunt-cache", description="directory of the content-hashed feature cache")
+
+
+class FoldConfig(Section):
+    """Walk-forward split. Spans are bar counts or durations ("90D")."""
+
+    train: Span = 4_000
+    val: Span = 1_000
+    step: Span | None = Field(None, description="distance between fold starts; defaults to val")
+    mode: Literal["expanding", "sliding"] = "expanding"
+    purge: Span = Field(60, description="gap between train end and val start (>= longest target horizon)")
+    embargo: Span = 0
+    max_folds: int | None = Field(None, ge=1, description="keep only the last K folds")
+
+    @field_validator("train", "val", "step", "purge", "embargo")
+    @classmethod
+    def _span_ok(cls, v: Span | None) -> Span | None:
+        if v is None:
+            return v
+        from foxhunt.folds import parse_span
+
+        parse_span(v, allow_zero=True)  # raises ValueError with a clear message
+        return v
+
+
+class RunConfig(Section):
+    name: str | None = Field(None, description="run directory name under out_dir; default: timestamp")
+    out_dir: str = "runs"
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seed: int = Field(0, ge=0)
+
+
+_SECTIONS: dict[str, type[Section]] = {
+    "run": RunConfig,
+    "data": DataConfig,
+    "features": FeatureConfig,
+    "folds": FoldConfig,
+}
+
+
+def register_section(name: str, model: type[Section]) -> None:
+    """Add a config section (called by later layers at import time)."""
+    _SECTIONS[name] = model
+
+
+def _registered_sections() -> dict[str, type[Section]]:
+    # Import the layers that own sections so that they register themselves.
+    for mod in ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.train.config", "foxhunt.backtest.config"):
+        try:
+            __import__(mod)
+        except ModuleNotFoundError as exc:  # layer not built yet
+            if exc.name is None or not mod.startswith(exc.name):
+                raise
+    return _SECTIONS
+
+
+class Config:
+    """The resolved configuration: one frozen section object per registered section."""
+
+    def __init__(self, sections: dict[str, Section]) -> None:
+        self._sections = dict(sections)
+
+    def __getattr__(self, name: str) -> Section:
+        try:
+            return self.__dict__["_sections"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def sections(self) -> dict[str, Section]:
+        return dict(self._sections)
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        return {name: _drop_none(sec.model_dump(mode="json")) for name, sec in self._sections.items()}
+
+    def to_toml(self) -> str:
+        return tomli_w.dumps(self.to_dict())
+
+    def hash(self) -> str:
+        return hashlib.sha256(self.to_toml().encode()).hexdigest()
+
+    def write(self, directory: str | os.PathLike[str], filename: str = "config.toml") -> Path:
+        """Write the resolved TOML into ``directory`` (temporary name, then rename)."""
+        path = Path(directory) / filename
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(self.to_toml())
+        os.replace(tmp, path)
+        return path
+
+    def replace(self, **section_updates: dict[str, Any]) -> "Config":
+        """A new Config with some keys of some sections changed (validated)."""
+        data = self.to_dict()
+        for name, upd in section_updates.items():
+            data.setdefault(name, {}).update(upd)
+        return build_config(data, source="<replace>")
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    # TOML has no null: a None value means "default", so it is simply left out.
+    return {k: (_drop_none(v) if isinstance(v, dict) else v) for k, v in d.items() if v is not None}
+
+
+def build_config(data: dict[str, Any], source: str = "<config>") -> Config:
+    """Validate a nested dict into a Config; errors name the source, key and rule."""
+    sections = _registered_sections()
+    unknown = sorted(set(data) - set(sections))
+    if unknown:
+        raise ConfigError(
+            f"{source}: unknown section [{unknown[0]}] (known: {', '.join(sorted(sections))})"
+        )
+    built: dict[str, Section] = {}
+    for name, model in sections.items():
+        raw = data.get(name, {})
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}: [{name}] must be a table, got {type(raw).__name__}")
+        try:
+            built[name] = model(**raw)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            loc = ".".join(str(p) for p in err["loc"])
+            key = f"{name}.{loc}" if loc else name
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = f"unknown key (known: {', '.join(sorted(model.model_fields))})"
+            got = f" (got {err['input']!r})" if "input" in err and err["type"] != "extra_forbidden" and not isinstance(err["input"], dict) else ""
+            raise ConfigError(f"{source}: {key}: {msg}{got}") from None
+    return Config(built)
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """Parse ``section.key=value``; the value is read as a TOML value, else taken as a string."""
+    if "=" not in text:
+        raise ConfigError(f"override '{text}': expected section.key=value")
+    key, raw = text.split("=", 1)
+    parts = [p.strip() for p in key.strip().split(".") if p.strip()]
+    if len(parts) < 2:
+        raise ConfigError(f"override '{text}': key must be section.key")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return parts, value
+
+
+def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a TOML file (or start from defaults) and apply ``section.key=value`` overrides."""
+    data: dict[str, Any] = {}
+    source = "<defaults>"
+    if path is not None:
+        p = Path(path)
+        source = str(p)
+        if not p.is_file():
+            raise ConfigError(f"config file {p} does not exist")
+        try:
+            data = tomllib.loads(p.read_text())
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    for ov in overrides:
+        parts, value = parse_override(ov)
+        node = data
+        for part in parts[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ConfigError(f"override '{ov}': {part} is not a table")
+        node[parts[-1]] = value
+        source = f"{source} + overrides" if "overrides" not in source else source
+    return build_config(data, source=source)

@@ -1,0 +1,34 @@
+"""Bar data: loading and validation, the synthetic market, and the real sample series."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from foxhunt.data.bars import Bars, BarDataError
+
+if TYPE_CHECKING:
+    from foxhunt.config import DataConfig
+
+__all__ = ["Bars", "BarDataError", "load_source"]
+
+
+def load_source(cfg: "DataConfig", *, limit_samples: bool = False) -> Bars:
+    """The bars a data config names: generated, a shipped sample, or a validated file.
+
+    limit_samples: keep only the last ``cfg.bars`` bars of a real sample series.
+    """
+    if cfg.source == "synthetic":
+        from foxhunt.data.synthetic import generate_bars
+
+        return generate_bars(cfg.bars, seed=cfg.seed, bar_seconds=cfg.bar_seconds)
+    if cfg.source in ("sp500", "nasdaq"):
+        from foxhunt.data.samples import load_sample
+
+        bars = load_sample(cfg.source)
+        if limit_samples and len(bars) > cfg.bars:
+            bars = bars.slice(len(bars) - cfg.bars, len(bars))
+        return bars
+    from foxhunt.data.loader import load_bars
+
+    assert cfg.path is not None
+    return load_bars(cfg.path, repair=cfg.repair)

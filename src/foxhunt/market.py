@@ -1,0 +1,161 @@
+"""MarketData: the device-resident arrays, uploaded once, and per-fold normalisation.
+
+Everything the environments, learners and backtester read lives here, on one device, for the life
+of the process. A fold is a set of integer bounds; switching folds recomputes a handful of
+per-fold statistics *in place* (normalisation mean / inverse std, medians used for order routing)
+and allocates nothing proportional to the data: reductions run over fixed-size chunks through a
+preallocated float64 scratch buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from foxhunt.features.featureset import FeatureSet
+from foxhunt.folds import FoldRange
+
+N_PORTFOLIO_FEATURES = 3
+"""Portfolio features appended to every observation: exposure, unrealised return, bars in position."""
+
+_CHUNK_ROWS = 16_384
+"""Rows per float64 reduction chunk: bounds the scratch memory of norm_stats (16K × F × 8 bytes)."""
+
+_MEDIAN_SAMPLES = 65_536
+"""Medians are taken over at most this many evenly spaced bars of the training slice."""
+
+STD_FLOOR = 1e-8
+"""Features whose training-slice std is below this are treated as constant (normalised to 0)."""
+
+
+@dataclass(frozen=True)
+class NormStats:
+    """Per-feature mean and std over a fold's training slice, float64 on the device. [F] each."""
+
+    mean: torch.Tensor
+    std: torch.Tensor
+
+
+class MarketData:
+    """Device-resident market arrays and the current fold's statistics.
+
+    features:   [T, F] float32   causal features (raw, un-normalised)
+    targets:    [T, 4] float32   forward log returns (labels only)
+    ohlc:       [T, 4] float32   open/high/low/close
+    volume:     [T]    float32
+    log_return: [T]    float32   log(close[t] / close[t-1]); 0 at t = 0
+    bar_range:  [T]    float32   (high - low) / close, a per-bar spread / activity proxy
+    timestamps: [T]    int64     UTC ns
+
+    Per-fold state (device tensors updated in place by ``set_fold``, so captured CUDA graphs that
+    read them stay valid):
+    norm_mean, norm_inv_std: [F] float32
+    fold_bounds: [4] int64  (train_start, train_end, val_start, val_end)
+    median_abs_return, median_range, median_volume: 0-d float32, over the training slice
+    """
+
+    def __init__(self, fs: FeatureSet, device: torch.device | str = "cpu") -> None:
+        dev = torch.device(device)
+        self.device = dev
+        self.names = fs.names
+        self.warmup = int(fs.warmup)
+        self.has_volume = bool(fs.has_volume)
+        self.spec_version = fs.spec_version
+        self.source_sha256 = fs.source_sha256
+        self.n_bars = len(fs)
+        self.n_features = fs.n_features
+        # Upload once. float64 host arrays become float32 on the device.
+        self.features = fs.features.to(dev, torch.float32).contiguous()
+        self.targets = fs.targets.to(dev, torch.float32).contiguous()
+        self.ohlc = fs.ohlc.to(dev, torch.float32).contiguous()
+        self.volume = fs.volume.to(dev, torch.float32).contiguous()
+        self.timestamps = fs.timestamps.to(dev, torch.int64).contiguous()
+        close64 = fs.ohlc[:, 3].to(torch.float64)
+        log_ret = torch.zeros_like(close64)
+        log_ret[1:] = torch.log(close64[1:] / close64[:-1])
+        self.log_return = log_ret.to(dev, torch.float32)
+        self.bar_range = ((fs.ohlc[:, 1] - fs.ohlc[:, 2]) / fs.ohlc[:, 3]).to(dev, torch.float32)
+        self.timestamps_host = fs.timestamps.numpy()
+        # Per-fold state, preallocated.
+        f = self.n_features
+        self.norm_mean = torch.zeros(f, dtype=torch.float32, device=dev)
+        self.norm_inv_std = torch.ones(f, dtype=torch.float32, device=dev)
+        self.fold_bounds = torch.zeros(4, dtype=torch.int64, device=dev)
+        self.median_abs_return = torch.zeros((), dtype=torch.float32, device=dev)
+        self.median_range = torch.zeros((), dtype=torch.float32, device=dev)
+        self.median_volume = torch.ones((), dtype=torch.float32, device=dev)
+        self._scratch = torch.empty((min(_CHUNK_ROWS, max(self.n_bars, 1)), f), dtype=torch.float64, device=dev)
+        self._sum = torch.zeros(f, dtype=torch.float64, device=dev)
+        self._sumsq = torch.zeros(f, dtype=torch.float64, device=dev)
+        self.fold: FoldRange | None = None
+
+    @property
+    def obs_dim(self) -> int:
+        """Observation width: market features + portfolio features."""
+        return self.n_features + N_PORTFOLIO_FEATURES
+
+    # ------------------------------------------------------------------ fold statistics
+    def norm_stats(self, start: int, end: int) -> NormStats:
+        """Mean and std of features[start:end], float64 accumulation, on the device.
+
+        Chunked through a preallocated scratch buffer: no allocation proportional to end - start.
+        Uses the shifted-data formula (shift = first row) so that large means lose no precision.
+        """
+        if not 0 <= start < end <= self.n_bars:
+            raise ValueError(f"norm_stats: range [{start}, {end}) outside [0, {self.n_bars})")
+        self._sum.zero_()
+        self._sumsq.zero_()
+        shift = self.features[start].to(torch.float64)
+        pos = start
+        while pos < end:
+            rows = min(self._scratch.shape[0], end - pos)
+            buf = self._scratch[:rows]
+            buf.copy_(self.features[pos : pos + rows])
+            buf.sub_(shift)
+            self._sum.add_(buf.sum(0))
+            self._sumsq.add_(buf.mul_(buf).sum(0))
+            pos += rows
+        n = float(end - start)
+        mean_shifted = self._sum / n
+        var = (self._sumsq / n - mean_shifted * mean_shifted).clamp_min_(0.0)
+        return NormStats(mean=mean_shifted + shift, std=var.sqrt())
+
+    def set_fold(self, fold: FoldRange) -> None:
+        """Make ``fold`` current: normalisation and medians from its training slice, bounds updated.
+
+        Everything is written in place into preallocated device tensors.
+        """
+        if not (0 <= fold.train_start < fold.train_end <= fold.val_start < fold.val_end <= self.n_bars):
+            raise ValueError(f"fold {fold} does not fit in {self.n_bars} bars")
+        stats = self.norm_stats(fold.train_start, fold.train_end)
+        self.norm_mean.copy_(stats.mean)
+        inv = torch.where(stats.std > STD_FLOOR, 1.0 / stats.std.clamp_min(STD_FLOOR), torch.zeros_like(stats.std))
+        self.norm_inv_std.copy_(inv)
+        self.fold_bounds.copy_(
+            torch.tensor([fold.train_start, fold.train_end, fold.val_start, fold.val_end], dtype=torch.int64),
+            non_blocking=True,
+        )
+        stride = max(1, (fold.train_end - fold.train_start + _MEDIAN_SAMPLES - 1) // _MEDIAN_SAMPLES)
+        sl = slice(max(fold.train_start, 1), fold.train_end, stride)
+        self.median_abs_return.copy_(self.log_return[sl].abs().median())
+        self.median_range.copy_(self.bar_range[sl].median())
+        self.median_volume.copy_(self.volume[sl].median().clamp_min(1e-12))
+        self.fold = fold
+
+    # ------------------------------------------------------------------ observations
+    def gather_features(self, bar_idx: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """Normalised features of bars ``bar_idx`` ([N] int64) written into ``out`` ([N, F] float32)."""
+        torch.index_select(self.features, 0, bar_idx, out=out)
+        out.sub_(self.norm_mean).mul_(self.norm_inv_std)
+        return out
+
+    def observe(self, bar_idx: torch.Tensor, portfolio: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        """Observation rows: normalised features of ``bar_idx`` ++ ``portfolio`` ([N, 3]).
+
+        out: [N, F + 3] float32, written in place (no allocation, CUDA-graph safe).
+        """
+        f = self.n_features
+        self.gather_features(bar_idx, out[:, :f])
+        out[:, f:].copy_(portfolio)
+        return out
