@@ -1,0 +1,1 @@
+"""Agents: networks, replay (storage × sampler), DQN, PPO, curiosity."""

@@ -1,0 +1,1 @@
+"""GPU-resident DQN: collector, learner, guard and epoch monitor, captured in CUDA graphs."""

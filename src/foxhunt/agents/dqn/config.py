@@ -1,0 +1,81 @@
+"""DQN hyperparameters: the ``[dqn]`` section of the run configuration."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from foxhunt.config import Section, register_section
+
+
+class DQNConfig(Section):
+    """Everything the DQN learner needs; units in the field descriptions.
+
+    A *round* is ``rollout_len`` lockstep env steps of all ``n_envs`` envs followed by
+    ``train_steps_per_round`` gradient steps; an *epoch* is ``rounds_per_epoch`` rounds and ends
+    with the one readback of the epoch summary.
+    """
+
+    # Collection
+    n_envs: int = Field(256, ge=1, le=1 << 20, description="environments stepped in lockstep")
+    rollout_len: int = Field(16, ge=1, le=4096, description="env steps per collection round")
+    rounds_per_epoch: int = Field(24, ge=1)
+    train_steps_per_round: int = Field(8, ge=0)
+    # Replay
+    buffer_capacity: int = Field(200_000, ge=64, description="transitions (rounded down to a multiple of n_envs)")
+    warmup_transitions: int = Field(4_096, ge=0, description="transitions collected before training starts")
+    sampler: Literal["uniform", "proportional", "rank"] = "proportional"
+    per_alpha: float = Field(0.6, ge=0.0, le=1.0)
+    per_beta_start: float = Field(0.4, ge=0.0, le=1.0)
+    per_beta_end: float = Field(1.0, ge=0.0, le=1.0)
+    per_beta_steps: int = Field(20_000, ge=1, description="gradient steps over which beta anneals")
+    per_eps: float = Field(1e-3, gt=0.0)
+    rank_refresh: int = Field(64, ge=1, description="rank PER: re-sort priorities every this many updates")
+    # Learning
+    batch_size: int = Field(256, ge=1)
+    gamma: float = Field(0.9, ge=0.0, lt=1.0)
+    n_step: int = Field(1, ge=1, le=16)
+    lr: float = Field(5e-4, gt=0.0, le=1.0)
+    lr_end: float | None = Field(None, gt=0.0, description="linear decay target (None: constant)")
+    lr_decay_steps: int = Field(50_000, ge=1)
+    huber_delta: float = Field(1.0, gt=0.0)
+    grad_clip: float = Field(10.0, gt=0.0, description="max global gradient norm")
+    eps_start: float = Field(1.0, ge=0.0, le=1.0)
+    eps_end: float = Field(0.05, ge=0.0, le=1.0)
+    eps_decay_steps: int = Field(200, ge=1, description="env steps (per env) over which epsilon decays")
+    target_update: Literal["polyak", "hard"] = "polyak"
+    target_tau: float = Field(0.01, gt=0.0, le=1.0)
+    target_hard_every: int = Field(500, ge=1, description="gradient steps between hard target copies")
+    hidden: tuple[int, ...] = Field((256, 256), min_length=1, max_length=6)
+    head_hidden: int = Field(128, ge=1)
+    # Guard
+    loss_clip: float = Field(1e6, gt=0.0, description="a loss above this is a bad step (skipped)")
+    grad_collapse: float = Field(1e-10, ge=0.0, description="grad norm below this counts toward collapse")
+    grad_collapse_warmup: int = Field(500, ge=0, description="gradient steps before collapse is checked")
+    grad_collapse_patience: int = Field(200, ge=1, description="consecutive collapsed steps that halt")
+    max_skipped_steps: int = Field(0, ge=0, description="skipped (masked) steps tolerated per fold before halting")
+    # Curiosity
+    curiosity: bool = False
+    curiosity_every: int = Field(4, ge=1, description="rounds between forward-model training steps")
+    curiosity_lr: float = Field(1e-3, gt=0.0)
+    curiosity_batch: int = Field(1024, ge=1)
+    # Device
+    cuda_graphs: bool = Field(True, description="capture collection rounds and train steps (CUDA only)")
+    matmul_precision: Literal["fp32", "tf32", "bf16"] = "tf32"
+    lagged_readback: bool = Field(False, description="read epoch e's summary during epoch e+1")
+    # Persistent epoch state: reset flags applied on the device at each epoch start
+    reset_portfolio_each_epoch: bool = False
+    reset_dsr_each_epoch: bool = False
+    reset_vol_each_epoch: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "DQNConfig":
+        if self.buffer_capacity < self.n_envs:
+            raise ValueError(f"buffer_capacity {self.buffer_capacity} must hold at least one step of n_envs={self.n_envs}")
+        if self.eps_end > self.eps_start:
+            raise ValueError("eps_end must be <= eps_start")
+        return self
+
+
+register_section("dqn", DQNConfig)

@@ -1,0 +1,186 @@
+"""The epoch summary: a fixed-layout device tensor, accumulated in place, read once per epoch.
+
+Collection and training add to it with device ops only; at the epoch end it is copied
+``non_blocking`` into pinned host memory and an event is recorded; the host reads it after the
+event (one synchronisation per epoch), or, in lagged mode, reads epoch e's copy during epoch e+1
+when the event has long completed (zero blocking waits).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+FIELDS = (
+    "reward_sum", "reward_sumsq", "reward_min", "reward_max", "transitions",
+    "act_short_full", "act_short_half", "act_flat", "act_long_half", "act_long_full",
+    "episodes_done", "trades_closed", "trade_return_sum", "curiosity_sum",
+    "updates", "loss_sum", "grad_norm_sum", "td_abs_sum",
+    "q_sum", "q_min", "q_max", "q_count",
+    "skipped", "skip_nonfinite", "skip_loss_clip", "halt", "halt_collapse",
+    "epsilon", "lr", "beta",
+)
+IDX = {name: i for i, name in enumerate(FIELDS)}
+_MIN_FIELDS = ("reward_min", "q_min")
+_MAX_FIELDS = ("reward_max", "q_max")
+
+
+@dataclass(frozen=True)
+class EpochSummary:
+    """Host-side view of one epoch's summary (plain floats)."""
+
+    epoch: int
+    values: dict[str, float]
+
+    def __getitem__(self, key: str) -> float:
+        return self.values[key]
+
+    @property
+    def reward_mean(self) -> float:
+        n = self.values["transitions"]
+        return self.values["reward_sum"] / n if n else float("nan")
+
+    @property
+    def reward_std(self) -> float:
+        n = self.values["transitions"]
+        if n < 2:
+            return float("nan")
+        mean = self.reward_mean
+        return math.sqrt(max(self.values["reward_sumsq"] / n - mean * mean, 0.0))
+
+    def sharpe_estimate(self, bars_per_year: float) -> float:
+        """Annualised Sharpe of per-step rewards (a training-time estimate, not a backtest)."""
+        std = self.reward_std
+        return self.reward_mean / std * math.sqrt(bars_per_year) if std and std > 0 else float("nan")
+
+    @property
+    def loss_mean(self) -> float:
+        u = self.values["updates"] - self.values["skipped"]
+        return self.values["loss_sum"] / u if u > 0 else float("nan")
+
+    @property
+    def grad_norm_mean(self) -> float:
+        u = self.values["updates"] - self.values["skipped"]
+        return self.values["grad_norm_sum"] / u if u > 0 else float("nan")
+
+    @property
+    def q_mean(self) -> float:
+        c = self.values["q_count"]
+        return self.values["q_sum"] / c if c else float("nan")
+
+    def action_counts(self) -> list[int]:
+        return [int(self.values[f]) for f in FIELDS[5:10]]
+
+    def to_dict(self) -> dict[str, float]:
+        d = dict(self.values)
+        d.update(
+            epoch=self.epoch,
+            reward_mean=self.reward_mean,
+            reward_std=self.reward_std,
+            loss_mean=self.loss_mean,
+            grad_norm_mean=self.grad_norm_mean,
+            q_mean=self.q_mean,
+        )
+        return d
+
+
+class EpochMonitor:
+    """Accumulates the epoch summary on the device; one pinned-memory readback per epoch."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.buf = torch.zeros(len(FIELDS), dtype=torch.float64, device=device)
+        self._init = self.buf.clone()
+        for f in _MIN_FIELDS:
+            self._init[IDX[f]] = math.inf
+        for f in _MAX_FIELDS:
+            self._init[IDX[f]] = -math.inf
+        pin = device.type == "cuda"
+        self._host = [torch.zeros(len(FIELDS), dtype=torch.float64, pin_memory=pin) for _ in range(2)]
+        self._events = [torch.cuda.Event() if pin else None for _ in range(2)]
+        self._pending: list[tuple[int, int]] = []  # (epoch, slot)
+        self._slot = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """Start a new epoch's accumulation (device op, no host read)."""
+        self.buf.copy_(self._init)
+
+    # ---------------------------------------------------------------- accumulation (device only)
+    def add_collection(self, reward: torch.Tensor, exposure: torch.Tensor, done: torch.Tensor,
+                       trade_closed: torch.Tensor, trade_return: torch.Tensor, curiosity: torch.Tensor | None) -> None:
+        """One env step of N envs: rewards [N], exposure levels [N] in 0..4, done/trade flags [N]."""
+        b = self.buf
+        r = reward.double()
+        b[IDX["reward_sum"]] += r.sum()
+        b[IDX["reward_sumsq"]] += (r * r).sum()
+        b[IDX["reward_min"]] = torch.minimum(b[IDX["reward_min"]], r.min())
+        b[IDX["reward_max"]] = torch.maximum(b[IDX["reward_max"]], r.max())
+        b[IDX["transitions"]] += reward.shape[0]
+        # index_add into the fixed 5 slots (bincount would size its output from the data: a sync).
+        b[5:10].index_add_(0, exposure, torch.ones_like(exposure, dtype=torch.float64))
+        b[IDX["episodes_done"]] += done.sum()
+        b[IDX["trades_closed"]] += trade_closed.sum()
+        b[IDX["trade_return_sum"]] += torch.where(trade_closed, trade_return, torch.zeros_like(trade_return)).double().sum()
+        if curiosity is not None:
+            b[IDX["curiosity_sum"]] += curiosity.double().sum()
+
+    def add_update(self, loss: torch.Tensor, grad_norm: torch.Tensor, q_taken: torch.Tensor, td_abs: torch.Tensor,
+                   ok: torch.Tensor, nonfinite: torch.Tensor, over_clip: torch.Tensor) -> None:
+        """One gradient step: 0-d loss/grad norm, Q of taken actions [B], |TD| [B], 0-d bool flags."""
+        b = self.buf
+        okd = ok.double()
+        zero = torch.zeros((), dtype=torch.float64, device=b.device)
+        b[IDX["updates"]] += 1.0
+        b[IDX["loss_sum"]] += torch.where(ok, loss.double(), zero)
+        b[IDX["grad_norm_sum"]] += torch.where(ok, grad_norm.double(), zero)
+        b[IDX["td_abs_sum"]] += torch.where(ok, td_abs.double().mean(), zero)
+        q = q_taken.double()
+        b[IDX["q_sum"]] += torch.where(ok, q.sum(), zero)
+        b[IDX["q_count"]] += okd * q.shape[0]
+        b[IDX["q_min"]] = torch.where(ok, torch.minimum(b[IDX["q_min"]], q.min()), b[IDX["q_min"]])
+        b[IDX["q_max"]] = torch.where(ok, torch.maximum(b[IDX["q_max"]], q.max()), b[IDX["q_max"]])
+        b[IDX["skipped"]] += 1.0 - okd
+        b[IDX["skip_nonfinite"]] += nonfinite.double()
+        b[IDX["skip_loss_clip"]] += over_clip.double()
+
+    def set_scalar(self, name: str, value: torch.Tensor) -> None:
+        self.buf[IDX[name]] = value.double()
+
+    def set_flag(self, name: str, flag: torch.Tensor) -> None:
+        """Sticky flag: once set during the epoch it stays set."""
+        i = IDX[name]
+        self.buf[i] = torch.maximum(self.buf[i], flag.double())
+
+    # ---------------------------------------------------------------- readback
+    def start_readback(self, epoch: int) -> None:
+        """Copy the summary into pinned host memory (non_blocking) and record an event."""
+        slot = self._slot
+        self._host[slot].copy_(self.buf, non_blocking=True)
+        ev = self._events[slot]
+        if ev is not None:
+            ev.record()
+        self._pending.append((epoch, slot))
+        self._slot ^= 1
+
+    def finish_readback(self) -> EpochSummary:
+        """Wait for the oldest pending copy (an event wait: the epoch's one synchronisation)."""
+        epoch, slot = self._pending.pop(0)
+        ev = self._events[slot]
+        if ev is not None:
+            ev.synchronize()
+        values = dict(zip(FIELDS, self._host[slot].tolist()))
+        return EpochSummary(epoch, values)
+
+    def ready(self) -> bool:
+        """True when the oldest pending copy has landed (never blocks)."""
+        if not self._pending:
+            return False
+        ev = self._events[self._pending[0][1]]
+        return True if ev is None else bool(ev.query())
+
+    @property
+    def pending(self) -> int:
+        return len(self._pending)

@@ -1,0 +1,83 @@
+"""Networks: the dueling Q-network and the curiosity forward model.
+
+Both are plain ``nn.Module`` stacks so that their forward passes batch over thousands of envs on the
+tensor cores; weights can be re-homed into one flat buffer (``foxhunt.agents.flat``) so that the
+optimiser, the guard and the target update are a handful of whole-buffer operations.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+N_FACTORED_ACTIONS = 45
+N_EXPOSURE_ACTIONS = 5
+N_CATEGORIES = 3  # short / flat / long
+
+
+def _mlp(sizes: Sequence[int], slope: float) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    for a, b in zip(sizes[:-1], sizes[1:]):
+        layers += [nn.Linear(a, b), nn.LeakyReLU(slope)]
+    return nn.Sequential(*layers)
+
+
+class DuelingQNet(nn.Module):
+    """Dueling Q-network: Q(s, a) = V(s) + A(s, a) − mean_a A(s, a).
+
+    Default shape (the original design): 54 → 256 → 256 → {128 → 1, 128 → 45}, LeakyReLU(0.01).
+    obs: [B, obs_dim] float32 → Q: [B, n_actions] float32.
+    """
+
+    def __init__(
+        self,
+        obs_dim: int,
+        n_actions: int = N_FACTORED_ACTIONS,
+        hidden: Sequence[int] = (256, 256),
+        head_hidden: int = 128,
+        slope: float = 0.01,
+    ) -> None:
+        super().__init__()
+        self.obs_dim = obs_dim
+        self.n_actions = n_actions
+        self.trunk = _mlp([obs_dim, *hidden], slope)
+        self.value = nn.Sequential(nn.Linear(hidden[-1], head_hidden), nn.LeakyReLU(slope), nn.Linear(head_hidden, 1))
+        self.advantage = nn.Sequential(
+            nn.Linear(hidden[-1], head_hidden), nn.LeakyReLU(slope), nn.Linear(head_hidden, n_actions)
+        )
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        h = self.trunk(obs)
+        adv = self.advantage(h)
+        return self.value(h) + adv - adv.mean(dim=-1, keepdim=True)
+
+
+class CuriosityModel(nn.Module):
+    """Forward model: (32 state features ++ 3-way action one-hot) → 64 → 32 predicted next features.
+
+    Its squared prediction error on a transition is the curiosity bonus (novel transitions are
+    poorly predicted). state, next_state: [B, 32]; category: [B] int64 in {0 short, 1 flat, 2 long}.
+    """
+
+    def __init__(self, n_state: int = 32, hidden: int = 64, slope: float = 0.01) -> None:
+        super().__init__()
+        self.n_state = n_state
+        self.net = nn.Sequential(
+            nn.Linear(n_state + N_CATEGORIES, hidden), nn.LeakyReLU(slope), nn.Linear(hidden, n_state)
+        )
+
+    def forward(self, state: torch.Tensor, category: torch.Tensor) -> torch.Tensor:
+        one_hot = torch.nn.functional.one_hot(category, N_CATEGORIES).to(state.dtype)
+        return self.net(torch.cat([state, one_hot], dim=-1))
+
+    def error(self, state: torch.Tensor, category: torch.Tensor, next_state: torch.Tensor) -> torch.Tensor:
+        """Mean squared prediction error per row: [B]."""
+        return (self(state, category) - next_state).pow(2).mean(dim=-1)
+
+
+def action_category(actions: torch.Tensor, n_actions: int) -> torch.Tensor:
+    """Short / flat / long category of factored (45) or exposure (5) actions: [B] int64."""
+    exposure = actions // 9 if n_actions == N_FACTORED_ACTIONS else actions
+    return (exposure >= 2).long() + (exposure >= 3).long()

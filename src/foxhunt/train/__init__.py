@@ -1,0 +1,1 @@
+"""Training: graph capture helper, walk-forward runner, checkpoints, logs."""
