@@ -59,7 +59,7 @@ def data_validate(
     vol = "volume present" if bars.has_volume else "volume MISSING (volume features are constant)"
     first = _iso(bars.timestamps[0])
     last = _iso(bars.timestamps[-1])
-    console.print(f"[green]ok[/] {file}: {len(bars)} bars, {first} → {last}, {vol}", highlight=False)
+    console.print(f"[green]ok[/] {file}: {len(bars)} bars, {first} → {last}, {vol}", highlight=False, soft_wrap=True)
 
 
 @data_app.command("sample")
@@ -154,7 +154,7 @@ def _print_prepared(p: "object") -> None:
 def _iso(ns: int) -> str:
     import numpy as np
 
-    return str(np.datetime64(int(ns), "s")).replace("T", " ")
+    return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")
 
 
 def main() -> None:
