@@ -1,0 +1,189 @@
+"""Replay sampler throughput: sample + priority update (no observation gather), eager vs CUDA graph.
+
+One step = ``sample(B)`` + TD errors from the sampled indices + ``update_priorities``, over a full
+buffer. Numbers are measured side by side in one run; the graph column replays one captured step.
+
+    python bench/bench_replay.py            # 1 M slots, batch 4096, on CUDA when present
+    python bench/bench_replay.py --quick    # small CPU run (a smoke test of the harness)
+
+Writes bench/results/replay_<device>.json (device name, torch version, git revision, results) and
+prints a short table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Transitions, UniformSampler
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def git_revision() -> str:
+    """The checked-out commit, read from .git without running git ('unknown' if not found)."""
+    git = ROOT / ".git"
+    try:
+        head = (git / "HEAD").read_text().strip()
+        if not head.startswith("ref:"):
+            return head
+        ref = head.split(None, 1)[1]
+        if (git / ref).exists():
+            return (git / ref).read_text().strip()
+        for line in (git / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split()[0]
+    except OSError:
+        pass
+    return "unknown"
+
+
+def fill(storage: ReplayStorage, seed: int) -> torch.Tensor:
+    """Fill every slot with random compact transitions; returns |δ| [C] for the initial priorities."""
+    dev, cap = storage.device, storage.capacity
+    g = torch.Generator(dev).manual_seed(seed)
+    chunk = min(cap, 1 << 16)
+    for start in range(0, cap, chunk):
+        n = min(chunk, cap - start)
+        bar = torch.randint(0, 100_000, (n,), device=dev, generator=g)
+        pf = torch.randn(n, 3, device=dev, generator=g)
+        storage.add(Transitions(bar, pf, bar % 45, torch.randn(n, device=dev, generator=g),
+                                torch.zeros(n, dtype=torch.bool, device=dev), bar + 1, pf))
+    return torch.rand(cap, device=dev, generator=g).mul_(3.0)
+
+
+def make_step(sampler, batch: int) -> Callable[[], None]:
+    counter = torch.zeros((), device=sampler.device)
+
+    def step() -> None:
+        idx, w = sampler.sample(batch)
+        sampler.update_priorities(idx, torch.sin(idx.to(torch.float32) * 0.37 + counter))
+        counter.add_(1.0)
+
+    return step
+
+
+def time_it(fn: Callable[[], None], iters: int, device: torch.device) -> float:
+    """Mean seconds per call of ``fn`` over ``iters`` calls (CUDA events on a GPU)."""
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(iters):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3 / iters
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    return (time.perf_counter() - t0) / iters
+
+
+def graphed(fn: Callable[[], None], generator: torch.Generator) -> Callable[[], None]:
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    g.register_generator_state(generator)
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+def cases(storage: ReplayStorage):
+    """(name, sampler, what one timed call does) for every configuration benchmarked."""
+    yield "uniform", UniformSampler(storage, seed=1), "step"
+    default = ProportionalPER(storage, seed=1)
+    yield f"proportional (default: {default.rebuild} rebuild)", default, "step"
+    yield "proportional (partial rebuild)", ProportionalPER(storage, rebuild="partial", seed=1), "step"
+    yield "proportional (full rebuild)", ProportionalPER(storage, rebuild="full", seed=1), "step"
+    yield "proportional (search_level=0)", ProportionalPER(storage, search_level=0, seed=1), "step"
+    yield "rank (no re-sort in the step)", RankPER(storage, refresh_every=0, seed=1), "step"
+    yield "rank (re-sort every step, K=1)", RankPER(storage, refresh_every=1, seed=1), "step"
+    yield "rank refresh() alone (one sort)", RankPER(storage, refresh_every=0, seed=1), "refresh"
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="small CPU run: 64 K slots, batch 512")
+    ap.add_argument("--device", default=None, help="cpu | cuda (default: cuda when present; cpu with --quick)")
+    ap.add_argument("--capacity", type=int, default=None)
+    ap.add_argument("--batch", type=int, default=None)
+    ap.add_argument("--iters", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="CPU intra-op threads (default: 1 on CPU)")
+    ap.add_argument("--git-revision", default=None, help="recorded as is (default: read from .git)")
+    args = ap.parse_args(argv)
+    dev = torch.device(args.device or ("cpu" if args.quick or not torch.cuda.is_available() else "cuda"))
+    cap = args.capacity or (65_536 if args.quick else 1_000_000)
+    batch = args.batch or (512 if args.quick else 4096)
+    iters = args.iters or (20 if args.quick else 200)
+    torch.manual_seed(0)
+    if dev.type == "cpu" or args.threads:
+        torch.set_num_threads(args.threads or 1)  # shared 2-core machines: oversubscription swamps the numbers
+
+    storage = ReplayStorage(cap, device=dev)
+    td0 = fill(storage, seed=0)
+    slots = torch.arange(cap, device=dev)
+    rows = []
+    for name, sampler, what in cases(storage):
+        sampler.on_add(slots, td0)
+        if isinstance(sampler, RankPER):
+            sampler.refresh()
+        fn = sampler.refresh if what == "refresh" else make_step(sampler, batch)
+        for _ in range(3):
+            fn()
+        eager = time_it(fn, iters, dev)
+        graph = time_it(graphed(fn, sampler.generator), iters, dev) if dev.type == "cuda" else None
+        best = graph if graph is not None else eager
+        rows.append({
+            "name": name,
+            "eager_us": eager * 1e6,
+            "graph_us": None if graph is None else graph * 1e6,
+            "graph_speedup": None if graph is None else eager / graph,
+            "samples_per_s": batch / best if what == "step" else None,
+        })
+        del sampler
+
+    result = {
+        "bench": "replay",
+        "device": dev.type,
+        "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu",
+        "torch": torch.__version__,
+        "git_revision": args.git_revision or git_revision(),
+        "quick": bool(args.quick),
+        "capacity": cap,
+        "batch": batch,
+        "iters": iters,
+        "cpu_threads": torch.get_num_threads(),
+        "step": "sample(B) + update_priorities(B), no gather",
+        "results": rows,
+    }
+    out = args.out or ROOT / "bench" / "results" / f"replay_{dev.type}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+
+    print(f"replay bench: {result['device_name']} | torch {result['torch']} | rev {result['git_revision'][:10]}"
+          f" | capacity {cap:,} | batch {batch} | {iters} iters")
+    print(f"{'configuration':40s} {'eager µs':>10s} {'graph µs':>10s} {'speedup':>8s} {'samples/s':>12s}")
+    for r in rows:
+        g = "-" if r["graph_us"] is None else f"{r['graph_us']:10.1f}"
+        sp = "-" if r["graph_speedup"] is None else f"{r['graph_speedup']:7.2f}x"
+        sps = "-" if r["samples_per_s"] is None else f"{r['samples_per_s']:12.3e}"
+        print(f"{r['name']:40s} {r['eager_us']:10.1f} {g:>10s} {sp:>8s} {sps:>12s}")
+    print(f"wrote {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()

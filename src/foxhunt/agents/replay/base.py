@@ -1,0 +1,99 @@
+"""What every sampler shares: the device generator, preallocated outputs, beta as a device scalar.
+
+The sampler protocol (uniform, proportional PER, rank PER)::
+
+    on_add(slots, td_abs=None)          new transitions were written at ``slots`` ([N] int64)
+    sample(batch_size) -> (indices, weights)   [B] int64 slots, [B] float32 IS weights
+    update_priorities(indices, td_errors)      after a learning step ([B] int64, [B] float)
+    clear()                             a new fold (clear the storage too)
+
+``sample`` writes into buffers preallocated per batch size and returns them: the next ``sample``
+of the same size overwrites them (copy if you keep them). Every method is a fixed-shape device
+program with no host reads, so a learner can capture sample + update in a CUDA graph; the
+randomness comes from ``self.generator`` (a ``torch.Generator`` on the device; when capturing,
+register it with the graph: ``graph.register_generator_state(sampler.generator)``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from foxhunt.agents.replay.storage import ReplayStorage
+
+WEIGHT_NORMS = ("buffer", "batch")
+
+
+class SamplerBase:
+    """Base of the samplers: storage handle, generator, per-B outputs, ``beta`` (0-d device float32)."""
+
+    def __init__(self, storage: ReplayStorage, beta: float = 1.0, seed: int = 0, weight_norm: str = "buffer") -> None:
+        if weight_norm not in WEIGHT_NORMS:
+            raise ValueError(f"{type(self).__name__}: weight_norm must be one of {WEIGHT_NORMS}, got {weight_norm!r}")
+        if not 0.0 <= beta <= 1.0:
+            raise ValueError(f"{type(self).__name__}: beta must be in [0, 1], got {beta}")
+        self.storage = storage
+        self.capacity = storage.capacity
+        self.device = storage.device
+        self.weight_norm = weight_norm
+        self.seed = int(seed)
+        self.generator = torch.Generator(device=self.device)
+        self.generator.manual_seed(self.seed)
+        self.beta = torch.full((), float(beta), dtype=torch.float32, device=self.device)
+        """IS exponent, a device scalar: anneal it in place with ``set_beta`` (graphs stay valid)."""
+        self._out: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+        self._strata: dict[int, torch.Tensor] = {}
+
+    def set_beta(self, beta: float) -> None:
+        """Set the IS exponent in place (no new tensor: captured graphs read the new value)."""
+        self.beta.fill_(float(beta))
+
+    def reseed(self, seed: int) -> None:
+        """Restart the sampler's random stream from ``seed``."""
+        self.seed = int(seed)
+        self.generator.manual_seed(self.seed)
+
+    def outputs(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The preallocated (indices [B] int64, weights [B] float32) of batch size B."""
+        out = self._out.get(batch_size)
+        if out is None:
+            out = (
+                torch.zeros(batch_size, dtype=torch.int64, device=self.device),
+                torch.ones(batch_size, dtype=torch.float32, device=self.device),
+            )
+            self._out[batch_size] = out
+        return out
+
+    def stratified(self, batch_size: int, total: torch.Tensor) -> torch.Tensor:
+        """[B] float64 prefix values, one uniform draw in each of B equal segments of [0, total).
+
+        u_j = (j + U_j) · total / B, computed as U_j·(total/B) + j·(total/B) in float64 so that
+        the position inside a segment keeps full resolution. ``total``: [1] or 0-d device tensor.
+        """
+        strata = self._strata.get(batch_size)
+        if strata is None:
+            strata = torch.arange(batch_size, dtype=torch.float64, device=self.device)
+            self._strata[batch_size] = strata
+        width = total.to(torch.float64) / batch_size
+        u = torch.empty(batch_size, dtype=torch.float64, device=self.device).uniform_(generator=self.generator)
+        return u.mul_(width).add_(strata * width)
+
+    def _check_batch(self, batch_size: int) -> None:
+        if batch_size < 1:
+            raise ValueError(f"{type(self).__name__}.sample: batch_size must be >= 1, got {batch_size}")
+        if self.storage.size == 0:  # host int, known by construction
+            raise ValueError(f"{type(self).__name__}.sample: the replay storage is empty")
+
+    # protocol defaults --------------------------------------------------------------------
+    def on_add(self, slots: torch.Tensor, td_abs: torch.Tensor | None = None) -> None:
+        """New transitions were written at ``slots``; uniform sampling needs nothing."""
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """Uniform sampling has no priorities."""
+
+    def clear(self) -> None:
+        """Forget everything learned about the stored transitions (the storage is cleared apart)."""
+
+
+def clean_abs(td: torch.Tensor) -> torch.Tensor:
+    """|td| as float32 with NaN and ±inf mapped to 0, so one bad TD error cannot poison the tree."""
+    return torch.nan_to_num(td.detach().to(torch.float32).abs(), nan=0.0, posinf=0.0, neginf=0.0)
