@@ -9,7 +9,7 @@ itself executes nothing, so every call does exactly one step of work, graphed or
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -17,12 +17,27 @@ import torch
 class GraphedStep:
     """``step()`` runs ``fn`` eagerly (CPU, or first CUDA call) and replays a captured graph after."""
 
-    def __init__(self, fn: Callable[[], None], device: torch.device, enabled: bool = True, pool: object | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[[], None],
+        device: torch.device,
+        enabled: bool = True,
+        *,
+        generators: Sequence[torch.Generator] = (),
+        host_state: tuple[Callable[[], object], Callable[[object], None]] | None = None,
+        after_replay: Callable[[], None] | None = None,
+    ) -> None:
+        """generators: device generators the function draws from (registered with the graph so
+        each replay advances them). host_state: (save, restore) of host-side bookkeeping that ``fn``
+        changes (e.g. replay write positions); it is restored after capture, which runs no work.
+        after_replay: host bookkeeping to do after each replay (what ``fn`` would have done)."""
         self.fn = fn
         self.device = device
         self.enabled = enabled and device.type == "cuda"
         self.graph: torch.cuda.CUDAGraph | None = None
-        self.pool = pool
+        self.generators = tuple(generators)
+        self.host_state = host_state
+        self.after_replay = after_replay
         self.calls = 0
 
     def __call__(self) -> None:
@@ -32,6 +47,8 @@ class GraphedStep:
             return
         if self.graph is not None:
             self.graph.replay()
+            if self.after_replay is not None:
+                self.after_replay()
             return
         # First call: real work on a side stream (warm-up), then capture (which runs nothing).
         side = torch.cuda.Stream(self.device)
@@ -40,8 +57,13 @@ class GraphedStep:
             self.fn()
         torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        for gen in self.generators:
+            graph.register_generator_state(gen)
+        saved = self.host_state[0]() if self.host_state is not None else None
+        with torch.cuda.graph(graph):
             self.fn()
+        if self.host_state is not None:
+            self.host_state[1](saved)
         self.graph = graph
 
     def reset(self) -> None:

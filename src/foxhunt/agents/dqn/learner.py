@@ -1,0 +1,199 @@
+"""The DQN learner: double-DQN Huber loss with IS weights, n-step targets, guard, masked Adam.
+
+``train_step()`` is one fixed-shape device program (sample → gather → loss → backward → clip →
+guard → masked Adam → target update → priority write-back → monitor), with no host reads, so that
+it can be captured once in a CUDA graph and replayed. Schedules (learning rate, PER beta) are
+computed on the device from the device step counter, so replays see their current values.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from foxhunt.agents.dqn.config import DQNConfig
+from foxhunt.agents.flat import FlatParams, MaskedAdam
+from foxhunt.agents.monitor import EpochMonitor
+from foxhunt.agents.networks import DuelingQNet
+from foxhunt.agents.replay import ReplayBuffer
+from foxhunt.market import MarketData
+
+
+def linear_schedule(start: float, end: float, steps: int, t: torch.Tensor) -> torch.Tensor:
+    """start → end linearly over ``steps`` of the device counter ``t`` (0-d), then flat at end."""
+    frac = (t.to(torch.float32) / float(steps)).clamp(0.0, 1.0)
+    return start + (end - start) * frac
+
+
+class QLearner:
+    """Online and target networks (flat buffers), masked Adam, guard, and the train step.
+
+    market: MarketData (observations are re-gathered from it); replay: ReplayBuffer on the same
+    device; n_envs: rows written per env step (the replay's row stride, for n-step targets).
+    """
+
+    def __init__(self, cfg: DQNConfig, market: MarketData, replay: ReplayBuffer, n_actions: int, n_envs: int,
+                 monitor: EpochMonitor, seed: int = 0) -> None:
+        dev = market.device
+        self.cfg = cfg
+        self.market = market
+        self.replay = replay
+        self.monitor = monitor
+        self.n_envs = n_envs
+        self.device = dev
+        torch.manual_seed(seed)
+        self.online = DuelingQNet(market.obs_dim, n_actions, cfg.hidden, cfg.head_hidden).to(dev)
+        self.target = copy.deepcopy(self.online)
+        for p in self.target.parameters():
+            p.requires_grad_(False)
+        self.flat = FlatParams(self.online)
+        self.target_flat = torch.cat([p.detach().reshape(-1) for p in self.target.parameters()])
+        _rehome(self.target, self.target_flat)
+        self._init_weights = self.flat.data.clone()
+        self.lr = torch.full((), cfg.lr, dtype=torch.float32, device=dev)
+        self.opt = MaskedAdam(self.flat, self.lr)
+        # Device counters and guard state (all in place; reset per fold).
+        self.updates = torch.zeros((), dtype=torch.int64, device=dev)
+        self.collapse_run = torch.zeros((), dtype=torch.int64, device=dev)
+        self.skipped_total = torch.zeros((), dtype=torch.int64, device=dev)
+        self.halted = torch.zeros((), dtype=torch.bool, device=dev)
+        b, w = cfg.batch_size, market.obs_dim
+        self.obs = torch.zeros((b, w), dtype=torch.float32, device=dev)
+        self.next_obs = torch.zeros((b, w), dtype=torch.float32, device=dev)
+        self._gamma_pow = torch.tensor([cfg.gamma ** k for k in range(1, cfg.n_step + 1)], dtype=torch.float32, device=dev)
+
+    # ------------------------------------------------------------------ per fold
+    def reset(self, reinit: bool = True) -> None:
+        """New fold: re-initialise weights in place (or keep them: warm start), zero optimiser
+        moments, counters and guard state; the target copies the online weights."""
+        if reinit:
+            self.flat.data.copy_(self._init_weights)
+        self.target_flat.copy_(self.flat.data)
+        self.opt.reset()
+        self.lr.fill_(self.cfg.lr)
+        for t in (self.updates, self.collapse_run, self.skipped_total):
+            t.zero_()
+        self.halted.zero_()
+
+    # ------------------------------------------------------------------ the train step
+    def _batch(self):
+        """Sample and gather a minibatch; n-step targets are assembled from consecutive rows."""
+        cfg = self.cfg
+        storage = self.replay.storage
+        idx, weights = self.replay.sampler.sample(cfg.batch_size)
+        if cfg.n_step == 1:
+            batch = storage.gather(idx, self.market, self.obs, self.next_obs)
+            return batch.obs, batch.action, batch.reward, batch.done, batch.next_obs, batch.discount, idx, weights
+        return self._nstep_batch(idx) + (idx, weights)
+
+    def _nstep_batch(self, idx: torch.Tensor):
+        """n-step return from the rows idx, idx+N, … of the same env (the storage writes N rows per
+        env step), cut at a terminal transition, at an episode boundary (the next row's bar is not
+        this row's next bar) and at the write head. [B] tensors; discount = gamma^k of the cut."""
+        st = self.replay.storage
+        n_env, cap = self.n_envs, st.capacity
+        rows_after = torch.remainder(st.pos_t - idx - 1, cap) // n_env  # complete later rows of this env
+        ret = torch.zeros_like(st.reward[:1].expand(idx.shape[0])).clone()
+        alive = torch.ones_like(idx, dtype=torch.bool)
+        last = idx.clone()
+        steps = torch.zeros_like(idx)
+        done = torch.zeros_like(alive)
+        slot = idx
+        for k in range(self.cfg.n_step):
+            if k > 0:
+                nxt = torch.remainder(slot + n_env, cap)
+                cont = (st.bar.index_select(0, nxt) == st.next_bar.index_select(0, slot)) & (rows_after >= k)
+                alive = alive & cont & ~done
+                slot = nxt
+            r = st.reward.index_select(0, slot)
+            d = st.done.index_select(0, slot)
+            disc = self.cfg.gamma ** k
+            ret = ret + torch.where(alive, r * disc, torch.zeros_like(r))
+            last = torch.where(alive, slot, last)
+            steps = steps + alive.long()
+            done = done | (alive & d)
+        discount = self._gamma_pow.index_select(0, steps - 1)
+        bar = st.bar.index_select(0, idx)
+        port = st.portfolio.index_select(0, idx)
+        self.market.observe(bar, port, self.obs)
+        self.market.observe(st.next_bar.index_select(0, last), st.next_portfolio.index_select(0, last), self.next_obs)
+        action = st.action.index_select(0, idx)
+        return self.obs, action, ret, done, self.next_obs, discount
+
+    def train_step(self) -> None:
+        """One gradient step, entirely on the device (see the module docstring)."""
+        cfg = self.cfg
+        obs, action, reward, done, next_obs, discount, idx, weights = self._batch()
+        q_all = self.online(obs)
+        q_taken = q_all.gather(1, action.unsqueeze(1)).squeeze(1)
+        with torch.no_grad():
+            best_next = self.online(next_obs).argmax(dim=1, keepdim=True)
+            q_next = self.target(next_obs).gather(1, best_next).squeeze(1)
+            y = reward + discount * (~done).float() * q_next
+        td = q_taken - y
+        loss = (weights * F.huber_loss(q_taken, y, reduction="none", delta=cfg.huber_delta)).mean()
+        self.flat.zero_grad()
+        loss.backward()
+        g = self.flat.grad
+        gnorm = torch.linalg.vector_norm(g)
+        nonfinite = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
+        over_clip = loss > cfg.loss_clip
+        ok = ~nonfinite & ~over_clip & ~self.halted
+        # Gradient collapse: consecutive tiny norms after warm-up raise the (sticky) halt flag.
+        tiny = ok & (gnorm < cfg.grad_collapse)
+        self.collapse_run.copy_(torch.where(tiny, self.collapse_run + 1, torch.zeros_like(self.collapse_run)))
+        collapsed = (self.updates >= cfg.grad_collapse_warmup) & (self.collapse_run >= cfg.grad_collapse_patience)
+        bad = ~ok & ~self.halted
+        self.skipped_total.add_(bad.long())
+        self.halted.copy_(self.halted | collapsed | (self.skipped_total > cfg.max_skipped_steps))
+        coef = (cfg.grad_clip / (gnorm + 1e-6)).clamp(max=1.0)
+        if cfg.lr_end is not None:
+            self.lr.copy_(linear_schedule(cfg.lr, cfg.lr_end, cfg.lr_decay_steps, self.updates))
+        self.opt.step(g * coef, ok)
+        self._update_target(ok)
+        self.updates.add_(1)
+        self.replay.sampler.beta.copy_(linear_schedule(cfg.per_beta_start, cfg.per_beta_end, cfg.per_beta_steps, self.updates))
+        td_d = td.detach()
+        # A skipped step writes no information into the priorities: |δ| = 0 there (floor priority).
+        self.replay.update_priorities(idx, torch.where(ok, td_d, torch.zeros_like(td_d)))
+        m = self.monitor
+        m.add_update(loss.detach(), gnorm, q_taken.detach(), td_d.abs(), ok, nonfinite, over_clip)
+        m.set_flag("halt", self.halted)
+        m.set_flag("halt_collapse", collapsed)
+        m.set_scalar("lr", self.lr)
+        m.set_scalar("beta", self.replay.sampler.beta)
+
+    def _update_target(self, ok: torch.Tensor) -> None:
+        cfg = self.cfg
+        if cfg.target_update == "polyak":
+            new = self.target_flat + cfg.target_tau * (self.flat.data - self.target_flat)
+            self.target_flat.copy_(torch.where(ok, new, self.target_flat))
+        else:
+            due = ok & (torch.remainder(self.updates + 1, cfg.target_hard_every) == 0)
+            self.target_flat.copy_(torch.where(due, self.flat.data, self.target_flat))
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Every tensor a resumed run needs (flat weights, target, Adam, counters, guard)."""
+        return {
+            "online": self.flat.data,
+            "target": self.target_flat,
+            "lr": self.lr,
+            "updates": self.updates,
+            "collapse_run": self.collapse_run,
+            "skipped_total": self.skipped_total,
+            "halted": self.halted,
+            **self.opt.state_tensors(),
+        }
+
+
+def _rehome(module: nn.Module, flat: torch.Tensor) -> None:
+    """Make every parameter of ``module`` a view into ``flat`` (same order as .parameters())."""
+    offset = 0
+    for p in module.parameters():
+        n = p.numel()
+        p.data = flat[offset : offset + n].view_as(p)
+        offset += n

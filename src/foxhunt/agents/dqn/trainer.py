@@ -1,0 +1,191 @@
+"""DQNTrainer: one object per process, reused across folds.
+
+It owns the env, replay, learner, collector and monitor, captures a collection round and a train
+step in CUDA graphs on first use, and replays them for the life of the process: a new fold
+changes device tensors the graphs read (fold bounds, normalisation, medians) and resets state in
+place, never the graphs. An epoch is a host loop of graph replays with no host reads, ending with
+the one readback of the epoch summary.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from foxhunt.agents.dqn.collector import Collector
+from foxhunt.agents.dqn.config import DQNConfig
+from foxhunt.agents.dqn.curiosity import Curiosity
+from foxhunt.agents.dqn.learner import QLearner
+from foxhunt.agents.monitor import EpochMonitor, EpochSummary
+from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayBuffer, ReplayStorage, UniformSampler
+from foxhunt.env import RESET_DSR, RESET_PORTFOLIO, RESET_VOL, EnvParams, VecTradingEnv
+from foxhunt.errors import FoxhuntError
+from foxhunt.folds import FoldRange
+from foxhunt.market import MarketData
+from foxhunt.train.graphs import GraphedStep
+
+
+class TrainingHalted(FoxhuntError):
+    """The on-device guard stopped training; the message names the check and the epoch."""
+
+
+@dataclass
+class EpochTiming:
+    collect_s: float = 0.0
+    train_s: float = 0.0
+    readback_s: float = 0.0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def _matmul_precision(cfg: DQNConfig) -> None:
+    # tf32 (and bf16, whose training passes stay float32) lets float32 matmuls use the tensor cores.
+    torch.backends.cuda.matmul.allow_tf32 = cfg.matmul_precision in ("tf32", "bf16")
+    torch.backends.cudnn.allow_tf32 = cfg.matmul_precision in ("tf32", "bf16")
+
+
+class DQNTrainer:
+    """Walk-forward DQN training on device-resident market data."""
+
+    def __init__(self, market: MarketData, env_params: EnvParams, cfg: DQNConfig, seed: int = 0) -> None:
+        if market.fold is None:
+            raise ValueError("DQNTrainer: set a fold on the market first")
+        _matmul_precision(cfg)
+        self.market = market
+        self.cfg = cfg
+        self.seed = seed
+        self.device = market.device
+        self.env = VecTradingEnv(market, cfg.n_envs, env_params, seed=seed)
+        n = cfg.n_envs
+        capacity = max(n, (cfg.buffer_capacity // n) * n)  # whole env steps: row stride N for n-step
+        storage = ReplayStorage(capacity, 3, self.device, gamma=cfg.gamma)
+        if cfg.sampler == "uniform":
+            sampler = UniformSampler(storage, seed=seed)
+        elif cfg.sampler == "proportional":
+            sampler = ProportionalPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed)
+        else:
+            sampler = RankPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, refresh_every=cfg.rank_refresh, seed=seed)
+        self.replay = ReplayBuffer(storage, sampler)
+        self.monitor = EpochMonitor(self.device)
+        self.learner = QLearner(cfg, market, self.replay, self.env.n_actions, n, self.monitor, seed=seed)
+        self.curiosity = (
+            Curiosity(market, storage, self.env.n_actions, cfg.curiosity_lr, cfg.curiosity_batch, seed) if cfg.curiosity else None
+        )
+        self.collector = Collector(cfg, self.env, self.learner, self.replay, self.monitor, self.curiosity, seed)
+        gens = [self.env.sampler.generator, self.collector.generator]
+        rows = n * cfg.rollout_len
+        self._round = GraphedStep(
+            self.collector.round, self.device, cfg.cuda_graphs,
+            generators=gens,
+            host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
+            after_replay=lambda: storage.advance(rows),
+        )
+        self._train = GraphedStep(self.learner.train_step, self.device, cfg.cuda_graphs, generators=[sampler.generator])
+        self._curiosity = (
+            GraphedStep(self.curiosity.train_step, self.device, cfg.cuda_graphs, generators=[self.curiosity.generator])
+            if self.curiosity is not None else None
+        )
+        self.epoch = 0
+        self.rounds = 0
+        self.fold: FoldRange | None = market.fold
+        self.timing = EpochTiming()
+        self.last_summary: EpochSummary | None = None
+
+    def _set_pos(self, pos: int, size: int) -> None:
+        self.replay.storage.pos, self.replay.storage.size = pos, size
+
+    # ------------------------------------------------------------------ folds
+    def reset_for_fold(self, fold: FoldRange, warm_start: bool = False) -> float:
+        """Make ``fold`` current without re-creating anything; returns the seconds it took.
+
+        Re-initialises the network in place (or keeps it: warm start), clears the replay, zeroes
+        optimiser moments, counters and monitors, recomputes the fold's normalisation on the
+        device, and restarts the envs in the new training range. Graphs stay captured.
+        """
+        t0 = time.perf_counter()
+        self.env.set_fold(fold)  # checks episode length, market.set_fold (in place)
+        self.replay.clear()
+        self.learner.reset(reinit=not warm_start)
+        self.collector.reset()
+        if self.curiosity is not None:
+            self.curiosity.reset()
+        self.monitor.reset()
+        self.env.reset(persistent=True)
+        self.epoch = 0
+        self.rounds = 0
+        self.fold = fold
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter() - t0
+
+    # ------------------------------------------------------------------ epochs
+    def _reset_flags(self) -> int:
+        cfg = self.cfg
+        return (RESET_PORTFOLIO if cfg.reset_portfolio_each_epoch else 0) | (
+            RESET_DSR if cfg.reset_dsr_each_epoch else 0) | (RESET_VOL if cfg.reset_vol_each_epoch else 0)
+
+    def run_epoch(self) -> None:
+        """Enqueue one epoch of device work and start its summary readback (no host reads)."""
+        cfg = self.cfg
+        self.monitor.reset()
+        flags = self._reset_flags()
+        if flags and self.epoch > 0:
+            self.env.reset_flags.fill_(flags)
+            self.env.apply_reset_flags()
+        storage = self.replay.storage
+        ready_at = max(cfg.warmup_transitions, cfg.batch_size)
+        for _ in range(cfg.rounds_per_epoch):
+            self._round()
+            self.rounds += 1
+            if self._curiosity is not None and self.rounds % cfg.curiosity_every == 0:
+                self._curiosity()
+            if storage.size >= ready_at:
+                for _ in range(cfg.train_steps_per_round):
+                    self._train()
+        self.monitor.set_scalar("epsilon", self.collector.epsilon)
+        self.monitor.start_readback(self.epoch)
+        self.epoch += 1
+
+    def train_epoch(self) -> EpochSummary | None:
+        """One epoch. Returns its summary (one synchronisation), or, in lagged mode, the previous
+        epoch's summary (already landed: no blocking wait), None after the first epoch."""
+        self.run_epoch()
+        if self.cfg.lagged_readback and self.monitor.pending < 2:
+            return None
+        return self._collect_summary()
+
+    def flush(self) -> EpochSummary | None:
+        """Read any summary still pending (the last epoch in lagged mode)."""
+        return self._collect_summary() if self.monitor.pending else None
+
+    def _collect_summary(self) -> EpochSummary:
+        s = self.monitor.finish_readback()
+        self.last_summary = s
+        if s["halt"] > 0:
+            raise TrainingHalted(self._halt_message(s))
+        return s
+
+    def _halt_message(self, s: EpochSummary) -> str:
+        fold = self.fold.fold if self.fold is not None else "?"
+        checks = []
+        if s["skip_nonfinite"]:
+            checks.append(f"non-finite loss or gradient norm ({int(s['skip_nonfinite'])} steps skipped)")
+        if s["skip_loss_clip"]:
+            checks.append(f"loss above loss_clip={self.cfg.loss_clip:g} ({int(s['skip_loss_clip'])} steps skipped)")
+        if s["halt_collapse"]:
+            checks.append(
+                f"gradient collapse (norm < {self.cfg.grad_collapse:g} for {self.cfg.grad_collapse_patience} steps)"
+            )
+        what = "; ".join(checks) or "guard halt flag"
+        return f"training halted by the guard in fold {fold}, epoch {s.epoch}: {what}"
+
+    # ------------------------------------------------------------------ state
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """Device tensors of everything that changes during training (for checkpoints)."""
+        out = {f"learner.{k}": v for k, v in self.learner.state_tensors().items()}
+        out.update({f"env.{k}": v for k, v in self.env.state.tensors().items()})
+        out["collector.env_steps"] = self.collector.env_steps
+        if self.curiosity is not None:
+            out["curiosity.weights"] = self.curiosity.flat.data
+        return out
