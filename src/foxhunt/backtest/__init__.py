@@ -1,0 +1,1 @@
+"""Backtesting: the windowed evaluator, per-window risk metrics (+ float64 reference) and reports."""
