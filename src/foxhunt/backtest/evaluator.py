@@ -1,0 +1,227 @@
+"""The vectorised backtester: W windows of any lengths step in lockstep on the device.
+
+Windows are index ranges into ``MarketData``: window w starts at bar ``starts[w]`` and takes
+``lengths[w]`` steps (its returns cover bars starts+1 … starts+lengths). All windows step together
+(padded to the longest); a finished window stops changing (the env's ``finished`` mask). Each
+window can carry its own normalisation (the statistics of the fold it belongs to).
+
+Execution is the environment's (``foxhunt.env``) with reward shaping switched off: no exploration,
+no barrier scaling, no penalties, no curiosity; barriers never end a window. The loop does no host
+reads; a chunk of steps is captured in a CUDA graph on the GPU; the host reads the metrics [W, M]
+once at the end (and, on request, the curves and trades).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from foxhunt.backtest.metrics import METRIC_NAMES, TradeRecords, compute_metrics, metrics_to_dicts
+from foxhunt.backtest.policies import Policy
+from foxhunt.env import EnvParams, EnvState, EnvTensors, StepOutput
+from foxhunt.env.state import portfolio_features
+from foxhunt.env.vec_env import reset as env_reset
+from foxhunt.env.vec_env import step as env_step
+from foxhunt.market import MarketData, NormStats
+from foxhunt.train.graphs import GraphedStep
+
+STATUS_OK, STATUS_BUST = 0, 1
+_SHAPING_OFF = dict(
+    risk_weight=0.0, diversity_penalty=0.0, curiosity_weight=0.0, barrier_profit_scale=0.0,
+    barrier_stop_scale=0.0, end_on_barrier=False, reward_mode="return", reward_scale=1.0,
+)
+
+
+def execution_params(params: EnvParams) -> EnvParams:
+    """The same execution (costs, spread, impact, sizing, barriers as labels) with shaping off."""
+    return params.model_copy(update=_SHAPING_OFF)
+
+
+def bars_per_year(market: MarketData) -> float:
+    """252 for daily (or slower) bars; calendar-time bars per year for intraday bars."""
+    ts = market.timestamps_host
+    if len(ts) < 2:
+        return 252.0
+    sec = float(np.median(np.diff(ts))) / 1e9
+    return 252.0 if sec >= 20 * 3600 else 365.25 * 86_400 / sec
+
+
+@dataclass
+class BacktestResult:
+    """Host-side results. metrics: one dict per window (``METRIC_NAMES`` + status)."""
+
+    metrics: list[dict[str, float]]
+    starts: np.ndarray
+    lengths: np.ndarray
+    returns: np.ndarray | None = None  # [W, T] per-bar simple returns (0 past each length)
+    positions: np.ndarray | None = None  # [W, T] exposure after each step
+    trades: list[dict[str, float]] | None = None  # round trips, in window then time order
+    metrics_tensor: torch.Tensor | None = None  # [W, M] on the device
+
+    def equity(self, w: int) -> np.ndarray:
+        """Equity curve of window w starting at 1 (needs returns)."""
+        assert self.returns is not None
+        return np.concatenate([[1.0], np.cumprod(1.0 + self.returns[w, : self.lengths[w]].astype(np.float64))])
+
+
+class Backtester:
+    """Runs policies over windows of ``market`` with ``params``' execution semantics."""
+
+    def __init__(self, market: MarketData, params: EnvParams | None = None, *, chunk: int = 64,
+                 cuda_graphs: bool = True, bars_per_year: float | None = None) -> None:
+        self.market = market
+        self.device = market.device
+        self.params = execution_params(params or EnvParams())
+        self.chunk = max(1, int(chunk))
+        self.cuda_graphs = cuda_graphs
+        self.bars_per_year = bars_per_year if bars_per_year is not None else globals()["bars_per_year"](market)
+
+    def run(
+        self,
+        starts: Sequence[int] | np.ndarray,
+        lengths: Sequence[int] | np.ndarray,
+        policy: Policy,
+        *,
+        norms: Sequence[NormStats] | None = None,
+        keep_curves: bool = False,
+        keep_trades: bool = False,
+    ) -> BacktestResult:
+        """Backtest ``policy`` on windows (starts[w], lengths[w] steps).
+
+        norms: one NormStats per window (default: the market's current fold for all).
+        """
+        m = self.market
+        st = np.asarray(starts, dtype=np.int64).reshape(-1)
+        ln = np.asarray(lengths, dtype=np.int64).reshape(-1)
+        w = st.shape[0]
+        if w == 0 or ln.shape != st.shape:
+            raise ValueError("Backtester.run: starts and lengths must be non-empty and of equal length")
+        bad = (ln < 1) | (st < 0) | (st + ln > m.n_bars - 1)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"window {i}: start {st[i]} + length {ln[i]} must lie inside the data (last bar {m.n_bars - 1})")
+        run = _Run(self, st, ln, policy, norms, keep_trades)
+        run.execute()
+        return run.result(keep_curves, keep_trades)
+
+
+class _Run:
+    """Buffers and the step body of one backtest call."""
+
+    def __init__(self, bt: Backtester, starts: np.ndarray, lengths: np.ndarray, policy: Policy,
+                 norms: Sequence[NormStats] | None, keep_trades: bool) -> None:
+        m, dev = bt.market, bt.device
+        self.bt, self.m, self.policy = bt, m, policy
+        w = starts.shape[0]
+        self.t_max = int(lengths.max())
+        self.t_pad = -(-self.t_max // bt.chunk) * bt.chunk
+        self.starts, self.lengths = starts, lengths
+        self.params = EnvTensors.build(bt.params, w, dev, {"episode_length": lengths})
+        self.state = EnvState.allocate(w, dev)
+        self.out = StepOutput.allocate(w, dev)
+        f = m.n_features
+        if norms is None:
+            self.mean = m.norm_mean.expand(w, f)
+            self.inv = m.norm_inv_std.expand(w, f)
+        else:
+            if len(norms) != w:
+                raise ValueError(f"norms: expected {w} NormStats, got {len(norms)}")
+            self.mean = torch.stack([n.mean.to(torch.float32) for n in norms]).to(dev)
+            std = torch.stack([n.std for n in norms]).to(dev)
+            self.inv = torch.where(std > 1e-8, 1.0 / std.clamp_min(1e-8), torch.zeros_like(std)).to(torch.float32)
+        self.obs = torch.zeros((w, m.obs_dim), dtype=torch.float32, device=dev)
+        self.port = torch.zeros((w, 3), dtype=torch.float32, device=dev)
+        self.t = torch.zeros((), dtype=torch.int64, device=dev)
+        self.col = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.returns = torch.zeros((w, self.t_pad), dtype=torch.float32, device=dev)
+        self.positions = torch.zeros((w, self.t_pad), dtype=torch.float32, device=dev)
+        self.eq_prev = torch.zeros(w, dtype=torch.float32, device=dev)
+        self.keep_trades = keep_trades
+        self.trade_ret = torch.zeros((w, self.t_pad), dtype=torch.float32, device=dev)
+        self.trade_closed = torch.zeros((w, self.t_pad), dtype=torch.bool, device=dev)
+        if keep_trades:
+            names = ("trade_side", "trade_size", "trade_costs", "trade_entry_bar", "trade_exit_bar")
+            self.trade_more = {n: torch.zeros((w, self.t_pad), dtype=getattr(self.out, n).dtype, device=dev) for n in names}
+        env_reset(self.state, self.params, m, torch.as_tensor(starts, device=dev), None, persistent=True)
+
+    def observe(self) -> torch.Tensor:
+        m, f = self.m, self.m.n_features
+        portfolio_features(self.state, self.params, m, self.port)
+        bar = self.state.bar.clamp(0, m.n_bars - 1)
+        feats = self.obs[:, :f]
+        torch.index_select(m.features, 0, bar, out=feats)
+        feats.sub_(self.mean).mul_(self.inv)
+        self.obs[:, f:].copy_(self.port)
+        return self.obs
+
+    def one_step(self) -> None:
+        st, out = self.state, self.out
+        obs = self.observe()
+        actions = self.policy(obs, self.t)
+        active = ~st.finished
+        env_step(st, self.params, self.m, actions, None, out, active=active, auto_reset=False)
+        # With shaping off the env's reward is the bar's equity return, computed from the PnL
+        # decomposition (accurate to float32 relative to the PnL, unlike a ratio of two equities).
+        ret = torch.where(out.stepped, out.reward, torch.zeros_like(self.eq_prev))
+        pos = torch.where(out.stepped, out.next_portfolio[:, 0], torch.zeros_like(self.eq_prev))
+        self.col.copy_(self.t.reshape(1))
+        self.returns.index_copy_(1, self.col, ret.unsqueeze(1))
+        self.positions.index_copy_(1, self.col, pos.unsqueeze(1))
+        self.trade_ret.index_copy_(1, self.col, out.trade_return.unsqueeze(1))
+        self.trade_closed.index_copy_(1, self.col, (out.trade_closed & out.stepped).unsqueeze(1))
+        if self.keep_trades:
+            for name, buf in self.trade_more.items():
+                buf.index_copy_(1, self.col, getattr(out, name).unsqueeze(1))
+        self.t.add_(1)
+
+    def chunk_body(self) -> None:
+        for _ in range(self.bt.chunk):
+            self.one_step()
+
+    def execute(self) -> None:
+        step = GraphedStep(self.chunk_body, self.bt.device, self.bt.cuda_graphs)
+        with torch.no_grad():
+            for _ in range(self.t_pad // self.bt.chunk):
+                step()
+
+    def result(self, keep_curves: bool, keep_trades: bool) -> BacktestResult:
+        w, t = self.returns.shape
+        lengths = torch.as_tensor(self.lengths, device=self.bt.device)
+        trades = TradeRecords(
+            window=torch.arange(w, device=self.bt.device).repeat_interleave(t),
+            ret=self.trade_ret.reshape(-1),
+            valid=self.trade_closed.reshape(-1),
+        )
+        metrics = compute_metrics(self.returns, lengths, bars_per_year=self.bt.bars_per_year,
+                                  positions=self.positions, trades=trades)
+        rows = metrics_to_dicts(metrics)  # the one readback of the metrics
+        bust = (self.state.equity <= self.params.bust_level).cpu().numpy()
+        for row, b in zip(rows, bust):
+            row["status"] = float(STATUS_BUST if b else STATUS_OK)
+        res = BacktestResult(rows, self.starts, self.lengths, metrics_tensor=metrics)
+        if keep_curves:
+            res.returns = self.returns[:, : self.t_max].cpu().numpy()
+            res.positions = self.positions[:, : self.t_max].cpu().numpy()
+        if keep_trades:
+            res.trades = self._trades()
+        return res
+
+    def _trades(self) -> list[dict[str, float]]:
+        closed = self.trade_closed.cpu().numpy()
+        ret = self.trade_ret.cpu().numpy()
+        more = {k: v.cpu().numpy() for k, v in self.trade_more.items()}
+        rows = []
+        for wi, ti in zip(*np.nonzero(closed)):
+            rows.append({
+                "window": int(wi), "entry_bar": int(more["trade_entry_bar"][wi, ti]),
+                "exit_bar": int(more["trade_exit_bar"][wi, ti]), "side": int(more["trade_side"][wi, ti]),
+                "size": float(more["trade_size"][wi, ti]), "return": float(ret[wi, ti]),
+                "costs": float(more["trade_costs"][wi, ti]),
+            })
+        return rows
+
+
+__all__ = ["Backtester", "BacktestResult", "METRIC_NAMES", "bars_per_year", "execution_params"]

@@ -1,0 +1,107 @@
+"""Backtest policies: what chooses each window's action on each bar.
+
+A policy maps the observations of W windows at step t ([W, D] float32, normalised) to actions
+([W] int64) with device ops only. The step index ``t`` is a 0-d int64 device tensor so that a
+chunk of steps can be captured in a CUDA graph.
+
+* ``GreedyPolicy(net)``: argmax of a Q-network (or of a PPO actor's logits).
+* ``EnsemblePolicy(nets, weights, mode)``: K models in one batched forward (``torch.func``
+  stacked weights + vmap); "vote" (weighted vote of the members' greedy actions) or "mean"
+  (argmax of the weighted mean Q). An ensemble of one model acts exactly like that model.
+* ``ActionPolicy(actions)``: a fixed action array [W, T] (any external signal, random baselines).
+* ``ExposurePolicy(exposures, n_actions)``: a fixed exposure array [W, T] in [-1, 1] (fraction of
+  max_position), as in vectorbt; each value is rounded to the nearest of the env's five exposure
+  levels (-1, -1/2, 0, 1/2, 1) and executed as a market order of normal urgency.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, Sequence
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state
+
+N_LEVELS = 5
+_MARKET_NORMAL = 0 * 3 + 1  # order type 0 (market), urgency 1 (normal) inside a factored action
+
+
+class Policy(Protocol):
+    def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor: ...
+
+
+class GreedyPolicy:
+    """argmax_a net(obs)[a]."""
+
+    def __init__(self, net: nn.Module) -> None:
+        self.net = net
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return self.net(obs).argmax(dim=1)
+
+
+class EnsemblePolicy:
+    """K same-architecture models evaluated in one batched (vmapped) forward.
+
+    weights: K non-negative weights (normalised to sum 1). mode "vote": each member votes its
+    greedy action with its weight, the action with the most weight wins (ties: lowest index);
+    "mean": argmax of the weighted mean of the members' Q-values.
+    """
+
+    def __init__(self, nets: Sequence[nn.Module], weights: Sequence[float] | None = None, mode: str = "vote") -> None:
+        if not nets:
+            raise ValueError("EnsemblePolicy needs at least one model")
+        if mode not in ("vote", "mean"):
+            raise ValueError(f"EnsemblePolicy mode {mode!r}: expected 'vote' or 'mean'")
+        w = torch.ones(len(nets)) if weights is None else torch.as_tensor(list(weights), dtype=torch.float32)
+        if w.shape != (len(nets),) or bool((w < 0).any()) or float(w.sum()) <= 0:
+            raise ValueError("EnsemblePolicy weights: one non-negative weight per model, not all zero")
+        device = next(nets[0].parameters()).device
+        self.weights = (w / w.sum()).to(device)
+        self.mode = mode
+        self.params, self.buffers = stack_module_state(list(nets))
+        base = nets[0]
+
+        def one(params: dict, buffers: dict, obs: torch.Tensor) -> torch.Tensor:
+            return functional_call(base, (params, buffers), (obs,))
+
+        self._forward = torch.vmap(one, in_dims=(0, 0, None))
+
+    @torch.no_grad()
+    def q_values(self, obs: torch.Tensor) -> torch.Tensor:
+        """[K, W, A] Q-values of every member."""
+        return self._forward(self.params, self.buffers, obs)
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        q = self.q_values(obs)
+        if self.mode == "mean":
+            return (q * self.weights[:, None, None]).sum(0).argmax(dim=1)
+        votes = torch.zeros(q.shape[1:], dtype=q.dtype, device=q.device)
+        greedy = q.argmax(dim=2)  # [K, W]
+        votes.scatter_add_(1, greedy.T, self.weights.to(q.dtype).expand(greedy.shape[1], -1).contiguous())
+        return votes.argmax(dim=1)
+
+
+class ActionPolicy:
+    """A fixed action array ``actions`` [W, T] int64 (row w, column t)."""
+
+    def __init__(self, actions: torch.Tensor) -> None:
+        self.actions = actions.long()
+
+    def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        col = t.clamp(max=self.actions.shape[1] - 1).reshape(1)
+        return self.actions.index_select(1, col).squeeze(1)
+
+
+class ExposurePolicy(ActionPolicy):
+    """A fixed exposure array [W, T] in [-1, 1], rounded to the five levels, market orders."""
+
+    def __init__(self, exposures: torch.Tensor, n_actions: int) -> None:
+        ex = exposures.to(torch.float32)
+        if not bool(torch.isfinite(ex).all()) or bool((ex.abs() > 1.0 + 1e-6).any()):
+            raise ValueError("ExposurePolicy: exposures must be finite and within [-1, 1] (fraction of max_position)")
+        level = torch.round((ex + 1.0) * 2.0).long().clamp(0, N_LEVELS - 1)  # -1 → 0, 0 → 2, +1 → 4
+        actions = level * 9 + _MARKET_NORMAL if n_actions == 45 else level
+        super().__init__(actions)
