@@ -1,0 +1,254 @@
+"""Env state as a structure of arrays, and the branch-free resets that act on it in place.
+
+Every function here writes into preallocated tensors with masks (``torch.where``), never reads a
+tensor value on the host, and allocates only fixed-shape temporaries: it can run inside a captured
+CUDA graph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+import torch
+
+from foxhunt.env.actions import FLAT_LEVEL
+from foxhunt.env.params import DIVERSITY_WINDOW, EnvTensors
+from foxhunt.market import MarketData
+
+# Reset flag bits (ENV_SPEC "Reset flags"; bits 3 and 4 are the Clarifications' additions).
+RESET_PORTFOLIO = 1
+RESET_DSR = 2
+RESET_VOL = 4
+RESET_KELLY = 8
+RESET_DIVERSITY = 16
+RESET_ALL = RESET_PORTFOLIO | RESET_DSR | RESET_VOL | RESET_KELLY | RESET_DIVERSITY
+
+
+@dataclass
+class EnvState:
+    """Per-env state, [N] tensors unless noted.
+
+    Money and prices float32 (currency units / price units), bars int64 (indices into MarketData).
+    """
+
+    cash: torch.Tensor  # float32
+    position: torch.Tensor  # float32, units, signed (q)
+    equity: torch.Tensor  # float32, E = cash + q·C_t
+    entry_price: torch.Tensor  # float32, 0 when flat
+    entry_bar: torch.Tensor  # int64, 0 when flat
+    bar: torch.Tensor  # int64, t
+    episode_start: torch.Tensor  # int64
+    step: torch.Tensor  # int64, steps taken in this episode
+    level: torch.Tensor  # int64, requested exposure level e (2 = flat)
+    target: torch.Tensor  # float32, q* (units)
+    barrier_active: torch.Tensor  # bool
+    barrier_upper: torch.Tensor  # float32
+    barrier_lower: torch.Tensor  # float32
+    barrier_expiry: torch.Tensor  # int64, bar
+    barrier_side: torch.Tensor  # float32, +1 long / −1 short (0 when never set)
+    vol: torch.Tensor  # float32, absolute-return EMA v
+    kelly_p: torch.Tensor  # float32, win-rate EMA
+    kelly_win: torch.Tensor  # float32, mean-win EMA
+    kelly_loss: torch.Tensor  # float32, mean-loss EMA (positive)
+    kelly_count: torch.Tensor  # int64, closed trades
+    dsr_a: torch.Tensor  # float32
+    dsr_b: torch.Tensor  # float32
+    ring: torch.Tensor  # [N, W] int8, last W diversity categories (circular)
+    ring_counts: torch.Tensor  # [N, 3] float32, counts of short / flat / long in the ring
+    ring_fill: torch.Tensor  # int64, number of entries held (≤ W)
+    ring_head: torch.Tensor  # int64, next write slot
+    peak: torch.Tensor  # float32, equity peak of the episode
+    cum_costs: torch.Tensor  # float32, costs of the episode
+    open_costs: torch.Tensor  # float32, costs of the open trade
+    finished: torch.Tensor  # bool, done and frozen (auto_reset=False only)
+
+    @classmethod
+    def allocate(cls, n_envs: int, device: torch.device | str, window: int = DIVERSITY_WINDOW) -> "EnvState":
+        dev = torch.device(device)
+        f32 = dict(dtype=torch.float32, device=dev)
+        i64 = dict(dtype=torch.int64, device=dev)
+        b = dict(dtype=torch.bool, device=dev)
+        n = n_envs
+        return cls(
+            cash=torch.zeros(n, **f32),
+            position=torch.zeros(n, **f32),
+            equity=torch.zeros(n, **f32),
+            entry_price=torch.zeros(n, **f32),
+            entry_bar=torch.zeros(n, **i64),
+            bar=torch.zeros(n, **i64),
+            episode_start=torch.zeros(n, **i64),
+            step=torch.zeros(n, **i64),
+            level=torch.full((n,), FLAT_LEVEL, **i64),
+            target=torch.zeros(n, **f32),
+            barrier_active=torch.zeros(n, **b),
+            barrier_upper=torch.zeros(n, **f32),
+            barrier_lower=torch.zeros(n, **f32),
+            barrier_expiry=torch.zeros(n, **i64),
+            barrier_side=torch.zeros(n, **f32),
+            vol=torch.zeros(n, **f32),
+            kelly_p=torch.full((n,), 0.5, **f32),
+            kelly_win=torch.zeros(n, **f32),
+            kelly_loss=torch.zeros(n, **f32),
+            kelly_count=torch.zeros(n, **i64),
+            dsr_a=torch.zeros(n, **f32),
+            dsr_b=torch.zeros(n, **f32),
+            ring=torch.zeros((n, window), dtype=torch.int8, device=dev),
+            ring_counts=torch.zeros((n, 3), **f32),
+            ring_fill=torch.zeros(n, **i64),
+            ring_head=torch.zeros(n, **i64),
+            peak=torch.zeros(n, **f32),
+            cum_costs=torch.zeros(n, **f32),
+            open_costs=torch.zeros(n, **f32),
+            finished=torch.zeros(n, **b),
+        )
+
+    @property
+    def n_envs(self) -> int:
+        return int(self.cash.shape[0])
+
+    def tensors(self) -> dict[str, torch.Tensor]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def clone(self) -> "EnvState":
+        """A deep copy (new tensors)."""
+        return EnvState(**{k: v.clone() for k, v in self.tensors().items()})
+
+    def copy_(self, other: "EnvState") -> None:
+        """Copy every tensor of ``other`` into this state, in place."""
+        for k, v in self.tensors().items():
+            v.copy_(getattr(other, k))
+
+
+def put(dst: torch.Tensor, new: torch.Tensor | float | int | bool, mask: torch.Tensor | None) -> None:
+    """dst ← new where mask (everywhere when mask is None), in place."""
+    if mask is None:
+        if isinstance(new, torch.Tensor):
+            dst.copy_(new)
+        else:
+            dst.fill_(new)
+    elif isinstance(new, torch.Tensor):
+        torch.where(mask, new, dst, out=dst)
+    else:
+        dst.masked_fill_(mask, new)
+
+
+def fresh_portfolio_(state: EnvState, params: EnvTensors, mask: torch.Tensor | None, starts: torch.Tensor) -> None:
+    """A fresh portfolio starting at bar ``starts`` ([N] int64) for envs in ``mask`` (all if None).
+
+    Persistent statistics (v, Kelly, DSR, diversity ring) are untouched.
+    """
+    put(state.cash, params.capital, mask)
+    put(state.position, 0.0, mask)
+    put(state.equity, params.capital, mask)
+    put(state.entry_price, 0.0, mask)
+    put(state.entry_bar, 0, mask)
+    put(state.bar, starts, mask)
+    put(state.episode_start, starts, mask)
+    put(state.step, 0, mask)
+    put(state.level, FLAT_LEVEL, mask)
+    put(state.target, 0.0, mask)
+    put(state.barrier_active, False, mask)
+    put(state.barrier_upper, 0.0, mask)
+    put(state.barrier_lower, 0.0, mask)
+    put(state.barrier_expiry, 0, mask)
+    put(state.barrier_side, 0.0, mask)
+    put(state.peak, params.capital, mask)
+    put(state.cum_costs, 0.0, mask)
+    put(state.open_costs, 0.0, mask)
+
+
+def reset_persistent_(state: EnvState, market: MarketData, flags: torch.Tensor | int) -> None:
+    """Reset the persistent statistics selected by ``flags`` (bits RESET_DSR, RESET_VOL, RESET_KELLY,
+    RESET_DIVERSITY), flags a 0-d or [N] int64 device tensor (or a Python int)."""
+    if isinstance(flags, int):
+        sel = {bit: (None if flags & bit else False) for bit in (RESET_DSR, RESET_VOL, RESET_KELLY, RESET_DIVERSITY)}
+    else:
+        n = state.n_envs
+        sel = {bit: ((flags & bit) != 0).expand(n) for bit in (RESET_DSR, RESET_VOL, RESET_KELLY, RESET_DIVERSITY)}
+
+    def apply(bit: int, dst: torch.Tensor, value: torch.Tensor | float | int) -> None:
+        m = sel[bit]
+        if m is False:
+            return
+        if m is not None and dst.dim() == 2:
+            m = m.unsqueeze(1)
+        put(dst, value, m)
+
+    apply(RESET_DSR, state.dsr_a, 0.0)
+    apply(RESET_DSR, state.dsr_b, 0.0)
+    apply(RESET_VOL, state.vol, market.median_abs_return)
+    apply(RESET_KELLY, state.kelly_p, 0.5)
+    apply(RESET_KELLY, state.kelly_win, 0.0)
+    apply(RESET_KELLY, state.kelly_loss, 0.0)
+    apply(RESET_KELLY, state.kelly_count, 0)
+    apply(RESET_DIVERSITY, state.ring, 0)
+    apply(RESET_DIVERSITY, state.ring_counts, 0.0)
+    apply(RESET_DIVERSITY, state.ring_fill, 0)
+    apply(RESET_DIVERSITY, state.ring_head, 0)
+
+
+def apply_reset_flags_(state: EnvState, params: EnvTensors, market: MarketData, flags: torch.Tensor) -> None:
+    """Apply reset bit flags from a device int64 tensor (0-d: every env; [N]: per env), no host read.
+
+    bit 0 fresh portfolio at the same bar (a new episode starting there), bit 1 DSR moments,
+    bit 2 volatility EMA ← med_absret, bit 3 Kelly statistics, bit 4 diversity ring.
+    """
+    n = state.n_envs
+    port = ((flags & RESET_PORTFOLIO) != 0).expand(n)
+    fresh_portfolio_(state, params, port, state.bar)
+    reset_persistent_(state, market, flags)
+
+
+def init_state_(state: EnvState, params: EnvTensors, market: MarketData, starts: torch.Tensor) -> None:
+    """Everything fresh: portfolio at ``starts``, persistent statistics initial, not finished."""
+    fresh_portfolio_(state, params, None, starts)
+    reset_persistent_(state, market, RESET_ALL)
+    state.finished.fill_(False)
+
+
+def portfolio_features(
+    state: EnvState, params: EnvTensors, market: MarketData, out: torch.Tensor
+) -> torch.Tensor:
+    """(exposure, unrealised return, bars in position) at the state's bar, written into out [N, 3].
+
+    exposure = q·C_t / E; unrealised = side·(C_t − entry)/entry; bars = (t − entry bar)/max_holding
+    (the last two 0 when flat). E is floored at 1e-6·capital (only a bust can take it to ≤ 0).
+    """
+    close = market.ohlc[:, 3]
+    bar = state.bar.clamp(0, market.n_bars - 1)
+    c = close.index_select(0, bar)
+    q = state.position
+    flat = q == 0
+    eq = torch.maximum(state.equity, params.capital * 1e-6)
+    entry = torch.where(flat, 1.0, state.entry_price)
+    torch.div(q * c, eq, out=out[:, 0])
+    out[:, 1].copy_(torch.where(flat, 0.0, torch.sign(q) * (c - entry) / entry))
+    out[:, 2].copy_(torch.where(flat, 0.0, (state.bar - state.entry_bar).to(torch.float32) / params.max_holding_f))
+    return out
+
+
+class StartSampler:
+    """Uniform episode starts in the fold's training range from a seeded device generator.
+
+    Every draw fills a preallocated [N] float64 uniform buffer for all envs (the step uses it only for
+    done envs), so the RNG stream advances the same way every step, eager or graph-replayed.
+    """
+
+    def __init__(self, n_envs: int, device: torch.device | str, seed: int = 0) -> None:
+        dev = torch.device(device)
+        self.generator = torch.Generator(device=dev)
+        self.generator.manual_seed(int(seed))
+        self.uniform = torch.zeros(n_envs, dtype=torch.float64, device=dev)
+        self.starts = torch.zeros(n_envs, dtype=torch.int64, device=dev)
+
+    def seed(self, seed: int) -> None:
+        self.generator.manual_seed(int(seed))
+
+    def draw(self, params: EnvTensors, market: MarketData) -> torch.Tensor:
+        """starts [N] int64 uniform in [train_start, train_end − episode_length − 1] (read on device)."""
+        torch.rand(self.uniform.shape, generator=self.generator, out=self.uniform)
+        lo = market.fold_bounds[0]
+        span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
+        off = torch.minimum((self.uniform * span).to(torch.int64), span - 1)
+        torch.add(off, lo, out=self.starts)
+        return self.starts
