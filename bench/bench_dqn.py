@@ -1,0 +1,214 @@
+"""DQN throughput on the device, side by side in one run.
+
+(a) collection env-steps/s (env step + online and target forward passes, ε-greedy, TD priority,
+    replay write, monitor) at N = 128, 4K, 16K, 64K: one captured round per replay vs the same
+    round run eagerly (plain PyTorch); variants with the env step compiled and with bf16 acting.
+(b) train updates/s at batch 4096, proportional PER over a 1 M-transition buffer (graphed vs eager).
+(c) host synchronisations per epoch: implicit ones counted with torch's sync debug mode, explicit
+    event waits counted by construction (1 per epoch; 0 blocking waits in lagged mode).
+(d) Stable-Baselines3 DQN trained through the Gymnasium wrapper on the same data for the same number
+    of env steps as ours: env-steps/s and out-of-sample Sharpe of both (our backtester evaluates both).
+
+    python bench/bench_dqn.py            # on the GPU
+    python bench/bench_dqn.py --quick    # tiny CPU smoke test of the harness
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import cuda_time, machine, write_result  # noqa: E402
+
+from foxhunt.agents.dqn.config import DQNConfig  # noqa: E402
+from foxhunt.agents.dqn.trainer import DQNTrainer  # noqa: E402
+from foxhunt.backtest.evaluator import Backtester  # noqa: E402
+from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy  # noqa: E402
+from foxhunt.env import EnvParams  # noqa: E402
+from foxhunt.folds import FoldRange  # noqa: E402
+from foxhunt.market import MarketData  # noqa: E402
+
+
+def random_market(n_bars: int, device: torch.device) -> MarketData:
+    from tests.helpers import random_feature_set
+
+    m = MarketData(random_feature_set(n_bars, 51, seed=1), device)
+    m.set_fold(FoldRange(0, 0, int(n_bars * 0.8), int(n_bars * 0.8) + 10, n_bars))
+    return m
+
+
+def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
+    cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=10**12,
+                    compile_env=(variant == "compiled"), matmul_precision="bf16" if variant == "bf16" else "tf32",
+                    cuda_graphs=(variant != "eager"))
+    tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
+    t0 = time.perf_counter()
+    tr._round()  # eager warm-up + capture (and compile)
+    torch.cuda.synchronize() if market.device.type == "cuda" else None
+    setup = time.perf_counter() - t0
+    reps = 3 if variant == "eager" and n >= 16384 else 10
+    times = cuda_time(tr._round, repeats=reps, warmup=1)
+    sec = float(np.median(times))
+    return {"n_envs": n, "variant": variant, "rollout_len": rollout, "round_s": sec,
+            "env_steps_per_s": n * rollout / sec, "setup_s": setup}
+
+
+def training(market: MarketData, graphs: bool, capacity: int, batch: int, sampler: str) -> dict:
+    n = 65_536 if market.device.type == "cuda" else 256
+    rollout = max(1, capacity // n)
+    cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=capacity, batch_size=batch, sampler=sampler,
+                    warmup_transitions=0, cuda_graphs=graphs)
+    tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
+    tr._round()
+    tr._train()
+    times = cuda_time(lambda: [tr._train() for _ in range(20)], repeats=5, warmup=1)
+    per = float(np.median(times)) / 20
+    return {"graphs": graphs, "batch": batch, "capacity": tr.replay.storage.capacity, "sampler": sampler,
+            "update_s": per, "updates_per_s": 1.0 / per}
+
+
+def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
+    cfg = DQNConfig(n_envs=4096, rollout_len=16, rounds_per_epoch=8, train_steps_per_round=8, batch_size=1024,
+                    warmup_transitions=0, lagged_readback=lagged)
+    tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
+    tr.train_epoch()  # capture
+    waits = {"n": 0}
+    real = torch.cuda.Event.synchronize
+
+    def counting(self):  # explicit event waits (the epoch readback)
+        waits["n"] += 1 if not self.query() else 0  # a wait that actually blocks
+        return real(self)
+
+    epochs = 5
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        torch.cuda.Event.synchronize = counting
+        try:
+            t0 = time.perf_counter()
+            for _ in range(epochs):
+                tr.train_epoch()
+            tr.flush()
+            wall = time.perf_counter() - t0
+        finally:
+            torch.cuda.Event.synchronize = real
+            torch.cuda.set_sync_debug_mode("default")
+    implicit = sum(1 for w in caught if "synchroniz" in str(w.message).lower())
+    return {"lagged": lagged, "epochs": epochs, "implicit_syncs_per_epoch": implicit / epochs,
+            "blocking_event_waits_per_epoch": waits["n"] / epochs, "epoch_s": wall / epochs}
+
+
+def sb3_comparison(device: torch.device, steps: int, quick: bool) -> dict:
+    """Ours vs SB3 DQN on a planted-signal synthetic market, same env steps, same evaluation."""
+    from foxhunt.data.synthetic import generate_bars
+    from foxhunt.env.gym_wrapper import TradingEnv
+    from foxhunt.features.spec import build_features
+
+    bars = generate_bars(20_000 if quick else 60_000, seed=11, signal=0.3)
+    fs = build_features(bars, device=device)
+    m = MarketData(fs, device)
+    t = len(fs)
+    fold = FoldRange(0, fs.warmup, int(t * 0.75), int(t * 0.75) + 60, t - 1)
+    m.set_fold(fold)
+    params = EnvParams(episode_length=256, reward_scale=100.0, action_mode="exposure", cost_bps=0.5, spread_bps=0.5)
+    bt = Backtester(m, params)
+    val = ([fold.val_start], [fold.val_end - fold.val_start - 1])
+    out: dict = {"env_steps": steps}
+    # ours
+    cfg = DQNConfig(n_envs=256 if not quick else 32, rollout_len=8, train_steps_per_round=8, batch_size=256,
+                    rounds_per_epoch=max(1, steps // ((256 if not quick else 32) * 8)), warmup_transitions=2048,
+                    hidden=(64, 64), head_hidden=32, gamma=0.5, lr=1e-3, eps_decay_steps=100)
+    tr = DQNTrainer(m, params, cfg, seed=0)
+    t0 = time.perf_counter()
+    tr.train_epoch()
+    ours_s = time.perf_counter() - t0
+    ours = bt.run(*val, GreedyPolicy(tr.learner.online)).metrics[0]
+    out["ours"] = {"seconds": ours_s, "env_steps_per_s": cfg.n_envs * cfg.rollout_len * cfg.rounds_per_epoch / ours_s,
+                   "val_sharpe": ours["sharpe"], "val_return": ours["total_return"]}
+    out["buy_and_hold"] = bt.run(*val, ExposurePolicy(torch.ones(1, val[1][0]), 5)).metrics[0]["sharpe"]
+    try:
+        from stable_baselines3 import DQN
+    except ImportError as exc:  # pragma: no cover
+        out["sb3"] = {"error": f"stable-baselines3 not installed: {exc}"}
+        return out
+    env = TradingEnv(m, params, seed=0)
+    model = DQN("MlpPolicy", env, learning_starts=1000, buffer_size=100_000, batch_size=256, gamma=0.5,
+                learning_rate=1e-3, exploration_fraction=0.2, policy_kwargs={"net_arch": [64, 64]}, device="cpu",
+                seed=0, verbose=0)
+    t0 = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    sb3_s = time.perf_counter() - t0
+    qnet = model.q_net.to(device).eval()
+    sb3 = bt.run(*val, GreedyPolicy(qnet)).metrics[0]
+    out["sb3"] = {"seconds": sb3_s, "env_steps_per_s": steps / sb3_s, "val_sharpe": sb3["sharpe"],
+                  "val_return": sb3["total_return"]}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sb3-steps", type=int, default=20_000)
+    ap.add_argument("--only", default="abcd")
+    args = ap.parse_args()
+    dev = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
+    torch.backends.cuda.matmul.allow_tf32 = True
+    res: dict = {"machine": machine(dev), "collection": [], "training": [], "syncs": [], "errors": []}
+    market = random_market(20_000 if args.quick else 400_000, dev)
+    sizes = [128, 1024] if args.quick else [128, 4096, 16_384, 65_536]
+
+    def guarded(section: str, fn, *a):
+        try:
+            r = fn(*a)
+            print(section, r, flush=True)
+            return r
+        except Exception as exc:  # a failed variant is recorded, the run goes on
+            res["errors"].append(f"{section} {a[1:]}: {type(exc).__name__}: {exc}")
+            print("ERROR", res["errors"][-1], flush=True)
+            return None
+
+    if "a" in args.only:
+        for n in sizes:
+            for variant in (["eager", "graph"] + (["compiled", "bf16"] if dev.type == "cuda" and n >= 16_384 else [])):
+                r = guarded("collection", collection, market, n, variant, 16)
+                if r:
+                    res["collection"].append(r)
+    if "b" in args.only:
+        cap, batch = (1 << 20, 4096) if dev.type == "cuda" else (4096, 256)
+        for graphs in ([False, True] if dev.type == "cuda" else [False]):
+            for sampler in ("proportional", "uniform"):
+                r = guarded("training", training, market, graphs, cap, batch, sampler)
+                if r:
+                    res["training"].append(r)
+    if "c" in args.only and dev.type == "cuda":
+        for lagged in (False, True):
+            r = guarded("syncs", syncs_per_epoch, market, lagged)
+            if r:
+                res["syncs"].append(r)
+    if "d" in args.only:
+        r = guarded("sb3", sb3_comparison, dev, 2_000 if args.quick else args.sb3_steps, args.quick)
+        res["sb3"] = r
+    path = write_result(f"dqn_{dev.type}{'_quick' if args.quick else ''}", res)
+    print(f"\nDQN benchmark on {res['machine'].get('gpu', dev.type)} -> {path}")
+    print(f"{'N envs':>8} {'variant':>9} {'env-steps/s':>14}")
+    for r in res["collection"]:
+        print(f"{r['n_envs']:>8} {r['variant']:>9} {r['env_steps_per_s']:>14,.0f}")
+    for r in res["training"]:
+        print(f"train batch {r['batch']} cap {r['capacity']} {r['sampler']:>12} graphs={r['graphs']}: {r['updates_per_s']:,.0f} updates/s")
+    for r in res["syncs"]:
+        print(f"syncs/epoch lagged={r['lagged']}: implicit {r['implicit_syncs_per_epoch']}, blocking waits {r['blocking_event_waits_per_epoch']}")
+    if res.get("sb3"):
+        print("sb3 comparison:", res["sb3"])
+    if res["errors"]:
+        print("errors:", *res["errors"], sep="\n  ")
+
+
+if __name__ == "__main__":
+    main()
