@@ -23,5 +23,5 @@ else
   done
 fi
 mkdir -p ${OUT:-/tmp/out}
-cp bench/results/*.json ${OUT:-/tmp/out}/ 2>/dev/null || true
+tar czf ${OUT:-/tmp/out}/results_$mode.tgz bench/results/*.json 2>/dev/null || true
 exit $status
