@@ -127,24 +127,25 @@ class EpochMonitor:
         if curiosity is not None:
             b[IDX["curiosity_sum"]] += curiosity.double().sum()
 
-    def add_update(self, loss: torch.Tensor, grad_norm: torch.Tensor, q_taken: torch.Tensor, td_abs: torch.Tensor,
-                   ok: torch.Tensor, nonfinite: torch.Tensor, over_clip: torch.Tensor) -> None:
-        """One gradient step: 0-d loss/grad norm, Q of taken actions [B], |TD| [B], 0-d bool flags."""
+    def add_update_records(self, rec: torch.Tensor, batch: int) -> None:
+        """The epoch's gradient steps at once: rec [U, 9] rows (loss, grad norm, mean |TD|, Q sum,
+        Q min, Q max, ok, non-finite, over clip) as written by the learner."""
         b = self.buf
+        r = rec.double()
+        ok = r[:, 6] > 0.5
         okd = ok.double()
-        zero = torch.zeros((), dtype=torch.float64, device=b.device)
-        b[IDX["updates"]] += 1.0
-        b[IDX["loss_sum"]] += torch.where(ok, loss.double(), zero)
-        b[IDX["grad_norm_sum"]] += torch.where(ok, grad_norm.double(), zero)
-        b[IDX["td_abs_sum"]] += torch.where(ok, td_abs.double().mean(), zero)
-        q = q_taken.double()
-        b[IDX["q_sum"]] += torch.where(ok, q.sum(), zero)
-        b[IDX["q_count"]] += okd * q.shape[0]
-        b[IDX["q_min"]] = torch.where(ok, torch.minimum(b[IDX["q_min"]], q.min()), b[IDX["q_min"]])
-        b[IDX["q_max"]] = torch.where(ok, torch.maximum(b[IDX["q_max"]], q.max()), b[IDX["q_max"]])
-        b[IDX["skipped"]] += 1.0 - okd
-        b[IDX["skip_nonfinite"]] += nonfinite.double()
-        b[IDX["skip_loss_clip"]] += over_clip.double()
+        zero = torch.zeros_like(r[:, 0])
+        b[IDX["updates"]] += r.shape[0]
+        b[IDX["loss_sum"]] += torch.where(ok, r[:, 0], zero).sum()
+        b[IDX["grad_norm_sum"]] += torch.where(ok, r[:, 1], zero).sum()
+        b[IDX["td_abs_sum"]] += torch.where(ok, r[:, 2], zero).sum()
+        b[IDX["q_sum"]] += torch.where(ok, r[:, 3], zero).sum()
+        b[IDX["q_count"]] += okd.sum() * batch
+        b[IDX["q_min"]] = torch.minimum(b[IDX["q_min"]], torch.where(ok, r[:, 4], zero + math.inf).min())
+        b[IDX["q_max"]] = torch.maximum(b[IDX["q_max"]], torch.where(ok, r[:, 5], zero - math.inf).max())
+        b[IDX["skipped"]] += (1.0 - okd).sum()
+        b[IDX["skip_nonfinite"]] += r[:, 7].sum()
+        b[IDX["skip_loss_clip"]] += r[:, 8].sum()
 
     def set_scalar(self, name: str, value: torch.Tensor) -> None:
         self.buf[IDX[name]] = value.double()

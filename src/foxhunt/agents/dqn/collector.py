@@ -21,12 +21,17 @@ from foxhunt.env import VecTradingEnv
 
 
 class Collector:
-    """Runs collection steps of ``env`` with ``learner``'s networks into ``replay``."""
+    """Runs collection rounds of ``env`` with ``learner``'s networks into ``replay``.
+
+    Per step, the transition fields land in round buffers [L, N]; the round ends with ONE replay
+    write of L·N rows (step-major, so row r + N is the same env's next step) and ONE monitor
+    update: the per-step work is the networks, the env step and a few copies.
+    """
 
     def __init__(self, cfg: DQNConfig, env: VecTradingEnv, learner: QLearner, replay: ReplayBuffer,
                  monitor: EpochMonitor, curiosity: Curiosity | None = None, seed: int = 0) -> None:
         dev = env.device
-        n = env.n_envs
+        n, steps = env.n_envs, cfg.rollout_len
         self.cfg = cfg
         self.env = env
         self.learner = learner
@@ -40,10 +45,17 @@ class Collector:
         self.epsilon = torch.full((), cfg.eps_start, dtype=torch.float32, device=dev)
         self._u = torch.zeros(n, dtype=torch.float32, device=dev)
         self._rand_action = torch.zeros(n, dtype=torch.int64, device=dev)
-        self._bar = torch.zeros(n, dtype=torch.int64, device=dev)
-        self._portfolio = torch.zeros((n, 3), dtype=torch.float32, device=dev)
         self._next_obs = torch.zeros((n, env.obs_dim), dtype=torch.float32, device=dev)
         self._n_market = env.market.n_features
+
+        def buf(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros((steps, n, *shape), dtype=dtype, device=dev)
+
+        self.r_bar, self.r_portfolio, self.r_action = buf(dtype=torch.int64), buf(3), buf(dtype=torch.int64)
+        self.r_reward, self.r_terminal, self.r_done = buf(), buf(dtype=torch.bool), buf(dtype=torch.bool)
+        self.r_next_bar, self.r_next_portfolio, self.r_td = buf(dtype=torch.int64), buf(3), buf()
+        self.r_trade_closed, self.r_trade_return = buf(dtype=torch.bool), buf()
+        self.r_curiosity = buf() if curiosity is not None else None
         self.autocast = dev.type == "cuda" and cfg.matmul_precision == "bf16"
         # The env step is ~450 elementwise kernels; inductor fuses them (same function, same results
         # up to float rounding of fused arithmetic).
@@ -61,36 +73,55 @@ class Collector:
         return net(obs)
 
     @torch.no_grad()
-    def step(self) -> None:
-        """One lockstep env step of all N envs (device work only)."""
+    def step(self, k: int) -> None:
+        """Step k of the round: one lockstep env step of all N envs (device work only)."""
         cfg, env, learner = self.cfg, self.env, self.learner
         obs = env.observe()
         q = self._q(learner.online, obs)
-        greedy = q.argmax(dim=1)
         self.epsilon.copy_(linear_schedule(cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps, self.env_steps))
         torch.rand(self._u.shape, generator=self.generator, device=self._u.device, out=self._u)
         torch.randint(0, self.n_actions, self._rand_action.shape, generator=self.generator,
                       device=self._rand_action.device, out=self._rand_action)
-        actions = torch.where(self._u < self.epsilon, self._rand_action, greedy)
-        self._bar.copy_(env.state.bar)
-        self._portfolio.copy_(obs[:, self._n_market:])
-        bonus = self.curiosity.bonus(obs, actions, self._bar) if self.curiosity is not None else None
+        actions = self.r_action[k]
+        torch.where(self._u < self.epsilon, self._rand_action, q.argmax(dim=1), out=actions)
+        self.r_bar[k].copy_(env.state.bar)
+        self.r_portfolio[k].copy_(obs[:, self._n_market:])
+        bonus = None
+        if self.curiosity is not None:
+            assert self.r_curiosity is not None
+            bonus = self.r_curiosity[k]
+            bonus.copy_(self.curiosity.bonus(obs, actions, self.r_bar[k]))
         out = self._env_step(actions, curiosity=bonus)
         next_obs = env.market.observe(out.next_bar, out.next_portfolio, self._next_obs)
         q_next = self._q(learner.target, next_obs).amax(dim=1)
         # A time-limit end (truncation) is not terminal: its value is bootstrapped.
-        terminal = out.done & ~out.truncated
+        terminal = self.r_terminal[k]
+        torch.logical_and(out.done, ~out.truncated, out=terminal)
         q_taken = q.gather(1, actions.unsqueeze(1)).squeeze(1)
-        td = out.reward + cfg.gamma * (~terminal).float() * q_next - q_taken
-        self.replay.add(
-            Transitions(self._bar, self._portfolio, actions, out.reward, terminal, out.next_bar, out.next_portfolio),
-            td.abs(),
-        )
-        exposure = actions // 9 if self.n_actions == N_FACTORED_ACTIONS else actions
-        self.monitor.add_collection(out.reward, exposure, out.done, out.trade_closed, out.trade_return, bonus)
+        torch.abs(out.reward + cfg.gamma * (~terminal).float() * q_next - q_taken, out=self.r_td[k])
+        for dst, src in ((self.r_reward, out.reward), (self.r_done, out.done), (self.r_next_bar, out.next_bar),
+                         (self.r_next_portfolio, out.next_portfolio), (self.r_trade_closed, out.trade_closed),
+                         (self.r_trade_return, out.trade_return)):
+            dst[k].copy_(src)
         self.env_steps.add_(1)
 
+    @torch.no_grad()
+    def flush(self) -> None:
+        """End of round: one replay write of L·N transitions (|TD| priorities), one monitor update."""
+        flat = lambda t: t.reshape(-1, *t.shape[2:])  # noqa: E731  [L, N, ...] → [L·N, ...]
+        self.replay.add(
+            Transitions(flat(self.r_bar), flat(self.r_portfolio), flat(self.r_action), flat(self.r_reward),
+                        flat(self.r_terminal), flat(self.r_next_bar), flat(self.r_next_portfolio)),
+            flat(self.r_td),
+        )
+        action = flat(self.r_action)
+        exposure = action // 9 if self.n_actions == N_FACTORED_ACTIONS else action
+        cur = flat(self.r_curiosity) if self.r_curiosity is not None else None
+        self.monitor.add_collection(flat(self.r_reward), exposure, flat(self.r_done), flat(self.r_trade_closed),
+                                    flat(self.r_trade_return), cur)
+
     def round(self) -> None:
-        """``rollout_len`` steps (the body that is captured as one CUDA graph)."""
-        for _ in range(self.cfg.rollout_len):
-            self.step()
+        """``rollout_len`` steps and the flush (the body that is captured as one CUDA graph)."""
+        for k in range(self.cfg.rollout_len):
+            self.step(k)
+        self.flush()

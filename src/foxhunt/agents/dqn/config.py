@@ -72,8 +72,11 @@ class DQNConfig(Section):
 
     @model_validator(mode="after")
     def _check(self) -> "DQNConfig":
-        if self.buffer_capacity < self.n_envs:
-            raise ValueError(f"buffer_capacity {self.buffer_capacity} must hold at least one step of n_envs={self.n_envs}")
+        if self.buffer_capacity < self.n_envs * self.rollout_len:
+            raise ValueError(
+                f"buffer_capacity {self.buffer_capacity} must hold one round: n_envs × rollout_len = "
+                f"{self.n_envs * self.rollout_len}"
+            )
         if self.eps_end > self.eps_start:
             raise ValueError("eps_end must be <= eps_start")
         return self

@@ -22,6 +22,9 @@ from foxhunt.agents.replay import ReplayBuffer
 from foxhunt.market import MarketData
 
 
+RECORD_FIELDS = ("loss", "grad_norm", "td_abs_mean", "q_sum", "q_min", "q_max", "ok", "nonfinite", "over_clip")
+
+
 def linear_schedule(start: float, end: float, steps: int, t: torch.Tensor) -> torch.Tensor:
     """start → end linearly over ``steps`` of the device counter ``t`` (0-d), then flat at end."""
     frac = (t.to(torch.float32) / float(steps)).clamp(0.0, 1.0)
@@ -63,6 +66,12 @@ class QLearner:
         b, w = cfg.batch_size, market.obs_dim
         self.obs = torch.zeros((b, w), dtype=torch.float32, device=dev)
         self.next_obs = torch.zeros((b, w), dtype=torch.float32, device=dev)
+        # Per-update monitoring goes into a fixed record table (one small write per step) that is
+        # reduced into the epoch summary once per epoch (``flush_records``).
+        self.records = torch.zeros((max(1, cfg.rounds_per_epoch * cfg.train_steps_per_round), len(RECORD_FIELDS)),
+                                   dtype=torch.float32, device=dev)
+        self.record_idx = torch.zeros(1, dtype=torch.int64, device=dev)
+        self.collapse_flag = torch.zeros((), dtype=torch.bool, device=dev)
         self._gamma_pow = torch.tensor([cfg.gamma ** k for k in range(1, cfg.n_step + 1)], dtype=torch.float32, device=dev)
 
     # ------------------------------------------------------------------ per fold
@@ -74,9 +83,10 @@ class QLearner:
         self.target_flat.copy_(self.flat.data)
         self.opt.reset()
         self.lr.fill_(self.cfg.lr)
-        for t in (self.updates, self.collapse_run, self.skipped_total):
+        for t in (self.updates, self.collapse_run, self.skipped_total, self.record_idx):
             t.zero_()
         self.halted.zero_()
+        self.collapse_flag.zero_()
 
     # ------------------------------------------------------------------ the train step
     def _batch(self):
@@ -159,12 +169,23 @@ class QLearner:
         td_d = td.detach()
         # A skipped step writes no information into the priorities: |δ| = 0 there (floor priority).
         self.replay.update_priorities(idx, torch.where(ok, td_d, torch.zeros_like(td_d)))
+        self.collapse_flag.logical_or_(collapsed)
+        q_d = q_taken.detach()
+        row = torch.stack([loss.detach(), gnorm, td_d.abs().mean(), q_d.sum(), q_d.min(), q_d.max(),
+                           ok.float(), nonfinite.float(), over_clip.float()])
+        self.records.index_copy_(0, self.record_idx.clamp(max=self.records.shape[0] - 1), row.unsqueeze(0))
+        self.record_idx.add_(1)
+
+    def flush_records(self, n_updates: int) -> None:
+        """Reduce this epoch's ``n_updates`` (host-known) records into the epoch summary."""
         m = self.monitor
-        m.add_update(loss.detach(), gnorm, q_taken.detach(), td_d.abs(), ok, nonfinite, over_clip)
+        if n_updates:
+            m.add_update_records(self.records[:n_updates], self.cfg.batch_size)
         m.set_flag("halt", self.halted)
-        m.set_flag("halt_collapse", collapsed)
+        m.set_flag("halt_collapse", self.collapse_flag)
         m.set_scalar("lr", self.lr)
         m.set_scalar("beta", self.replay.sampler.beta)
+        self.record_idx.zero_()
 
     def _update_target(self, ok: torch.Tensor) -> None:
         cfg = self.cfg

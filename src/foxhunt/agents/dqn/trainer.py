@@ -135,6 +135,7 @@ class DQNTrainer:
             self.env.apply_reset_flags()
         storage = self.replay.storage
         ready_at = max(cfg.warmup_transitions, cfg.batch_size)
+        updates = 0
         for _ in range(cfg.rounds_per_epoch):
             self._round()
             self.rounds += 1
@@ -143,6 +144,8 @@ class DQNTrainer:
             if storage.size >= ready_at:
                 for _ in range(cfg.train_steps_per_round):
                     self._train()
+                    updates += 1
+        self.learner.flush_records(updates)
         self.monitor.set_scalar("epsilon", self.collector.epsilon)
         self.monitor.start_readback(self.epoch)
         self.epoch += 1

@@ -1,0 +1,229 @@
+"""The fused backtest path: ``Backtester`` runs of a greedy DuelingQNet in one Triton kernel.
+
+``run_fused(backtester, starts, lengths, net, norms=None)`` returns the same ``BacktestResult`` as
+``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms)``: it unpacks MarketData,
+the backtester's execution parameters (shaping off) and the network's weights into plain tensors
+for ``foxhunt.kernels.backtest_fused`` and reduces its [W, T] returns / positions / trades with the
+unchanged ``compute_metrics``. ``maybe_run_fused`` is the hook for ``Backtester.run(fused=…)``.
+
+Covered: every execution parameter of EnvParams (costs, spread, impact, participation, vol EMA,
+reserve, max_position, Kelly sizing, bust), factored and exposure action modes, markets with and
+without volume, per-window normalisation, any window lengths. Not covered (``fused_unsupported``
+says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path): policies other than
+``GreedyPolicy`` of a ``DuelingQNet`` with two trunk layers and LeakyReLU activations (ensembles,
+fixed actions / exposures, PPO actors), networks wider than 512 units, and a CPU without the Triton
+interpreter (TRITON_INTERPRET=1). Barrier labels, DSR, diversity and curiosity are not computed:
+with shaping off they change no return, position or trade.
+
+Precision: "tf32" by default (``DEFAULT_PRECISION``); "ieee" is float32 throughout (slower),
+"bf16" halves the weight bytes (see the kernel's performance model); bench/bench_backtest.py and
+tests/kernels/test_backtest_fused.py report how often each one's greedy actions differ from the
+torch path's (only at near-ties of Q).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from foxhunt.agents.networks import DuelingQNet
+from foxhunt.backtest.evaluator import STATUS_BUST, STATUS_OK, Backtester, BacktestResult
+from foxhunt.backtest.metrics import TradeRecords, compute_metrics, metrics_to_dicts
+from foxhunt.backtest.policies import GreedyPolicy
+from foxhunt.env.params import EnvTensors
+from foxhunt.kernels.backtest_fused import (
+    DuelingWeights, ExecParams, FusedOutputs, MarketArrays, fused_backtest, is_interpreted, pack_dueling,
+)
+from foxhunt.market import MarketData, NormStats
+
+DEFAULT_PRECISION = "tf32"
+MAX_WIDTH = 512
+
+
+def _linears(seq: nn.Module) -> tuple[list[nn.Linear], list[float]] | None:
+    """(Linear layers, LeakyReLU slopes) of a Linear/LeakyReLU Sequential, else None."""
+    lins, slopes = [], []
+    for mod in seq.children():
+        if type(mod) is nn.Linear:
+            lins.append(mod)
+        elif type(mod) is nn.LeakyReLU:
+            slopes.append(float(mod.negative_slope))
+        else:
+            return None
+    return lins, slopes
+
+
+def net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str | None:
+    """Why the fused kernel cannot run ``net`` (None when it can)."""
+    if not isinstance(net, DuelingQNet) or type(net).forward is not DuelingQNet.forward:
+        return f"the policy's network is a {type(net).__name__}, not a DuelingQNet"
+    parts = [_linears(net.trunk), _linears(net.value), _linears(net.advantage)]
+    if any(p is None for p in parts):
+        return "the DuelingQNet holds layers other than Linear and LeakyReLU"
+    (trunk, s_t), (value, s_v), (adv, s_a) = parts  # type: ignore[misc]
+    if len(trunk) != 2 or len(s_t) != 2 or len(value) != 2 or len(adv) != 2 or len(s_v) != 1 or len(s_a) != 1:
+        return "the fused kernel needs two trunk layers and Linear-LeakyReLU-Linear heads"
+    if len(set(s_t + s_v + s_a)) != 1:
+        return "the fused kernel needs one LeakyReLU slope for every layer"
+    if net.obs_dim != obs_dim or adv[1].out_features != n_actions:
+        return f"the network maps {net.obs_dim} → {adv[1].out_features}, the env needs {obs_dim} → {n_actions}"
+    if max(trunk[0].out_features, trunk[1].out_features, 2 * value[0].out_features, obs_dim) > MAX_WIDTH:
+        return f"layers wider than {MAX_WIDTH} units"
+    if any(p.dtype != torch.float32 for p in net.parameters()):
+        return "the network's parameters are not float32"
+    return None
+
+
+def fused_unsupported(backtester: Backtester, policy: object) -> str | None:
+    """Why ``Backtester.run(…, policy, fused=…)`` cannot take the fused path (None when it can)."""
+    if not isinstance(policy, GreedyPolicy):
+        return f"the policy is a {type(policy).__name__}, not a GreedyPolicy"
+    dev = backtester.device
+    if dev.type != "cuda" and not is_interpreted():
+        return "no CUDA device (and the Triton interpreter is off)"
+    if any(p.device != dev for p in policy.net.parameters()):
+        return "the network is not on the market's device"
+    return net_unsupported(policy.net, backtester.market.obs_dim, backtester.params.n_actions)
+
+
+def pack_net(net: DuelingQNet, precision: str) -> DuelingWeights:
+    """The kernel's packed weights of ``net`` (bf16 weights for precision "bf16")."""
+    lin = lambda seq: [(m.weight, m.bias) for m in seq.children() if isinstance(m, nn.Linear)]  # noqa: E731
+    slope = next(m.negative_slope for m in net.trunk.children() if isinstance(m, nn.LeakyReLU))
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    return pack_dueling(lin(net.trunk), lin(net.value), lin(net.advantage), slope, dtype)
+
+
+def exec_params(backtester: Backtester) -> ExecParams:
+    """The backtester's execution parameters, derived exactly as EnvTensors derives them."""
+    v = {k: float(a[0]) for k, a in EnvTensors._host_values(backtester.params, 1, None).items()}
+    return ExecParams(
+        capital=v["capital"], max_position=v["max_position"], reserve=v["reserve"], cost_rate=v["cost_rate"],
+        half_spread=v["half_spread"], impact_eta=v["impact_eta"], max_impact=v["max_impact"],
+        participation=v["participation"], vol_lambda=v["vol_lambda"], max_holding=v["max_holding_f"],
+        kelly_fraction=v["kelly_fraction"], kelly_min_mult=v["kelly_min_mult"], kelly_alpha=v["kelly_alpha"],
+        kelly_min_trades=int(v["kelly_min_trades"]), bust_level=v["bust_level"],
+    )
+
+
+def market_arrays(m: MarketData) -> MarketArrays:
+    return MarketArrays(m.features, m.ohlc, m.volume, m.log_return, m.bar_range, m.median_range,
+                        m.median_abs_return, m.has_volume)
+
+
+def norm_tensors(m: MarketData, norms: Sequence[NormStats] | None, w: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """[W, F] float32 mean and inverse std, exactly as the torch backtester builds them."""
+    f = m.n_features
+    if norms is None:
+        return m.norm_mean.expand(w, f).contiguous(), m.norm_inv_std.expand(w, f).contiguous()
+    if len(norms) != w:
+        raise ValueError(f"norms: expected {w} NormStats, got {len(norms)}")
+    mean = torch.stack([n.mean.to(torch.float32) for n in norms]).to(m.device)
+    std = torch.stack([n.std for n in norms]).to(m.device)
+    inv = torch.where(std > 1e-8, 1.0 / std.clamp_min(1e-8), torch.zeros_like(std)).to(torch.float32)
+    return mean.contiguous(), inv.contiguous()
+
+
+def check_windows(m: MarketData, starts: Sequence[int] | np.ndarray,
+                  lengths: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Host-side window checks (Backtester.run's)."""
+    st = np.asarray(starts, dtype=np.int64).reshape(-1)
+    ln = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    if st.shape[0] == 0 or ln.shape != st.shape:
+        raise ValueError("Backtester.run: starts and lengths must be non-empty and of equal length")
+    bad = (ln < 1) | (st < 0) | (st + ln > m.n_bars - 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"window {i}: start {st[i]} + length {ln[i]} must lie inside the data (last bar {m.n_bars - 1})")
+    return st, ln
+
+
+def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQNet,
+           norms: Sequence[NormStats] | None = None, *, precision: str = DEFAULT_PRECISION,
+           store_debug: bool = False, store_trades: bool = False, **tuning: int) -> FusedOutputs:
+    """Run the kernel on checked windows; the raw [W, T] outputs (T = max length)."""
+    m, dev = backtester.market, backtester.device
+    mean, inv = norm_tensors(m, norms, st.shape[0])
+    return fused_backtest(
+        market_arrays(m), torch.as_tensor(st, device=dev), torch.as_tensor(ln, device=dev), mean, inv,
+        pack_net(net, precision), exec_params(backtester), n_steps=int(ln.max()),
+        exposure_mode=backtester.params.action_mode == "exposure", kelly=bool(backtester.params.kelly),
+        precision=precision, store_debug=store_debug, store_trades=store_trades, **tuning,
+    )
+
+
+def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
+              net: DuelingQNet, norms: Sequence[NormStats] | None = None, *, keep_curves: bool = False,
+              keep_trades: bool = False, precision: str = DEFAULT_PRECISION, **tuning: int) -> BacktestResult:
+    """``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms, …)`` in one fused kernel.
+
+    Raises ValueError when the kernel cannot run this network / device (``fused_unsupported``).
+    tuning: block_w, bk, stages, num_warps (see ``fused_backtest``).
+    """
+    reason = fused_unsupported(backtester, GreedyPolicy(net))
+    if reason is not None:
+        raise ValueError(f"fused backtest unavailable: {reason}")
+    m, dev = backtester.market, backtester.device
+    st, ln = check_windows(m, starts, lengths)
+    with torch.no_grad():
+        out = launch(backtester, st, ln, net, norms, precision=precision, store_trades=keep_trades, **tuning)
+        w, t = out.returns.shape
+        lengths_t = torch.as_tensor(ln, device=dev)
+        trades = TradeRecords(window=torch.arange(w, device=dev).repeat_interleave(t),
+                              ret=out.trade_return.reshape(-1), valid=out.trade_closed.reshape(-1))
+        metrics = compute_metrics(out.returns, lengths_t, bars_per_year=backtester.bars_per_year,
+                                  positions=out.positions, trades=trades)
+        rows = metrics_to_dicts(metrics)  # the one readback of the metrics
+        bust_level = torch.tensor(exec_params(backtester).bust_level, dtype=torch.float32, device=dev)
+        bust = (out.final_equity <= bust_level).cpu().numpy()
+    for row, b in zip(rows, bust):
+        row["status"] = float(STATUS_BUST if b else STATUS_OK)
+    res = BacktestResult(rows, st, ln, metrics_tensor=metrics)
+    if keep_curves:
+        res.returns = out.returns.cpu().numpy()
+        res.positions = out.positions.cpu().numpy()
+    if keep_trades:
+        res.trades = _trades(out, st)
+    return res
+
+
+def _trades(out: FusedOutputs, starts: np.ndarray) -> list[dict[str, float]]:
+    """Round trips in window then time order, as ``Backtester`` lists them."""
+    assert out.trade_side is not None and out.trade_size is not None
+    assert out.trade_costs is not None and out.trade_entry_bar is not None
+    closed = out.trade_closed.cpu().numpy()
+    ret, side = out.trade_return.cpu().numpy(), out.trade_side.cpu().numpy()
+    size, costs, entry = out.trade_size.cpu().numpy(), out.trade_costs.cpu().numpy(), out.trade_entry_bar.cpu().numpy()
+    return [
+        {"window": int(wi), "entry_bar": int(entry[wi, ti]), "exit_bar": int(starts[wi] + ti + 1),
+         "side": int(side[wi, ti]), "size": float(size[wi, ti]), "return": float(ret[wi, ti]),
+         "costs": float(costs[wi, ti])}
+        for wi, ti in zip(*np.nonzero(closed))
+    ]
+
+
+def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
+                    policy: object, fused: bool | str, *, norms: Sequence[NormStats] | None = None,
+                    keep_curves: bool = False, keep_trades: bool = False) -> BacktestResult | None:
+    """The ``Backtester.run(fused=…)`` hook: a result from the fused kernel, or None for the torch path.
+
+    fused: False → None; True → the fused path or a ValueError saying why it cannot run;
+    "auto" → the fused path when ``fused_unsupported`` allows it, else None.
+    """
+    if fused is False:
+        return None
+    if fused not in (True, "auto"):
+        raise ValueError(f"fused = {fused!r}: expected True, False or 'auto'")
+    reason = fused_unsupported(backtester, policy)
+    if reason is not None:
+        if fused is True:
+            raise ValueError(f"fused backtest unavailable: {reason}")
+        return None
+    assert isinstance(policy, GreedyPolicy)
+    return run_fused(backtester, starts, lengths, policy.net, norms, keep_curves=keep_curves, keep_trades=keep_trades)
+
+
+__all__ = ["DEFAULT_PRECISION", "fused_unsupported", "maybe_run_fused", "net_unsupported", "run_fused"]

@@ -1,0 +1,90 @@
+"""Triton device functions: the dueling Q-network forward for a block of windows, and its argmax.
+
+The network arrives packed by ``backtest_fused.pack_dueling`` as four dense layers with transposed,
+zero-padded weights ``[K, N]`` (N contiguous): trunk 1 ``[D, H1]``, trunk 2 ``[H1, H2]``, the two
+head hidden layers side by side ``[H2, H3]`` (value hidden in columns [0, HH), advantage hidden in
+[HH, 2·HH)), and the two head outputs in one block-diagonal ``[H3, A]`` (advantages in columns
+[0, n_actions), the value in column n_actions). Zero padding is exact: padded units are
+LeakyReLU(0) = 0 and padded weights add exact zeros.
+
+Each layer is a K-loop (``tl.range`` with ``num_stages``, Triton's software-pipelined GEMM shape):
+the activation of the block ([BLOCK_W, K]) sits in a per-program scratch row block in global memory
+(L1/L2-resident, 2 × BLOCK_W × HMAX elements, ping-pong) because register tensors cannot be sliced
+along K, and the weight tiles ``[BK, N]`` stream from L2. ``tl.debug_barrier`` orders a layer's
+scratch stores before the next layer's loads (the stores and loads of one program touch the same
+addresses from different threads).
+
+This module is part of the ``foxhunt.kernels`` leaf: it imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def store_rows(buf, x, N: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr):
+    """buf[r, :N] ← x ([BLOCK_W, N]) in the scratch's dtype, between two CTA barriers."""
+    r = tl.arange(0, BLOCK_W)
+    n = tl.arange(0, N)
+    tl.debug_barrier()
+    tl.store(buf + r[:, None] * HMAX + n[None, :], x.to(buf.dtype.element_ty))
+    tl.debug_barrier()
+
+
+@triton.jit
+def dense(src, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr,
+          BK: tl.constexpr, STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr):
+    """src[:, :K] @ W[K, N] + b → [BLOCK_W, N] float32 (accumulated in float32).
+
+    F32_DOT: operands are (converted to) float32 and multiplied with input precision PREC ("ieee",
+    "tf32", "tf32x3"); otherwise they are bf16 on the bf16 tensor-core path. (The interpreter
+    cannot multiply bf16, so it runs bf16 weights with F32_DOT and PREC "ieee".)
+    """
+    r = tl.arange(0, BLOCK_W)
+    kk = tl.arange(0, BK)
+    n = tl.arange(0, N)
+    acc = tl.zeros([BLOCK_W, N], dtype=tl.float32)
+    for k in tl.range(0, K, BK, num_stages=STAGES):
+        a = tl.load(src + r[:, None] * HMAX + (k + kk)[None, :])
+        b = tl.load(w_ptr + (k + kk)[:, None] * N + n[None, :])
+        if F32_DOT:
+            acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=PREC)
+        else:
+            acc = tl.dot(a, b, acc)
+    bias = tl.load(b_ptr + n)
+    return acc + bias[None, :]
+
+
+@triton.jit
+def leaky(x, slope):
+    """LeakyReLU: x if x > 0 else x·slope (torch's CPU / CUDA formula)."""
+    return tl.where(x > 0, x, x * slope)
+
+
+@triton.jit
+def greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS: tl.constexpr,
+                  D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr, A: tl.constexpr,
+                  HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr,
+                  STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr):
+    """argmax_a Q(x, a) for the observations x [BLOCK_W, D]; Q = V + A − mean(A) as DuelingQNet.
+
+    Returns int32 [BLOCK_W] (the first maximal index on exact ties, as torch.argmax).
+    """
+    store_rows(buf0, x, D, HMAX, BLOCK_W)
+    h = leaky(dense(buf0, w1, b1, D, H1, HMAX, BLOCK_W, BK1, STAGES, PREC, F32_DOT), slope)
+    store_rows(buf1, h, H1, HMAX, BLOCK_W)
+    h = leaky(dense(buf1, w2, b2, H1, H2, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT), slope)
+    store_rows(buf0, h, H2, HMAX, BLOCK_W)
+    h = leaky(dense(buf0, w3, b3, H2, H3, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT), slope)
+    store_rows(buf1, h, H3, HMAX, BLOCK_W)
+    out = dense(buf1, w4, b4, H3, A, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT)
+    c = tl.arange(0, A)[None, :]
+    is_adv = c < N_ACTIONS
+    value = tl.sum(tl.where(c == N_ACTIONS, out, 0.0), axis=1)
+    adv_sum = tl.sum(tl.where(is_adv, out, 0.0), axis=1)
+    adv_mean = tl.div_rn(adv_sum, tl.full(adv_sum.shape, N_ACTIONS, tl.float32))
+    q = (value[:, None] + out) - adv_mean[:, None]
+    q = tl.where(is_adv, q, float("-inf"))
+    return tl.argmax(q, axis=1, tie_break_left=True).to(tl.int32)

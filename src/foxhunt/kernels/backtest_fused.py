@@ -1,0 +1,386 @@
+"""The fused backtest: a greedy dueling-MLP policy and the env step, all bars in one Triton kernel.
+
+Each program owns BLOCK_W windows (padded) and loops over every bar inside the kernel, keeping each
+window's portfolio state in registers. Per bar it gathers and normalises the window's features
+(per-window mean / inv_std), appends the 3 portfolio features, runs the dueling MLP
+(``_backtest_mlp``: four ``tl.dot`` layers with weights streamed from L2), takes the argmax and
+executes the env step with ENV_SPEC's semantics (``_backtest_env``: decode, target with reserve and
+Kelly, market / limit-maker / IoC legs with reversals, half spread, square-root impact with the vol
+EMA, costs, entry price, round trips, vol EMA update, marking, bust). It writes per-bar returns,
+exposures and round-trip return / closed flags [W, T] (``compute_metrics``' inputs), the final
+equity [W], and optionally actions and fill statuses (checks) and the other trade fields.
+It equals ``foxhunt.backtest.evaluator.Backtester`` with ``GreedyPolicy(DuelingQNet)``, shaping off.
+
+Performance model (H200: 132 SMs at ~1.98 GHz; leads, to be checked by bench/bench_backtest.py)
+----------------------------------------------------------------------------------------------
+The recurrence (an action changes the state the next observation sees) makes every window a chain
+of T dependent bars: time = T × (time of one bar in one program), whatever the number of SMs.
+Per bar one program (BLOCK_W = 16 rows, 8 of them real for 8 windows) does
+  * MMA work: 16 × (64·256 + 256·256 + 256·256 + 256·64) = 2.6 M FMA (padded 54 → 64, 46 → 64);
+  * weight bytes: 164 K weights = 655 KB in fp32 (tf32 / ieee), 328 KB in bf16, streamed from L2
+    (the whole net is 0.66 MB, L2 is 50+ MB: after the first bar it never leaves L2);
+  * activation scratch: 4 layers × (store + load) of [16, ≤256] = ~100 KB fp32 / 50 KB bf16;
+  * env step: ~250 scalar float32 operations per window, a gather of 51 features + 6 bar values.
+The per-SM rates set the floor, not the chip's: an SM pulls about 64 B/clk from L2 at best
+(~125 GB/s; 50 B/clk ≈ 100 GB/s taken as typical), and mma.sync (M = 16 does not fit wgmma's
+64-row tiles) gives roughly 512 tf32 / 1024 bf16 FMA/clk per SM.
+  * tf32:  760 KB / 100 GB/s = 7.6 µs of L2 streaming, 2.6 M / 512 = 2.6 µs of MMA (overlapped)
+  * bf16:  380 KB / 100 GB/s = 3.8 µs, 1.3 µs of MMA
+  * ieee (float32 FMA on the CUDA cores, 128 FMA/clk): 2.6 M / 128 = 10 µs, compute-bound
+  * each layer's K-loop starts with one exposed L2 round trip (~0.5 µs): up to +2 µs per bar.
+So 8 windows × 100 K bars ≈ 0.8-1.0 s in tf32, 0.5-0.6 s in bf16, ~1.2 s in ieee; the 1 s gate
+is within reach, the 0.3 s goal is not with weights streamed from L2 every bar (it needs ≤ 3 µs per
+bar: on-chip weights, which do not fit one SM's 227 KB of shared memory even in bf16, or weights
+split across a CTA cluster with distributed shared memory, which Triton cannot express).
+256 windows = 16 programs on 16 SMs, each streaming its own copy of the weights (16 × 100 GB/s,
+well under the L2's ~5 TB/s): about the same time as 8 windows, 32× the throughput. More windows
+per program (BLOCK_W = 32) halve the weight bytes per window but double the MMA rows; with few
+windows there is no way to use more SMs for one window block (one per-layer grid barrier would
+cost ~1 µs, the whole budget).
+Worth trying on the device (``bench/bench_backtest.py`` sweeps them): num_warps 4 / 8, BK, stages.
+
+This module is part of the ``foxhunt.kernels`` leaf: plain tensors and numbers in, nothing of ours
+imported. The adapter from MarketData / EnvParams / DuelingQNet is ``foxhunt.backtest.fused``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+from foxhunt.kernels._backtest_env import (
+    book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_kelly,
+)
+from foxhunt.kernels._backtest_mlp import greedy_action
+
+PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16")
+"""Dot precision: float32 weights with Triton's ``input_precision`` ("ieee" = exact float32 FMA,
+"tf32" = tensor cores with 10-bit mantissa inputs, "tf32x3" = three tf32 products, ~float32), or
+bf16 weights and activations with float32 accumulation."""
+
+
+class MarketArrays(NamedTuple):
+    """Device-resident market arrays (``MarketData``'s): features [T, F] f32, ohlc [T, 4] f32,
+    volume [T] f32, log_return [T] f32, bar_range [T] f32, median_range and median_abs_return 0-d
+    f32 tensors (read on the device), has_volume a host fact."""
+
+    features: torch.Tensor
+    ohlc: torch.Tensor
+    volume: torch.Tensor
+    log_return: torch.Tensor
+    bar_range: torch.Tensor
+    median_range: torch.Tensor
+    median_abs_return: torch.Tensor
+    has_volume: bool
+
+
+@dataclass(frozen=True)
+class ExecParams:
+    """The execution parameters the step reads (EnvTensors' derived values, as host floats)."""
+
+    capital: float
+    max_position: float
+    reserve: float
+    cost_rate: float  # cost_bps · 1e-4
+    half_spread: float  # ½ · spread_bps · 1e-4
+    impact_eta: float
+    max_impact: float
+    participation: float
+    vol_lambda: float
+    max_holding: float
+    kelly_fraction: float
+    kelly_min_mult: float
+    kelly_alpha: float
+    kelly_min_trades: int
+    bust_level: float  # bust_fraction · capital
+
+
+@dataclass
+class DuelingWeights:
+    """A dueling net as four padded dense layers, weights transposed [K, N] (see _backtest_mlp)."""
+
+    w1: torch.Tensor
+    b1: torch.Tensor
+    w2: torch.Tensor
+    b2: torch.Tensor
+    w3: torch.Tensor
+    b3: torch.Tensor
+    w4: torch.Tensor
+    b4: torch.Tensor
+    obs_dim: int
+    n_actions: int
+    slope: float
+
+    @property
+    def dims(self) -> tuple[int, int, int, int, int]:
+        """Padded (D, H1, H2, H3, A)."""
+        return self.w1.shape[0], self.w1.shape[1], self.w2.shape[1], self.w3.shape[1], self.w4.shape[1]
+
+
+@dataclass
+class FusedOutputs:
+    """Kernel outputs. [W, T] unless noted; columns past a window's length (or after a bust) are 0."""
+
+    returns: torch.Tensor  # f32, the env's reward with shaping off: ΔE / E
+    positions: torch.Tensor  # f32, exposure q·C/E after the step
+    trade_return: torch.Tensor  # f32, return of the round trip closed on the step (0 if none)
+    trade_closed: torch.Tensor  # bool
+    final_equity: torch.Tensor  # [W] f32
+    actions: torch.Tensor | None = None  # int32, the greedy action (store_debug)
+    fill_status: torch.Tensor | None = None  # int8, 0 none, 1 filled, 2 partial, 3 missed (store_debug)
+    trade_side: torch.Tensor | None = None  # int8 (store_trades)
+    trade_size: torch.Tensor | None = None  # f32 units (store_trades)
+    trade_costs: torch.Tensor | None = None  # f32 currency (store_trades)
+    trade_entry_bar: torch.Tensor | None = None  # int64 (store_trades)
+
+
+def _pow2(n: int, floor: int = 16) -> int:
+    return max(floor, 1 << (max(1, int(n)) - 1).bit_length())
+
+
+def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tuple[torch.Tensor, torch.Tensor]],
+                 advantage: list[tuple[torch.Tensor, torch.Tensor]], slope: float,
+                 dtype: torch.dtype = torch.float32) -> DuelingWeights:
+    """Pack (weight [out, in], bias [out]) pairs of nn.Linear layers: two trunk layers, the value
+    head (hidden, 1 output) and the advantage head (hidden, n_actions outputs)."""
+    if len(trunk) != 2 or len(value) != 2 or len(advantage) != 2:
+        raise ValueError("pack_dueling: expected 2 trunk layers and 2 layers per head")
+    (t1w, t1b), (t2w, t2b) = trunk
+    (v1w, v1b), (v2w, v2b) = value
+    (a1w, a1b), (a2w, a2b) = advantage
+    obs_dim, h1, h2, hh, n_act = t1w.shape[1], t1w.shape[0], t2w.shape[0], v1w.shape[0], a2w.shape[0]
+    if (t2w.shape[1] != h1 or v1w.shape[1] != h2 or a1w.shape != (hh, h2) or v2w.shape != (1, hh)
+            or a2w.shape[1] != hh):
+        raise ValueError("pack_dueling: layer shapes do not chain")
+    D, H1, H2, H3, A = _pow2(obs_dim), _pow2(h1), _pow2(h2), _pow2(2 * hh), _pow2(n_act + 1)
+    dev = t1w.device
+    f32 = dict(dtype=torch.float32, device=dev)
+    w1 = torch.zeros(D, H1, **f32)
+    w1[:obs_dim, :h1] = t1w.detach().T
+    w2 = torch.zeros(H1, H2, **f32)
+    w2[:h1, :h2] = t2w.detach().T
+    w3 = torch.zeros(H2, H3, **f32)
+    w3[:h2, :hh] = v1w.detach().T
+    w3[:h2, hh:2 * hh] = a1w.detach().T
+    w4 = torch.zeros(H3, A, **f32)
+    w4[hh:2 * hh, :n_act] = a2w.detach().T
+    w4[:hh, n_act] = v2w.detach()[0]
+    b1, b2, b3, b4 = (torch.zeros(n, **f32) for n in (H1, H2, H3, A))
+    b1[:h1], b2[:h2] = t1b.detach(), t2b.detach()
+    b3[:hh], b3[hh:2 * hh] = v1b.detach(), a1b.detach()
+    b4[:n_act], b4[n_act] = a2b.detach(), v2b.detach()[0]
+    ws = [w.to(dtype).contiguous() for w in (w1, w2, w3, w4)]
+    return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope))
+
+
+def is_interpreted() -> bool:
+    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1 at import)."""
+    return type(_backtest_kernel).__name__ == "InterpretedFunction"
+
+
+@triton.jit
+def _backtest_kernel(
+    feat_ptr, ohlc_ptr, volume_ptr, logret_ptr, range_ptr, med_range_ptr, med_absret_ptr,
+    start_ptr, len_ptr, mean_ptr, inv_ptr,
+    w1, b1, w2, b2, w3, b3, w4, b4, scratch_ptr,
+    ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr,
+    act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr,
+    n_windows, n_bars, n_steps, n_feat,
+    capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
+    vol_lambda, max_holding_f, kelly_fraction, kelly_min_mult, kelly_alpha, kelly_min_trades, bust_level, slope,
+    N_ACTIONS: tl.constexpr, D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr,
+    A: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr,
+    STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
+    HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
+):
+    pid = tl.program_id(0)
+    rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
+    valid = rows < n_windows
+    rows64 = rows.to(tl.int64)
+    start = tl.load(start_ptr + rows, mask=valid, other=0).to(tl.int64)
+    length = tl.load(len_ptr + rows, mask=valid, other=0).to(tl.int64)
+    cols = tl.arange(0, D)
+    fmask = valid[:, None] & (cols[None, :] < n_feat)
+    mean = tl.load(mean_ptr + rows64[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
+    inv = tl.load(inv_ptr + rows64[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
+    med_range = tl.load(med_range_ptr)
+    med_absret = tl.load(med_absret_ptr)
+    last = n_bars - 1
+    buf0 = scratch_ptr + pid.to(tl.int64) * (2 * BLOCK_W * HMAX)
+    buf1 = buf0 + BLOCK_W * HMAX
+    # Fresh portfolio and persistent statistics (state.init_state_).
+    zero = tl.zeros([BLOCK_W], dtype=tl.float32)
+    q = zero
+    equity = zero + capital
+    entry = zero
+    target = zero
+    open_costs = zero
+    entry_bar = tl.zeros([BLOCK_W], dtype=tl.int64)
+    level = tl.full([BLOCK_W], 2, tl.int32)
+    vol = zero + med_absret
+    k_p = zero + 0.5
+    k_win = zero
+    k_loss = zero
+    k_count = tl.zeros([BLOCK_W], dtype=tl.int32)
+    live = valid
+    t0 = tl.minimum(start, last)
+    f_cur = tl.load(feat_ptr + t0[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
+    close_t = tl.load(ohlc_ptr + t0 * 4 + 3, mask=valid, other=1.0)
+    for i in range(0, n_steps):
+        bar = start + i
+        t1 = bar + 1
+        t1c = tl.minimum(t1, last)
+        stepping = live & (i < length)
+        # Bar t+1 values and the next observation's features: issued now, used after the MLP.
+        range_t = tl.load(range_ptr + tl.minimum(bar, last), mask=valid, other=0.0)
+        open1 = tl.load(ohlc_ptr + t1c * 4, mask=valid, other=1.0)
+        high1 = tl.load(ohlc_ptr + t1c * 4 + 1, mask=valid, other=1.0)
+        low1 = tl.load(ohlc_ptr + t1c * 4 + 2, mask=valid, other=1.0)
+        close1 = tl.load(ohlc_ptr + t1c * 4 + 3, mask=valid, other=1.0)
+        volume1 = tl.load(volume_ptr + t1c, mask=valid, other=1.0)
+        absret1 = tl.abs(tl.load(logret_ptr + t1c, mask=valid, other=0.0))
+        f_next = tl.load(feat_ptr + t1c[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
+
+        # Observation: normalised features ++ (exposure, unrealised return, bars in position).
+        expo, unreal, held = portfolio_features(q, equity, entry, entry_bar, bar, close_t, capital, max_holding_f)
+        x = (f_cur - mean) * inv
+        x = tl.where(cols[None, :] == n_feat, expo[:, None], x)
+        x = tl.where(cols[None, :] == n_feat + 1, unreal[:, None], x)
+        x = tl.where(cols[None, :] == n_feat + 2, held[:, None], x)
+        a = greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS,
+                          D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, STAGES, PREC, F32_DOT)
+
+        # The env step (vec_env.step with shaping off).
+        e, o, m = decode(a, range_t, med_range, vol, med_absret, EXPOSURE)
+        k = kelly_multiplier(k_p, k_win, k_loss, k_count, kelly_fraction, kelly_min_mult, kelly_min_trades, KELLY)
+        level2, target2 = target_position(e, level, target, equity, close_t, k, max_position, reserve)
+        d, rev, size1, size2, fill1, fill2, price1, price2, cost1, cost2, status = execute(
+            q, target2, o, m, close_t, range_t, open1, high1, low1, volume1, vol, med_range,
+            half_spread, participation, impact_eta, max_impact, cost_rate, HAS_VOLUME)
+        q2, entry2, entry_bar2, open_costs2, closed, tr_ret, tr_side, tr_size, tr_costs, tr_entry, pnl = book(
+            q, target2, entry, entry_bar, open_costs, t1, close_t, close1,
+            d, rev, size1, size2, fill1, fill2, price1, price2, cost1, cost2)
+        k_p2, k_win2, k_loss2, k_count2 = update_kelly(k_p, k_win, k_loss, k_count, closed, tr_ret, kelly_alpha, KELLY)
+        equity1 = equity + pnl
+        vol1 = vol_lambda * vol + (1.0 - vol_lambda) * absret1
+        ret = tl.div_rn(pnl, equity)
+        expo1 = tl.div_rn(q2 * close1, tl.maximum(equity1, capital * 1e-6))
+        done = (equity1 <= bust_level) | (i + 1 >= length)
+        closed = closed & stepping
+
+        off = rows64 * n_steps + i
+        tl.store(ret_ptr + off, tl.where(stepping, ret, 0.0), mask=valid)
+        tl.store(pos_ptr + off, tl.where(stepping, expo1, 0.0), mask=valid)
+        tl.store(tret_ptr + off, tl.where(closed, tr_ret, 0.0), mask=valid)
+        tl.store(tclosed_ptr + off, closed.to(tl.int8), mask=valid)
+        if STORE_DEBUG:
+            tl.store(act_ptr + off, a, mask=valid)
+            tl.store(status_ptr + off, tl.where(stepping, status, 0).to(tl.int8), mask=valid)
+        if STORE_TRADES:
+            tl.store(tside_ptr + off, tl.where(closed, tr_side, 0.0).to(tl.int8), mask=valid)
+            tl.store(tsize_ptr + off, tl.where(closed, tr_size, 0.0), mask=valid)
+            tl.store(tcost_ptr + off, tl.where(closed, tr_costs, 0.0), mask=valid)
+            tl.store(tentry_ptr + off, tl.where(closed, tr_entry, 0), mask=valid)
+
+        # Commit (windows that did not step keep their state: finished, or past their length).
+        q = tl.where(stepping, q2, q)
+        equity = tl.where(stepping, equity1, equity)
+        entry = tl.where(stepping, entry2, entry)
+        entry_bar = tl.where(stepping, entry_bar2, entry_bar)
+        open_costs = tl.where(stepping, open_costs2, open_costs)
+        level = tl.where(stepping, level2, level)
+        target = tl.where(stepping, target2, target)
+        vol = tl.where(stepping, vol1, vol)
+        k_p = tl.where(stepping, k_p2, k_p)
+        k_win = tl.where(stepping, k_win2, k_win)
+        k_loss = tl.where(stepping, k_loss2, k_loss)
+        k_count = tl.where(stepping, k_count2, k_count)
+        live = live & ((stepping & done) == 0)
+        f_cur = f_next
+        close_t = close1
+    tl.store(final_ptr + rows, equity, mask=valid)
+
+
+def fused_backtest(
+    market: MarketArrays, starts: torch.Tensor, lengths: torch.Tensor, norm_mean: torch.Tensor,
+    norm_inv_std: torch.Tensor, net: DuelingWeights, params: ExecParams, *, n_steps: int,
+    exposure_mode: bool, kelly: bool, precision: str = "tf32", block_w: int = 16, bk: int | None = None,
+    stages: int = 3, num_warps: int = 4, store_debug: bool = False, store_trades: bool = False,
+) -> FusedOutputs:
+    """Backtest W windows (bars starts[w] … starts[w] + lengths[w]) with the greedy action of ``net``.
+
+    starts, lengths: [W] int64 device tensors (trusted: starts + lengths ≤ n_bars − 1, lengths ≥ 1;
+    the caller checks on the host). n_steps: max(lengths) (a host fact; the bar loop's trip count).
+    norm_mean, norm_inv_std: [W, F] float32. net: ``pack_dueling`` output on the same device, with
+    float32 weights for "ieee" / "tf32" / "tf32x3" and bf16 weights for "bf16".
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision {precision!r}: expected one of {PRECISIONS}")
+    want = torch.bfloat16 if precision == "bf16" else torch.float32
+    if net.w1.dtype != want:
+        raise ValueError(f"precision {precision!r} needs {want} weights, got {net.w1.dtype}")
+    if block_w < 16 or block_w & (block_w - 1):
+        raise ValueError(f"block_w = {block_w}: must be a power of two >= 16 (tl.dot's smallest M)")
+    dev = market.features.device
+    n_bars, n_feat = market.features.shape
+    w = int(starts.shape[0])
+    if net.obs_dim != n_feat + 3:
+        raise ValueError(f"net expects {net.obs_dim} inputs, the market gives {n_feat} features + 3")
+    D, H1, H2, H3, A = net.dims
+    hmax = max(D, H1, H2, H3)
+    bk = bk or (64 if want == torch.bfloat16 else 32)
+    bk_hidden = min(bk, H1, H2, H3)
+    tile_bytes = bk_hidden * max(H1, H2, H3, A) * net.w1.element_size()
+    stages = max(1, min(stages, (160 * 1024) // tile_bytes))
+    interp = is_interpreted()
+    f32_dot = want == torch.float32 or interp
+    prec = "ieee" if precision == "bf16" else precision
+
+    grid = triton.cdiv(w, block_w)
+    scratch = torch.empty(grid * 2 * block_w * hmax, dtype=want, device=dev)
+    f32 = dict(dtype=torch.float32, device=dev)
+    out = FusedOutputs(
+        returns=torch.empty(w, n_steps, **f32), positions=torch.empty(w, n_steps, **f32),
+        trade_return=torch.empty(w, n_steps, **f32),
+        trade_closed=torch.empty(w, n_steps, dtype=torch.int8, device=dev),
+        final_equity=torch.empty(w, **f32),
+    )
+    dummy = out.returns
+    if store_debug:
+        out.actions = torch.empty(w, n_steps, dtype=torch.int32, device=dev)
+        out.fill_status = torch.empty(w, n_steps, dtype=torch.int8, device=dev)
+    if store_trades:
+        out.trade_side = torch.empty(w, n_steps, dtype=torch.int8, device=dev)
+        out.trade_size = torch.empty(w, n_steps, **f32)
+        out.trade_costs = torch.empty(w, n_steps, **f32)
+        out.trade_entry_bar = torch.empty(w, n_steps, dtype=torch.int64, device=dev)
+    p = params
+    _backtest_kernel[(grid,)](
+        market.features, market.ohlc, market.volume, market.log_return, market.bar_range,
+        market.median_range, market.median_abs_return,
+        starts, lengths, norm_mean.contiguous(), norm_inv_std.contiguous(),
+        net.w1, net.b1, net.w2, net.b2, net.w3, net.b3, net.w4, net.b4, scratch,
+        out.returns, out.positions, out.trade_return, out.trade_closed, out.final_equity,
+        out.actions if store_debug else dummy, out.fill_status if store_debug else dummy,
+        out.trade_side if store_trades else dummy, out.trade_size if store_trades else dummy,
+        out.trade_costs if store_trades else dummy, out.trade_entry_bar if store_trades else dummy,
+        w, n_bars, n_steps, n_feat,
+        p.capital, p.max_position, p.reserve, p.cost_rate, p.half_spread, p.impact_eta, p.max_impact,
+        p.participation, p.vol_lambda, p.max_holding, p.kelly_fraction, p.kelly_min_mult, p.kelly_alpha,
+        int(p.kelly_min_trades), p.bust_level, net.slope,
+        N_ACTIONS=net.n_actions, D=D, H1=H1, H2=H2, H3=H3, A=A, HMAX=hmax, BLOCK_W=block_w,
+        BK1=min(bk, D), BK=bk_hidden, STAGES=stages, PREC=prec, F32_DOT=f32_dot,
+        EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
+        STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
+        num_warps=num_warps, enable_fp_fusion=False,
+    )
+    out.trade_closed = out.trade_closed.view(torch.bool)
+    return out
+
+
+__all__ = ["PRECISIONS", "DuelingWeights", "ExecParams", "FusedOutputs", "MarketArrays", "fused_backtest",
+           "is_interpreted", "pack_dueling"]
