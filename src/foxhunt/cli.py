@@ -157,6 +157,11 @@ def _iso(ns: int) -> str:
     return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")
 
 
+from foxhunt.backtest.cli_cmd import backtest as _backtest  # noqa: E402
+
+app.command("backtest")(user_errors(_backtest))
+
+
 def main() -> None:
     app()
 

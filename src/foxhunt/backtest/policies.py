@@ -49,7 +49,11 @@ class EnsemblePolicy:
     "mean": argmax of the weighted mean of the members' Q-values.
     """
 
-    def __init__(self, nets: Sequence[nn.Module], weights: Sequence[float] | None = None, mode: str = "vote") -> None:
+    def __init__(self, nets: Sequence[nn.Module], weights: Sequence[float] | None = None, mode: str = "vote",
+                 norms: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+        """norms: optional per-member (mean [F], std [F]) normalisation. Then the policy must be given
+        raw (un-normalised) market features — run the backtest with identity norms — and each member
+        sees the features normalised with its own training statistics."""
         if not nets:
             raise ValueError("EnsemblePolicy needs at least one model")
         if mode not in ("vote", "mean"):
@@ -67,11 +71,25 @@ class EnsemblePolicy:
             return functional_call(base, (params, buffers), (obs,))
 
         self._forward = torch.vmap(one, in_dims=(0, 0, None))
+        self._forward_each = torch.vmap(one, in_dims=(0, 0, 0))
+        self.norm_mean = self.norm_inv = None
+        if norms is not None:
+            if len(norms) != len(nets):
+                raise ValueError("EnsemblePolicy norms: one (mean, std) per model")
+            mean = torch.stack([m.to(torch.float32) for m, _ in norms]).to(device)
+            std = torch.stack([s.to(torch.float32) for _, s in norms]).to(device)
+            self.norm_mean = mean[:, None, :]
+            self.norm_inv = torch.where(std > 1e-8, 1.0 / std.clamp_min(1e-8), torch.zeros_like(std))[:, None, :]
 
     @torch.no_grad()
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:
         """[K, W, A] Q-values of every member."""
-        return self._forward(self.params, self.buffers, obs)
+        if self.norm_mean is None:
+            return self._forward(self.params, self.buffers, obs)
+        f = self.norm_mean.shape[-1]
+        market = (obs[None, :, :f] - self.norm_mean) * self.norm_inv  # [K, W, F]
+        port = obs[None, :, f:].expand(market.shape[0], -1, -1)
+        return self._forward_each(self.params, self.buffers, torch.cat([market, port], dim=-1))
 
     @torch.no_grad()
     def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

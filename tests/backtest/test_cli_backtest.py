@@ -1,0 +1,63 @@
+"""`foxhunt backtest`: saved models over a bar file; outputs and one-line errors."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+from typer.testing import CliRunner
+
+from foxhunt.agents.model_io import load_model, save_model
+from foxhunt.agents.networks import DuelingQNet
+from foxhunt.cli import app
+from foxhunt.data.synthetic import generate_bars
+from foxhunt.data.writer import write_bars
+from foxhunt.features.spec import FEATURE_SPEC_VERSION, feature_names
+from foxhunt.market import NormStats
+
+
+def _model(path, seed=0):
+    torch.manual_seed(seed)
+    names = feature_names()
+    net = DuelingQNet(len(names) + 3, 45, (16, 16), 8)
+    norm = NormStats(torch.randn(len(names), dtype=torch.float64), torch.rand(len(names), dtype=torch.float64) + 0.5)
+    save_model(path, net, norm, feature_names=tuple(names), spec_version=FEATURE_SPEC_VERSION,
+               env={"cost_bps": 1.0}, extra={"medians": {"abs_return": 1e-3, "range": 2e-3, "volume": 100.0}})
+    return net, norm
+
+
+def test_model_files_round_trip_bitwise(tmp_path):
+    net, norm = _model(tmp_path / "m.safetensors")
+    net2, norm2, meta = load_model(tmp_path / "m.safetensors")
+    for a, b in zip(net.parameters(), net2.parameters()):
+        assert torch.equal(a, b)
+    assert torch.equal(norm.mean, norm2.mean) and meta.n_actions == 45 and meta.env == {"cost_bps": 1.0}
+
+
+def test_backtest_cli_writes_metrics_trades_and_report(tmp_path):
+    bars_path = write_bars(generate_bars(3_000, seed=2), tmp_path / "bars.parquet")
+    _model(tmp_path / "a.safetensors", 0)
+    _model(tmp_path / "b.safetensors", 1)
+    out = tmp_path / "bt"
+    args = ["backtest", "--model", str(tmp_path / "a.safetensors"), "--data", str(bars_path), "--windows", "2",
+            "--out", str(out), "--device", "cpu", "--cache-dir", str(tmp_path / "cache")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    rows = json.loads((out / "metrics.json").read_text())
+    assert len(rows) == 4 and {r["label"] for r in rows} == {"model", "buy & hold"}
+    assert (out / "metrics.csv").read_text().count("\n") == 5
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 2 and "sharpe" in html
+    ens = CliRunner().invoke(app, args[:3] + ["--model", str(tmp_path / "b.safetensors")] + args[3:])
+    assert ens.exit_code == 0, ens.output
+    assert "ensemble (vote)" in (out / "metrics.json").read_text()
+
+
+def test_backtest_cli_rejects_a_bad_model_file_in_one_line_and_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.safetensors"
+    bad.write_bytes(b"not a model")
+    out = tmp_path / "bt"
+    res = CliRunner().invoke(app, ["backtest", "--model", str(bad), "--out", str(out), "--device", "cpu"])
+    assert res.exit_code == 2
+    assert "bad.safetensors" in res.output and "not a foxhunt model" in res.output
+    assert not out.exists()
