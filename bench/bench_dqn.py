@@ -60,17 +60,17 @@ def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
             "env_steps_per_s": n * rollout / sec, "setup_s": setup}
 
 
-def training(market: MarketData, graphs: bool, capacity: int, batch: int, sampler: str) -> dict:
+def training(market: MarketData, graphs: bool, capacity: int, batch: int, sampler: str, compiled: bool = False) -> dict:
     n = 65_536 if market.device.type == "cuda" else 256
     rollout = max(1, capacity // n)
     cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=capacity, batch_size=batch, sampler=sampler,
-                    warmup_transitions=0, cuda_graphs=graphs)
+                    warmup_transitions=0, cuda_graphs=graphs, compile_learner=compiled)
     tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
     tr._round()
     tr._train()
     times = cuda_time(lambda: [tr._train() for _ in range(20)], repeats=5, warmup=1)
     per = float(np.median(times)) / 20
-    return {"graphs": graphs, "batch": batch, "capacity": tr.replay.storage.capacity, "sampler": sampler,
+    return {"graphs": graphs, "compiled": compiled, "batch": batch, "capacity": tr.replay.storage.capacity, "sampler": sampler,
             "update_s": per, "updates_per_s": 1.0 / per}
 
 
@@ -182,9 +182,10 @@ def main() -> None:
                     res["collection"].append(r)
     if "b" in args.only:
         cap, batch = (1 << 20, 4096) if dev.type == "cuda" else (4096, 256)
-        for graphs in ([False, True] if dev.type == "cuda" else [False]):
+        variants = [(False, False), (True, False), (True, True)] if dev.type == "cuda" else [(False, False)]
+        for graphs, compiled in variants:
             for sampler in ("proportional", "uniform"):
-                r = guarded("training", training, market, graphs, cap, batch, sampler)
+                r = guarded("training", training, market, graphs, cap, batch, sampler, compiled)
                 if r:
                     res["training"].append(r)
     if "c" in args.only and dev.type == "cuda":
@@ -201,7 +202,7 @@ def main() -> None:
     for r in res["collection"]:
         print(f"{r['n_envs']:>8} {r['variant']:>9} {r['env_steps_per_s']:>14,.0f}")
     for r in res["training"]:
-        print(f"train batch {r['batch']} cap {r['capacity']} {r['sampler']:>12} graphs={r['graphs']}: {r['updates_per_s']:,.0f} updates/s")
+        print(f"train batch {r['batch']} cap {r['capacity']} {r['sampler']:>12} graphs={r['graphs']} compiled={r['compiled']}: {r['updates_per_s']:,.0f} updates/s")
     for r in res["syncs"]:
         print(f"syncs/epoch lagged={r['lagged']}: implicit {r['implicit_syncs_per_epoch']}, blocking waits {r['blocking_event_waits_per_epoch']}")
     if res.get("sb3"):

@@ -165,3 +165,13 @@ def test_cuda_graph_replay_equals_eager_on_a_fixed_seed():
         res.append((tr.learner.flat.data.clone(), tr.env.state.equity.clone(), tr.replay.storage.reward.clone()))
     for a, b in zip(*res):
         assert torch.equal(a, b)
+
+
+@pytest.mark.slow
+def test_compiled_learner_equals_the_eager_learner_within_float_rounding():
+    a = small_trainer(seed=1)
+    b = small_trainer(seed=1, compile_learner=True)
+    for _ in range(2):
+        sa, sb = a.train_epoch(), b.train_epoch()
+        assert sb.loss_mean == pytest.approx(sa.loss_mean, rel=1e-4)
+    torch.testing.assert_close(b.learner.flat.data, a.learner.flat.data, rtol=1e-4, atol=1e-6)

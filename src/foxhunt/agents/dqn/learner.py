@@ -133,20 +133,22 @@ class QLearner:
         action = st.action.index_select(0, idx)
         return self.obs, action, ret, done, self.next_obs, discount
 
-    def train_step(self) -> None:
-        """One gradient step, entirely on the device (see the module docstring)."""
-        cfg = self.cfg
-        obs, action, reward, done, next_obs, discount, idx, weights = self._batch()
-        q_all = self.online(obs)
-        q_taken = q_all.gather(1, action.unsqueeze(1)).squeeze(1)
+    def _loss(self, obs, action, reward, done, next_obs, discount, weights):
+        """Double-DQN Huber loss with IS weights; online passes on obs and next_obs batched as one."""
+        b = obs.shape[0]
+        q_both = self.online(torch.cat([obs, next_obs]))
+        q_taken = q_both[:b].gather(1, action.unsqueeze(1)).squeeze(1)
         with torch.no_grad():
-            best_next = self.online(next_obs).argmax(dim=1, keepdim=True)
+            best_next = q_both[b:].argmax(dim=1, keepdim=True)
             q_next = self.target(next_obs).gather(1, best_next).squeeze(1)
             y = reward + discount * (~done).float() * q_next
-        td = q_taken - y
-        loss = (weights * F.huber_loss(q_taken, y, reduction="none", delta=cfg.huber_delta)).mean()
-        self.flat.zero_grad()
-        loss.backward()
+        loss = (weights * F.huber_loss(q_taken, y, reduction="none", delta=self.cfg.huber_delta)).mean()
+        return loss, (q_taken - y).detach(), q_taken.detach()
+
+    def _apply(self, loss: torch.Tensor, td: torch.Tensor, q_taken: torch.Tensor) -> torch.Tensor:
+        """Guard, clip, masked Adam, target update, schedules, per-update record. Returns ok (0-d)."""
+        cfg = self.cfg
+        loss = loss.detach()
         g = self.flat.grad
         gnorm = torch.linalg.vector_norm(g)
         nonfinite = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
@@ -166,15 +168,27 @@ class QLearner:
         self._update_target(ok)
         self.updates.add_(1)
         self.replay.sampler.beta.copy_(linear_schedule(cfg.per_beta_start, cfg.per_beta_end, cfg.per_beta_steps, self.updates))
-        td_d = td.detach()
-        # A skipped step writes no information into the priorities: |δ| = 0 there (floor priority).
-        self.replay.update_priorities(idx, torch.where(ok, td_d, torch.zeros_like(td_d)))
         self.collapse_flag.logical_or_(collapsed)
-        q_d = q_taken.detach()
-        row = torch.stack([loss.detach(), gnorm, td_d.abs().mean(), q_d.sum(), q_d.min(), q_d.max(),
+        row = torch.stack([loss, gnorm, td.abs().mean(), q_taken.sum(), q_taken.min(), q_taken.max(),
                            ok.float(), nonfinite.float(), over_clip.float()])
         self.records.index_copy_(0, self.record_idx.clamp(max=self.records.shape[0] - 1), row.unsqueeze(0))
         self.record_idx.add_(1)
+        return ok
+
+    def compile(self) -> None:
+        """torch.compile the loss (forward + AOT backward) and the update (fuses ~100 small kernels)."""
+        self._loss = torch.compile(self._loss, dynamic=False)  # type: ignore[method-assign]
+        self._apply = torch.compile(self._apply, dynamic=False)  # type: ignore[method-assign]
+
+    def train_step(self) -> None:
+        """One gradient step, entirely on the device (see the module docstring)."""
+        obs, action, reward, done, next_obs, discount, idx, weights = self._batch()
+        loss, td, q_taken = self._loss(obs, action, reward, done, next_obs, discount, weights)
+        self.flat.zero_grad()
+        loss.backward()
+        ok = self._apply(loss, td, q_taken)
+        # A skipped step writes no information into the priorities: |δ| = 0 there (floor priority).
+        self.replay.update_priorities(idx, torch.where(ok, td, torch.zeros_like(td)))
 
     def flush_records(self, n_updates: int) -> None:
         """Reduce this epoch's ``n_updates`` (host-known) records into the epoch summary."""

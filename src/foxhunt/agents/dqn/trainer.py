@@ -69,6 +69,8 @@ class DQNTrainer:
         self.replay = ReplayBuffer(storage, sampler)
         self.monitor = EpochMonitor(self.device)
         self.learner = QLearner(cfg, market, self.replay, self.env.n_actions, n, self.monitor, seed=seed)
+        if cfg.compile_learner:
+            self.learner.compile()
         self.curiosity = (
             Curiosity(market, storage, self.env.n_actions, cfg.curiosity_lr, cfg.curiosity_batch, seed) if cfg.curiosity else None
         )
