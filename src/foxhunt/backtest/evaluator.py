@@ -88,10 +88,13 @@ class Backtester:
         norms: Sequence[NormStats] | None = None,
         keep_curves: bool = False,
         keep_trades: bool = False,
+        fused: bool | str = False,
     ) -> BacktestResult:
         """Backtest ``policy`` on windows (starts[w], lengths[w] steps).
 
         norms: one NormStats per window (default: the market's current fold for all).
+        fused: True → the fused Triton kernel (foxhunt.backtest.fused), a ValueError if it cannot run
+        this policy; "auto" → the kernel when it can, else this torch path; False → this torch path.
         """
         m = self.market
         st = np.asarray(starts, dtype=np.int64).reshape(-1)
@@ -103,6 +106,13 @@ class Backtester:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"window {i}: start {st[i]} + length {ln[i]} must lie inside the data (last bar {m.n_bars - 1})")
+        if fused:
+            from foxhunt.backtest.fused import maybe_run_fused  # local import: fused.py imports this module
+
+            res = maybe_run_fused(self, st, ln, policy, fused, norms=norms, keep_curves=keep_curves,
+                                  keep_trades=keep_trades)
+            if res is not None:
+                return res
         run = _Run(self, st, ln, policy, norms, keep_trades)
         run.execute()
         return run.result(keep_curves, keep_trades)

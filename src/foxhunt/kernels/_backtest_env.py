@@ -52,7 +52,7 @@ def decode(a, range_t, med_range, vol, med_absret, EXPOSURE: tl.constexpr):
         o = tl.where(range_t < med_range, 1, o)
         o = tl.where(med_range <= 0, 0, o)
         u = tl.where(vol > 1.5 * med_absret, 2, 1)
-        u = tl.where(vol < 0.3 * med_absret, 0, u)
+        u = tl.where(vol < 0.5 * med_absret, 0, u)
         u = tl.where(med_absret <= 0, 1, u)
     else:
         c = tl.minimum(tl.maximum(a, 0), 44)

@@ -38,6 +38,10 @@ per program (BLOCK_W = 32) halve the weight bytes per window but double the MMA 
 windows there is no way to use more SMs for one window block (one per-layer grid barrier would
 cost ~1 µs, the whole budget).
 Worth trying on the device (``bench/bench_backtest.py`` sweeps them): num_warps 4 / 8, BK, stages.
+Cross-compiled for sm_90 with Triton 3.9 on a CPU (tests/kernels/compile_backtest_sm90.py; the
+device runs 3.6): mma.sync (MMA v2), each layer's K-loop pipelined 3 deep with cp.async, 68 KB of
+shared memory, 255 registers per thread with 16-72 B of spill stack (none for bf16 with 8 warps),
+the spill loads and stores between the layers, none inside the MMA loops; one program per SM.
 
 This module is part of the ``foxhunt.kernels`` leaf: plain tensors and numbers in, nothing of ours
 imported. The adapter from MarketData / EnvParams / DuelingQNet is ``foxhunt.backtest.fused``.

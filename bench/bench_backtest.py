@@ -1,0 +1,276 @@
+"""Benchmark: the fused backtest kernel beside the torch Backtester (CUDA graphs), and the metrics.
+
+    python bench/bench_backtest.py           # GPU: issue 5's shapes (8 × 100 K, 256 × 100 K)
+    python bench/bench_backtest.py --quick   # tiny shapes on the CPU (Triton interpreter): harness check
+    python bench/bench_backtest.py --torch-bars 100000   # the torch path at full length (~11 s)
+
+One run, side by side, on a MarketData of random-walk OHLCV with 51 random features (1 M bars) and
+the default-shape DuelingQNet (54 → 256 → 256 → {128 → 1, 128 → 45}; random weights ×2 and
+biases ×0.1 so that its greedy action changes from bar to bar), default EnvParams:
+  (a) torch: ``Backtester(chunk=64, cuda_graphs=True).run(…, GreedyPolicy(net))`` on 8 windows of
+      ``--torch-bars`` bars (10 K by default: per-bar time measured, 100 K extrapolated and labelled);
+  (b) fused: a sweep of kernel configs (precision × num_warps) on 8 × 10 K, each one's greedy
+      actions compared with the torch run's (bars before the first differing action); then the
+      best tf32 and bf16 configs on 8 × 100 K and 256 × 100 K (kernel alone and ``run_fused``
+      end to end, metrics included), and tf32 with 32 windows per program on 256 × 100 K;
+  (c) ``compute_metrics`` (eager) and ``GraphedMetrics`` on the 8 × 100 K fused returns, positions
+      and round trips.
+Times: CUDA events after warm-up (compilation, graph capture), median of ``reps`` runs.
+Writes bench/results/backtest_<device>[_quick].json and prints a table last.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+if "--quick" in sys.argv or not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import triton  # noqa: E402
+
+from foxhunt.agents.networks import DuelingQNet  # noqa: E402
+from foxhunt.backtest.evaluator import Backtester  # noqa: E402
+from foxhunt.backtest.fused import check_windows, launch, run_fused  # noqa: E402
+from foxhunt.backtest.metrics import GraphedMetrics, TradeRecords, compute_metrics  # noqa: E402
+from foxhunt.backtest.policies import GreedyPolicy  # noqa: E402
+from foxhunt.env import EnvParams  # noqa: E402
+from foxhunt.features.featureset import FeatureSet  # noqa: E402
+from foxhunt.folds import FoldRange  # noqa: E402
+from foxhunt.market import MarketData  # noqa: E402
+
+RESULTS = Path(__file__).resolve().parent / "results"
+MODEL = {"tf32": "0.8-1.0 s", "bf16": "0.5-0.6 s", "ieee": "~1.2 s", "tf32x3": "~1 s"}
+"""The kernel docstring's estimate for 8 × 100 K (and about the same for 256 × 100 K)."""
+
+
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
+                             capture_output=True, text=True, timeout=10)
+        rev = out.stdout.strip()
+        return rev if out.returncode == 0 and len(rev) == 40 else "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def build_market(n_bars: int, n_features: int, device: torch.device, seed: int = 0) -> MarketData:
+    """Random-walk OHLCV with random features (tests/helpers.random_feature_set's recipe)."""
+    rng = np.random.default_rng(seed)
+    close = 100.0 * np.exp(np.cumsum(rng.normal(0, 1e-3, n_bars)))
+    open_ = np.concatenate([[100.0], close[:-1]]) * np.exp(rng.normal(0, 2e-4, n_bars))
+    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, 5e-4, n_bars)))
+    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, 5e-4, n_bars)))
+    fs = FeatureSet(
+        features=torch.from_numpy(rng.normal(3.0, 2.0, (n_bars, n_features)).astype(np.float32)),
+        targets=torch.zeros((n_bars, 4), dtype=torch.float32),
+        ohlc=torch.from_numpy(np.stack([open_, high, low, close], 1)),
+        volume=torch.from_numpy(rng.lognormal(8, 0.5, n_bars)),
+        timestamps=torch.from_numpy(np.arange(n_bars, dtype=np.int64) * 60_000_000_000 + 1_700_000_000 * 10**9),
+        names=tuple(f"f{i}" for i in range(n_features)), warmup=0, has_volume=True,
+        spec_version="bench", source_sha256="0" * 64,
+    )
+    m = MarketData(fs, device)
+    half = n_bars // 2
+    m.set_fold(FoldRange(0, 0, half, half, n_bars))
+    return m
+
+
+def build_net(obs_dim: int, device: torch.device) -> DuelingQNet:
+    torch.manual_seed(0)
+    net = DuelingQNet(obs_dim)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(2.0 if p.dim() == 2 else 0.1)
+    return net.to(device).eval()
+
+
+class RecordingPolicy(GreedyPolicy):
+    """GreedyPolicy that also writes each step's actions into ``actions`` [W, T] (graph-safe)."""
+
+    def __init__(self, net: DuelingQNet, w: int, t: int, device: torch.device) -> None:
+        super().__init__(net)
+        self.actions = torch.zeros((w, t + 64), dtype=torch.int64, device=device)
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        a = self.net(obs).argmax(dim=1)
+        self.actions.index_copy_(1, t.reshape(1), a.unsqueeze(1))
+        return a
+
+
+def timed(fn, device: torch.device, reps: int, warmup: int = 1) -> float:
+    """Median seconds of ``fn()`` after ``warmup`` calls (CUDA events on a GPU)."""
+    for _ in range(warmup):
+        fn()
+    samples = []
+    for _ in range(reps):
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            fn()
+            b.record()
+            b.synchronize()
+            samples.append(a.elapsed_time(b) / 1e3)
+        else:
+            t0 = time.perf_counter()
+            fn()
+            samples.append(time.perf_counter() - t0)
+    return statistics.median(samples)
+
+
+def agreement(torch_actions: np.ndarray, fused_actions: np.ndarray) -> dict[str, float]:
+    """Share of bars before each window's first differing action, and how many windows differ."""
+    w, t = fused_actions.shape
+    firsts = []
+    for i in range(w):
+        d = np.flatnonzero(torch_actions[i, :t] != fused_actions[i])
+        firsts.append(int(d[0]) if d.size else t)
+    return {"bars_before_first_difference": float(np.mean(firsts) / t), "windows_differing": int(sum(f < t for f in firsts))}
+
+
+def run(args: argparse.Namespace, device: torch.device) -> dict:
+    quick = args.quick
+    n_bars, n_feat = (4_000, 51) if quick else (1_000_000, 51)
+    small_t, big_t = (16, 24) if quick else (10_000, 100_000)
+    torch_t = args.torch_bars or (small_t if quick else 10_000)
+    big_w = 20 if quick else 256
+    reps = 1 if quick else 3
+    market = build_market(n_bars, n_feat, device)
+    net = build_net(market.obs_dim, device)
+    params = EnvParams()
+    rng = np.random.default_rng(1)
+    starts8 = rng.integers(0, n_bars - big_t - 2, 8)
+    starts_big = rng.integers(0, n_bars - big_t - 2, big_w)
+    result: dict = {"rows": [], "sweep": []}
+
+    # (a) the torch path, CUDA graphs of 64 steps.
+    bt = Backtester(market, params, chunk=64, cuda_graphs=True)
+    policy = GreedyPolicy(net)
+    bt.run(starts8, [min(torch_t, 640)] * 8, policy)  # warm-up: kernels, cuBLAS, graph machinery
+    t_torch = timed(lambda: bt.run(starts8, [torch_t] * 8, policy), device, reps=1 if torch_t > 20_000 else reps, warmup=0)
+    rec = RecordingPolicy(net, 8, small_t, device)
+    bt.run(starts8, [small_t] * 8, rec)
+    torch_actions = rec.actions.cpu().numpy()
+    result["torch"] = {"windows": 8, "bars": torch_t, "seconds": t_torch, "us_per_bar": t_torch / torch_t * 1e6,
+                       "extrapolated_100k_s": t_torch / torch_t * 100_000, "extrapolated": torch_t < 100_000,
+                       "distinct_actions": int(len(np.unique(torch_actions[:, :small_t])))}
+
+    # (b) fused: sweep on 8 × small_t (actions stored for the agreement check), then the big shapes.
+    st8, ln8 = check_windows(market, starts8, [small_t] * 8)
+    configs = [("tf32", 4), ("tf32", 8), ("bf16", 4), ("bf16", 8), ("ieee", 4)]
+    if quick:
+        configs = [("tf32", 4), ("bf16", 4)]
+    for prec, nw in configs:
+        holder: dict = {}
+
+        def go(prec=prec, nw=nw, holder=holder):
+            holder["out"] = launch(bt, st8, ln8, net, precision=prec, num_warps=nw, store_debug=True)
+
+        s = timed(go, device, reps)
+        row = {"precision": prec, "num_warps": nw, "windows": 8, "bars": small_t, "kernel_s": s,
+               "us_per_bar": s / small_t * 1e6, **agreement(torch_actions, holder["out"].actions.cpu().numpy())}
+        result["sweep"].append(row)
+    best = {p: min((r for r in result["sweep"] if r["precision"] == p), key=lambda r: r["kernel_s"])["num_warps"]
+            for p in ("tf32", "bf16")}
+    big = [(p, best[p], 16, w, s) for p in ("tf32", "bf16") for w, s in ((8, starts8), (big_w, starts_big))]
+    big.append(("tf32", best["tf32"], 32, big_w, starts_big))  # half the programs, 32 windows each
+    for prec, nw, bw, w, starts in big:
+        st, ln = check_windows(market, starts, [big_t] * w)
+        holder = {}
+
+        def kern(st=st, ln=ln, holder=holder, prec=prec, nw=nw, bw=bw):
+            holder["out"] = launch(bt, st, ln, net, precision=prec, num_warps=nw, block_w=bw)
+
+        k_s = timed(kern, device, reps)
+        e2e = timed(lambda st=st, ln=ln, prec=prec, nw=nw, bw=bw: run_fused(bt, st, ln, net, precision=prec,
+                                                                             num_warps=nw, block_w=bw),
+                    device, reps, warmup=0)
+        result["rows"].append({"precision": prec, "num_warps": nw, "block_w": bw, "windows": w, "bars": big_t,
+                               "kernel_s": k_s, "run_fused_s": e2e, "us_per_bar": k_s / big_t * 1e6,
+                               "model_8x100k": MODEL[prec]})
+        if prec == "tf32" and w == 8:
+            metrics_inputs = holder["out"]
+
+    # (c) the metrics reduction on the 8 × big_t fused outputs.
+    out = metrics_inputs
+    w, t = out.returns.shape
+    lengths = torch.full((w,), t, dtype=torch.int64, device=device)
+    trades = TradeRecords(torch.arange(w, device=device).repeat_interleave(t), out.trade_return.reshape(-1),
+                          out.trade_closed.reshape(-1))
+    kw = {"positions": out.positions, "trades": trades}
+    m_eager = timed(lambda: compute_metrics(out.returns, lengths, **kw), device, reps=5 if quick else 20, warmup=2)
+    m_graph = None
+    if device.type == "cuda":
+        gm = GraphedMetrics(w, t, device, with_positions=True, trade_capacity=w * t)
+        m_graph = timed(lambda: gm(out.returns, lengths, **kw), device, reps=20, warmup=2)
+    result["metrics"] = {"windows": w, "bars": t, "eager_s": m_eager, "graphed_s": m_graph,
+                         "trades": int(out.trade_closed.sum())}
+    return result
+
+
+def _print(res: dict) -> None:
+    print(f"backtest bench on {res['device_name']} ({res['device']}), torch {res['torch_version']}, "
+          f"triton {res['triton_version']}, rev {res['git_revision'][:12]}")
+    tr = res["torch"]
+    label = " (EXTRAPOLATED from the measured bars)" if tr["extrapolated"] else ""
+    graphs = "CUDA graphs of 64 steps" if res["device"].startswith("cuda") else "eager (CPU)"
+    print(f"(a) torch Backtester, {graphs}: 8 × {tr['bars']} bars in {tr['seconds']:.3f} s "
+          f"= {tr['us_per_bar']:.1f} µs/bar; 8 × 100 K: {tr['extrapolated_100k_s']:.2f} s{label}; "
+          f"{tr['distinct_actions']} distinct greedy actions")
+    print(f"(b) fused sweep, 8 × {res['sweep'][0]['bars']} bars:")
+    print(f"{'precision':>10} {'warps':>6} {'kernel s':>10} {'µs/bar':>9} {'agree':>7} {'differ':>7}")
+    for r in res["sweep"]:
+        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['kernel_s']:10.4f} {r['us_per_bar']:9.2f} "
+              f"{r['bars_before_first_difference']:7.1%} {r['windows_differing']:>5}/8")
+    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'W':>5} {'T':>8} {'kernel s':>10} {'run_fused s':>12} {'µs/bar':>9} "
+          f"{'torch/fused':>12} {'model 8×100K':>13}")  # torch/fused: ratio of µs per bar
+    for r in res["rows"]:
+        speed = f"{tr['us_per_bar'] / r['us_per_bar']:12.1f}" if r["windows"] == 8 else f"{'-':>12}"
+        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r['windows']:>5} {r['bars']:>8} {r['kernel_s']:10.3f} "
+              f"{r['run_fused_s']:12.3f} {r['us_per_bar']:9.2f} {speed} {r['model_8x100k']:>13}")
+    mt = res["metrics"]
+    g = f"{mt['graphed_s'] * 1e6:.0f} µs" if mt["graphed_s"] else "-"
+    print(f"(c) metrics on {mt['windows']} × {mt['bars']} ({mt['trades']} trades): compute_metrics "
+          f"{mt['eager_s'] * 1e6:.0f} µs, GraphedMetrics {g}")
+    print("gate: 8 × 100 K ≤ 1 s; goal ≤ 0.3 s (fused kernel)")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny shapes on the CPU (Triton interpreter)")
+    ap.add_argument("--torch-bars", type=int, default=0, help="bars per window for the torch path (default 10 K)")
+    args = ap.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
+    if device.type == "cpu" and not args.quick:
+        raise SystemExit("no CUDA device: use --quick for the CPU harness check")
+    t0 = time.perf_counter()
+    res = run(args, device)
+    res.update({
+        "benchmark": "backtest", "quick": args.quick, "device": str(device),
+        "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or platform.machine()),
+        "torch_version": torch.__version__, "triton_version": triton.__version__, "git_revision": _git_revision(),
+        "timing": "CUDA events (perf_counter on CPU) after warm-up; median of runs",
+        "net": "DuelingQNet(54): 54-256-256-{128-1, 128-45}, LeakyReLU 0.01, weights x2, biases x0.1",
+        "wall_s": time.perf_counter() - t0,
+    })
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"backtest_{device.type}{'_quick' if args.quick else ''}.json"
+    path.write_text(json.dumps(res, indent=2) + "\n")
+    _print(res)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

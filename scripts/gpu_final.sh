@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# One device call that runs every GPU test and the benchmarks, each bounded by a timeout so that the
+# whole call fits the lease; results (JSON) come back in $OUT/results_final.tgz, logs in $OUT/*.log.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+  || echo "warning: wheel install failed"
+export PYTHONPATH=/tmp/site:$(pwd)/src:$(pwd) PYTHONUNBUFFERED=1
+rev=$(cat bench/results/.revision 2>/dev/null || echo unknown)
+export FOXHUNT_GIT_REV=$rev
+# The copy on the GPU machine has no .git: a shim answers `git rev-parse HEAD` for the benchmarks.
+mkdir -p /tmp/bin && printf '#!/bin/sh\necho %s\n' "$rev" > /tmp/bin/git && chmod +x /tmp/bin/git
+export PATH=/tmp/bin:$PATH
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+step() { local t=$1; shift; echo "=== $* (limit ${t}s)"; local s=$(date +%s); timeout "$t" "$@" 2>&1 | tee -a "$OUT/final.log" | tail -${TAILN:-25}; echo "=== rc=${PIPESTATUS[0]} in $(( $(date +%s) - s ))s"; }
+TAILN=8 step ${T_TESTS:-140} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels -x
+TAILN=8 step ${T_KTESTS:-100} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
+step ${T_DQN:-150} python3 bench/bench_dqn.py --sb3-steps ${SB3_STEPS:-10000}
+step ${T_BT:-90} python3 bench/bench_backtest.py
+step ${T_TRAIN:-100} python3 bench/bench_train.py
+tar czf "$OUT/results_final.tgz" bench/results/*.json 2>/dev/null || true

@@ -1,0 +1,41 @@
+"""The fused backtest kernel compiles for Hopper (sm_90) on any machine (Triton ships ptxas).
+
+The interpreter tests cannot see compile errors; this cross-compiles the default configurations in
+a subprocess with the interpreter off (it must be off when the kernel module is imported).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from tests.kernels.compile_backtest_sm90 import compile_sm90, resource_usage
+for cfg in ({cfgs}):
+    kernel, secs = compile_sm90(**cfg)
+    print(cfg, "shared", kernel.metadata.shared, resource_usage(kernel.asm["cubin"]), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_backtest_kernel_compiles_for_sm90_in_tf32_bf16_and_exposure_kelly_variants():
+    ptxas = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    if not ptxas.exists():
+        pytest.skip("this Triton has no bundled ptxas")
+    cfgs = ("dict(prec='tf32'), dict(prec='bf16'), "
+            "dict(prec='tf32', exposure=True, kelly=True, debug=True, trades=True, n_actions=5, dims=(64, 256, 256, 256, 16))")
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT), cfgs=cfgs)], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 3, proc.stdout
+    for line in lines:
+        assert "shared" in line and int(line.split("shared")[1].split()[0]) <= 227 * 1024, line
