@@ -89,6 +89,8 @@ class EpochSummary:
 class EpochMonitor:
     """Accumulates the epoch summary on the device; one pinned-memory readback per epoch."""
 
+    RING = 8
+
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.buf = torch.zeros(len(FIELDS), dtype=torch.float64, device=device)
@@ -98,8 +100,10 @@ class EpochMonitor:
         for f in _MAX_FIELDS:
             self._init[IDX[f]] = -math.inf
         pin = device.type == "cuda"
-        self._host = [torch.zeros(len(FIELDS), dtype=torch.float64, pin_memory=pin) for _ in range(2)]
-        self._events = [torch.cuda.Event() if pin else None for _ in range(2)]
+        # A ring of pinned slots: in lagged mode up to RING epochs can be in flight before the host
+        # has to wait for the oldest (back-pressure, not a per-epoch synchronisation).
+        self._host = [torch.zeros(len(FIELDS), dtype=torch.float64, pin_memory=pin) for _ in range(self.RING)]
+        self._events = [torch.cuda.Event() if pin else None for _ in range(self.RING)]
         self._pending: list[tuple[int, int]] = []  # (epoch, slot)
         self._slot = 0
         self.reset()
@@ -164,7 +168,7 @@ class EpochMonitor:
         if ev is not None:
             ev.record()
         self._pending.append((epoch, slot))
-        self._slot ^= 1
+        self._slot = (self._slot + 1) % self.RING
 
     def finish_readback(self) -> EpochSummary:
         """Wait for the oldest pending copy (an event wait: the epoch's one synchronisation)."""

@@ -153,15 +153,26 @@ class DQNTrainer:
         self.epoch += 1
 
     def train_epoch(self) -> EpochSummary | None:
-        """One epoch. Returns its summary (one synchronisation), or, in lagged mode, the previous
-        epoch's summary (already landed: no blocking wait), None after the first epoch."""
+        """One epoch. Returns its summary (one synchronisation), or, in lagged mode, the oldest
+        earlier epoch's summary that has already landed (no blocking wait), else None; only when the
+        ring of in-flight summaries is full does the host wait for the oldest (back-pressure)."""
         self.run_epoch()
-        if self.cfg.lagged_readback and self.monitor.pending < 2:
-            return None
-        return self._collect_summary()
+        if not self.cfg.lagged_readback:
+            return self._collect_summary()
+        m = self.monitor
+        if m.pending >= m.RING or (m.pending > 1 and m.ready()):
+            return self._collect_summary()
+        return None
+
+    def drain(self) -> list[EpochSummary]:
+        """Every pending summary, oldest first (waits for them; the end of a fold in lagged mode)."""
+        out = []
+        while self.monitor.pending:
+            out.append(self._collect_summary())
+        return out
 
     def flush(self) -> EpochSummary | None:
-        """Read any summary still pending (the last epoch in lagged mode)."""
+        """Read the oldest summary still pending (lagged mode), waiting for it; None if none."""
         return self._collect_summary() if self.monitor.pending else None
 
     def _collect_summary(self) -> EpochSummary:
