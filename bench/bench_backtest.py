@@ -21,6 +21,12 @@ Writes bench/results/backtest_<device>[_quick].json and prints a table last.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+
 import argparse
 import json
 import os
@@ -54,14 +60,7 @@ MODEL = {"tf32": "0.8-1.0 s", "bf16": "0.5-0.6 s", "ieee": "~1.2 s", "tf32x3": "
 """The kernel docstring's estimate for 8 × 100 K (and about the same for 256 × 100 K)."""
 
 
-def _git_revision() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=10)
-        rev = out.stdout.strip()
-        return rev if out.returncode == 0 and len(rev) == 40 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+_git_revision = _common.git_revision
 
 
 def build_market(n_bars: int, n_features: int, device: torch.device, seed: int = 0) -> MarketData:

@@ -14,6 +14,12 @@ prints a short table.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+
 import argparse
 import json
 import platform
@@ -36,14 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 
 
-def git_revision() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=10)
-        if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return "unknown"
+git_revision = _common.git_revision
 
 
 def make_market(n_bars: int, n_features: int, device: torch.device, seed: int = 0) -> MarketData:

@@ -13,6 +13,12 @@ part of the figure. One small build first warms up code paths, then the timed bu
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+
 import argparse
 import json
 import os
@@ -51,14 +57,7 @@ def make_bars(n: int) -> tuple[Bars, str]:
     return generate_bars(n, seed=7, bar_seconds=60), "foxhunt.data.synthetic.generate_bars"
 
 
-def git_revision() -> str | None:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent, capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return (out.stdout.strip() or None) if out.returncode == 0 else None
+git_revision = _common.git_revision
 
 
 def main(argv: list[str] | None = None) -> dict[str, object]:

@@ -12,6 +12,12 @@ Writes ``bench/results/metrics_<device>[_quick].json`` and prints a table.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+
 import argparse
 import json
 import platform
@@ -29,14 +35,7 @@ from foxhunt.backtest.metrics_reference import window_metrics
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
-def _git_revision() -> str:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=10)
-        rev = out.stdout.strip()
-        return rev if out.returncode == 0 and len(rev) == 40 else "unknown"
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
+_git_revision = _common.git_revision
 
 
 def _inputs(W: int, T: int, device: torch.device, seed: int = 0, trades_per_window: int = 500):

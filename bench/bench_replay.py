@@ -12,6 +12,12 @@ prints a short table.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+
 import argparse
 import json
 import platform
@@ -26,22 +32,7 @@ from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Trans
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def git_revision() -> str:
-    """The checked-out commit, read from .git without running git ('unknown' if not found)."""
-    git = ROOT / ".git"
-    try:
-        head = (git / "HEAD").read_text().strip()
-        if not head.startswith("ref:"):
-            return head
-        ref = head.split(None, 1)[1]
-        if (git / ref).exists():
-            return (git / ref).read_text().strip()
-        for line in (git / "packed-refs").read_text().splitlines():
-            if line.endswith(" " + ref):
-                return line.split()[0]
-    except OSError:
-        pass
-    return "unknown"
+git_revision = _common.git_revision
 
 
 def fill(storage: ReplayStorage, seed: int) -> torch.Tensor:
