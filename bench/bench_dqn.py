@@ -46,7 +46,8 @@ def random_market(n_bars: int, device: torch.device) -> MarketData:
 
 def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
     cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=10**12,
-                    compile_env=(variant == "compiled"), matmul_precision="bf16" if variant == "bf16" else "tf32",
+                    compile_env=(variant == "compiled"), fused_env=(variant.startswith("fused")),
+                    compile_learner=False, matmul_precision="bf16" if variant.endswith("bf16") else "tf32",
                     cuda_graphs=(variant != "eager"))
     tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
     t0 = time.perf_counter()
@@ -177,7 +178,8 @@ def main() -> None:
 
     if "a" in args.only:
         for n in sizes:
-            for variant in (["eager", "graph"] + (["compiled", "bf16"] if dev.type == "cuda" and n >= 16_384 else [])):
+            extra = ["fused", "compiled"] if dev.type == "cuda" and n >= 16_384 else []
+            for variant in (["eager", "graph"] + extra + (["fused-bf16"] if dev.type == "cuda" and n >= 65_536 else [])):
                 r = guarded("collection", collection, market, n, variant, 16)
                 if r:
                     res["collection"].append(r)

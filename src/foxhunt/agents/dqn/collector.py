@@ -18,6 +18,7 @@ from foxhunt.agents.monitor import EpochMonitor
 from foxhunt.agents.networks import N_FACTORED_ACTIONS
 from foxhunt.agents.replay import ReplayBuffer, Transitions
 from foxhunt.env import VecTradingEnv
+from foxhunt.env.fused import FusedEnvStep
 
 
 class Collector:
@@ -57,9 +58,14 @@ class Collector:
         self.r_trade_closed, self.r_trade_return = buf(dtype=torch.bool), buf()
         self.r_curiosity = buf() if curiosity is not None else None
         self.autocast = dev.type == "cuda" and cfg.matmul_precision == "bf16"
-        # The env step is ~450 elementwise kernels; inductor fuses them (same function, same results
-        # up to float rounding of fused arithmetic).
-        self._env_step = torch.compile(env.step, dynamic=False) if cfg.compile_env else env.step
+        # The env step is ~450 elementwise kernels: fused_env runs it as ONE Triton kernel
+        # (foxhunt.env.fused, same results to float32 rounding); compile_env lets inductor fuse them.
+        if cfg.fused_env:
+            self._env_step = FusedEnvStep(env)  # ValueError naming the reason when it cannot run
+        elif cfg.compile_env:
+            self._env_step = torch.compile(env.step, dynamic=False)
+        else:
+            self._env_step = env.step
 
     def reset(self) -> None:
         """New fold: ε schedule restarts."""

@@ -1,0 +1,187 @@
+"""Env-only throughput: the torch env step vs the fused Triton env step, both as CUDA graphs.
+
+    python bench/bench_env_fused.py            # GPU: N = 16 K and 64 K envs, K = 64 steps per graph
+    python bench/bench_env_fused.py --quick    # CPU, Triton interpreter, tiny N: a harness check
+
+For each N one VecTradingEnv (default EnvParams, episode_length 256, auto-reset on, no curiosity
+bonus unless --curiosity: the DQN collector's default) steps a block of K random actions:
+  (a) torch: K calls of ``vec_env.step`` captured in one CUDA graph;
+  (b) fused: K calls of ``foxhunt.env.fused.fused_step`` captured in one CUDA graph, for each
+      kernel config (envs per program × warps).
+Times: CUDA events around one graph replay (K steps), median of ``--repeats`` after warm-up; on the
+CPU (--quick) eager blocks timed with perf_counter (interpreter times mean nothing beyond "it runs").
+Agreement: both paths replay one block from the same snapshot; the states are compared (discrete
+fields equal, floats within rtol 1e-5) and reported per row.
+Writes bench/results/env_fused_<device>[_quick].json (GPU name, torch / triton versions, git
+revision, rows) and prints a short table.
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+from pathlib import Path as _Path
+
+_sys.path.insert(0, str(_Path(__file__).resolve().parent))
+import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from typing import Callable  # noqa: E402
+
+import torch  # noqa: E402
+
+if "--quick" in sys.argv or not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import triton  # noqa: E402
+
+from bench_env import make_market  # noqa: E402
+from foxhunt.env import EnvParams, VecTradingEnv  # noqa: E402
+from foxhunt.env.fused import fused_step  # noqa: E402
+from foxhunt.env.vec_env import step  # noqa: E402
+
+CONFIGS = ((128, 4), (256, 8), (64, 2))
+"""(envs per program, warps) swept for the fused kernel; the first is the adapter's default."""
+
+
+def capture(fn: Callable[[], None], env: VecTradingEnv, snap) -> torch.cuda.CUDAGraph:
+    """``fn`` (K steps) warmed up on a side stream, then captured; the env is restored after each."""
+    dev = env.device
+    side = torch.cuda.Stream(dev)
+    side.wait_stream(torch.cuda.current_stream(dev))
+    with torch.cuda.stream(side):
+        fn()
+    torch.cuda.current_stream(dev).wait_stream(side)
+    env.restore(snap)
+    graph = torch.cuda.CUDAGraph()
+    graph.register_generator_state(env.sampler.generator)
+    with torch.cuda.graph(graph):
+        fn()
+    env.restore(snap)
+    return graph
+
+
+def seconds(fn: Callable[[], None], repeats: int, warmup: int, cuda: bool) -> float:
+    """Median seconds of one call (CUDA events on the GPU, perf_counter on the CPU)."""
+    if cuda:
+        return statistics.median(_common.cuda_time(fn, repeats, warmup))
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def agreement(env: VecTradingEnv, snap, run_torch: Callable[[], None], run_fused: Callable[[], None]) -> dict:
+    """One block each from the same snapshot: discrete state fields equal, floats within rtol 1e-5."""
+    env.restore(snap)
+    run_torch()
+    ref = env.state.clone()
+    env.restore(snap)
+    run_fused()
+    bad, worst = [], 0.0
+    for name, t in ref.tensors().items():
+        got = getattr(env.state, name)
+        if t.dtype.is_floating_point:
+            diff = (got.double() - t.double()).abs()
+            worst = max(worst, float((diff / t.double().abs().clamp_min(1e-30)).max()))
+            if bool((diff > 1e-5 * t.double().abs() + (1.0 if name in ("cash", "equity", "peak") else 1e-6)).any()):
+                bad.append(name)
+        elif not torch.equal(got, t):
+            bad.append(name)
+    env.restore(snap)
+    return {"agree": not bad, "fields_differing": bad, "max_rel_diff": worst}
+
+
+def bench_size(market, n: int, k: int, repeats: int, warmup: int, curiosity: bool) -> list[dict]:
+    dev = market.device
+    cuda = dev.type == "cuda"
+    env = VecTradingEnv(market, n, EnvParams(episode_length=256), seed=0)
+    g = torch.Generator(device=dev).manual_seed(1)
+    actions = torch.randint(0, env.n_actions, (k, n), device=dev, generator=g)
+    bonus = torch.rand((k, n), device=dev, generator=g) * 1e-4 if curiosity else None
+    snap = env.snapshot()
+    cur = (lambda i: bonus[i]) if bonus is not None else (lambda i: None)  # noqa: E731
+
+    def torch_block() -> None:
+        for i in range(k):
+            step(env.state, env.params, market, actions[i], cur(i), env.out, sampler=env.sampler)
+
+    def fused_block(block: int, warps: int) -> Callable[[], None]:
+        def run() -> None:
+            for i in range(k):
+                fused_step(env.state, env.params, market, actions[i], cur(i), env.out, env.sampler,
+                           block=block, num_warps=warps)
+        return run
+
+    rows = []
+    configs = CONFIGS if cuda else CONFIGS[:1]
+    t_fn = capture(torch_block, env, snap).replay if cuda else torch_block
+    t_torch = seconds(t_fn, repeats, warmup, cuda)
+    env.restore(snap)
+    for block, warps in configs:
+        f_fn = capture(fused_block(block, warps), env, snap).replay if cuda else fused_block(block, warps)
+        t_fused = seconds(f_fn, repeats, warmup, cuda)
+        agree = agreement(env, snap, t_fn, f_fn)
+        rows.append({
+            "n_envs": n, "k_steps": k, "block": block, "num_warps": warps, "curiosity": curiosity,
+            "graphs": cuda, "torch_s_per_block": t_torch, "fused_s_per_block": t_fused,
+            "torch_env_steps_per_s": n * k / t_torch, "fused_env_steps_per_s": n * k / t_fused,
+            "fused_us_per_step": t_fused / k * 1e6, "torch_us_per_step": t_torch / k * 1e6,
+            "speedup": t_torch / t_fused, **agree,
+        })
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="CPU interpreter, tiny N, few steps (harness check)")
+    ap.add_argument("--sizes", type=int, nargs="*", help="numbers of envs (default 16K 64K; quick: 64)")
+    ap.add_argument("--k", type=int, help="steps per block (default 64; quick: 4)")
+    ap.add_argument("--repeats", type=int, help="timed blocks (default 20; quick: 2)")
+    ap.add_argument("--curiosity", action="store_true", help="pass a curiosity bonus (default: none)")
+    args = ap.parse_args()
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
+    sizes = args.sizes or ([64] if args.quick else [1 << 14, 1 << 16])
+    k = args.k or (4 if args.quick else 64)
+    repeats = args.repeats or (2 if args.quick else 20)
+    warmup = 1 if args.quick else 3
+    market = make_market(5_000 if args.quick else 200_000, 51, device)
+    rows = [r for n in sizes for r in bench_size(market, n, k, repeats, warmup, args.curiosity)]
+    result = {
+        "benchmark": "env_fused",
+        **_common.machine(device),
+        "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "torch_version": torch.__version__,
+        "triton_version": triton.__version__,
+        "triton_interpreter": os.environ.get("TRITON_INTERPRET") == "1",
+        "note": "interpreted, the launcher runs one program of next_pow2(N) envs whatever the block"
+                if os.environ.get("TRITON_INTERPRET") == "1" else None,
+        "quick": bool(args.quick),
+        "timing": "median seconds per block of k env steps (no observe); CUDA events around one graph replay "
+                  "on the GPU, perf_counter around eager steps on the CPU",
+        "rows": rows,
+    }
+    out = _common.write_result(f"env_fused_{device.type}{'_quick' if args.quick else ''}", result)
+    name = result["gpu_name"] or platform.processor() or "cpu"
+    mode = "graphed" if device.type == "cuda" else "eager (interpreter)"
+    print(f"env step, torch vs fused, {mode}, on {device} ({name}), torch {torch.__version__}, "
+          f"triton {triton.__version__}, rev {result['git_revision'][:12]}, K = {k}")
+    print(f"{'N envs':>7} | {'block/warps':>11} | {'torch env-steps/s':>17} | {'fused env-steps/s':>17} | "
+          f"{'fused µs/step':>13} | {'speedup':>7} | agree")
+    for r in rows:
+        print(f"{r['n_envs']:>7} | {r['block']:>5}/{r['num_warps']:<5} | {r['torch_env_steps_per_s']:>17,.0f} | "
+              f"{r['fused_env_steps_per_s']:>17,.0f} | {r['fused_us_per_step']:>13.1f} | {r['speedup']:>6.1f}x | "
+              f"{r['agree']}{'' if r['agree'] else ' ' + str(r['fields_differing'])}")
+    print(f"wrote {out.relative_to(_common.ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

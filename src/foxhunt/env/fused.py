@@ -1,0 +1,123 @@
+"""The fused env step: ``vec_env.step`` for training (``active=None, auto_reset=True``) in ONE kernel.
+
+``fused_step(state, params, market, actions, curiosity, out, sampler)`` has the torch ``step``'s
+contract for the training case: it updates ``state`` in place, fills the preallocated ``out`` and
+advances ``sampler``'s generator exactly as ``StartSampler.draw`` does (one float64 uniform per env
+per step, drawn here before the kernel with the same generator call; the kernel maps them to starts
+as ``draw`` does and writes ``sampler.starts``). It reads no tensor value on the host and allocates
+nothing, so a sequence of steps can be captured in a CUDA graph (register ``sampler.generator``).
+
+``fused_supported(params, market)`` says why the kernel cannot run (None when it can): no Triton,
+or a CPU without the Triton interpreter (TRITON_INTERPRET=1 before Triton is imported).
+``FusedEnvStep(env)`` is a drop-in for ``VecTradingEnv.step`` in training (``collector._env_step``).
+
+Semantics: the same as the torch step to float32 rounding (the same operation order; see
+``foxhunt.kernels.env_step_fused``); tests/kernels/test_env_step_fused.py holds it to that.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from foxhunt.env.params import EnvTensors
+from foxhunt.env.state import EnvState, StartSampler
+from foxhunt.market import MarketData
+
+if TYPE_CHECKING:
+    from foxhunt.env.vec_env import StepOutput, VecTradingEnv
+
+
+def _kernels():
+    from foxhunt.kernels import env_step_fused
+
+    return env_step_fused
+
+
+def fused_supported(params: EnvTensors, market: MarketData) -> str | None:
+    """Why ``fused_step`` cannot run for these parameters and market (None when it can)."""
+    try:
+        k = _kernels()
+    except ImportError as exc:  # triton missing (or broken)
+        return f"triton is not available ({exc})"
+    dev = market.device
+    if dev.type != "cuda" and not k.is_interpreted():
+        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
+    if params.device != dev:
+        return f"the parameters live on {params.device}, the market on {dev}"
+    if params.reward_mode not in ("return", "pnl", "dsr") or params.action_mode not in ("factored", "exposure"):
+        return f"reward_mode {params.reward_mode!r} / action_mode {params.action_mode!r} not covered"
+    return None
+
+
+def _market(market: MarketData):
+    k = _kernels()
+    return k.EnvMarket(market.ohlc, market.volume, market.log_return, market.bar_range, market.median_range,
+                       market.median_abs_return, market.fold_bounds, market.has_volume)
+
+
+def _check(state: EnvState, out: "StepOutput", actions: torch.Tensor, curiosity: torch.Tensor | None,
+           sampler: StartSampler) -> None:
+    """Metadata checks only (dtype, shape, layout): no host read of a value."""
+    n = state.n_envs
+    if actions.dtype != torch.int64 or tuple(actions.shape) != (n,):
+        raise ValueError(f"fused_step: actions must be [{n}] int64, got {list(actions.shape)} {actions.dtype}")
+    if curiosity is not None and (curiosity.dtype != torch.float32 or tuple(curiosity.shape) != (n,)):
+        raise ValueError(f"fused_step: curiosity must be [{n}] float32, got {list(curiosity.shape)} {curiosity.dtype}")
+    if sampler.uniform.dtype != torch.float64 or tuple(sampler.uniform.shape) != (n,):
+        raise ValueError("fused_step: the sampler's uniform buffer must be [N] float64")
+    for name, t in (*state.tensors().items(), *out.tensors().items(), ("actions", actions)):
+        if not t.is_contiguous():
+            raise ValueError(f"fused_step: {name} must be contiguous")
+
+
+def fused_step(
+    state: EnvState,
+    params: EnvTensors,
+    market: MarketData,
+    actions: torch.Tensor,
+    curiosity: torch.Tensor | None,
+    out: "StepOutput",
+    sampler: StartSampler,
+    *,
+    block: int = 128,
+    num_warps: int = 4,
+) -> "StepOutput":
+    """``vec_env.step(state, params, market, actions, curiosity, out, active=None, auto_reset=True,
+    sampler=sampler)`` in one kernel launch (after the sampler's uniform draw). Returns ``out``."""
+    _check(state, out, actions, curiosity, sampler)
+    torch.rand(sampler.uniform.shape, generator=sampler.generator, out=sampler.uniform)
+    _kernels().env_step(
+        state.tensors(), {name: getattr(params, name) for name in params.tensor_names()}, out.tensors(),
+        _market(market), actions, curiosity, sampler.uniform, sampler.starts,
+        reward_mode=params.reward_mode, exposure_mode=params.action_mode == "exposure",
+        block=block, num_warps=num_warps,
+    )
+    return out
+
+
+class FusedEnvStep:
+    """``env.step`` of a training VecTradingEnv (auto_reset on) through the fused kernel.
+
+    Call as ``env.step``: ``(actions, curiosity=None) -> env.out``. Raises ValueError at construction
+    when the kernel cannot run (``fused_supported``) or the env freezes done envs (auto_reset off).
+    """
+
+    def __init__(self, env: "VecTradingEnv", *, block: int = 128, num_warps: int = 4) -> None:
+        if not env.auto_reset:
+            raise ValueError("the fused env step covers auto_reset=True (training) envs only")
+        reason = fused_supported(env.params, env.market)
+        if reason is not None:
+            raise ValueError(f"fused env step unavailable: {reason}")
+        self.env = env
+        self.block = block
+        self.num_warps = num_warps
+
+    def __call__(self, actions: torch.Tensor, curiosity: torch.Tensor | None = None) -> "StepOutput":
+        env = self.env
+        return fused_step(env.state, env.params, env.market, actions, curiosity, env.out, env.sampler,
+                          block=self.block, num_warps=self.num_warps)
+
+
+__all__ = ["FusedEnvStep", "fused_step", "fused_supported"]

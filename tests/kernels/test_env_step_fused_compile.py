@@ -1,0 +1,49 @@
+"""The fused env-step kernel compiles for Hopper (sm_90) on any machine (Triton ships ptxas).
+
+The interpreter tests cannot see compile errors; this cross-compiles the launcher's constexpr
+variants in a subprocess with the interpreter off and checks the PTX for what the float32 parity
+rests on: IEEE division and square root only (no ``div.full`` / ``sqrt.approx``), no contracted
+``fma`` in the kernel's own arithmetic (libdevice's log2 / pow use ``fma.rn.ftz``, as torch's do),
+no register spills.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = """
+import sys
+sys.path.insert(0, {root!r})
+from tests.kernels.compile_env_step_sm90 import compile_sm90, resource_usage
+for cfg in (dict(), dict(mode=2, exposure=True, curiosity=False), dict(mode=1, has_volume=False)):
+    kernel, secs = compile_sm90(**cfg)
+    ptx = kernel.asm["ptx"]
+    counts = [ptx.count(s) for s in ("div.full", "div.approx", "sqrt.approx", "fma.rn.f32 ", "div.rn.f32")]
+    print(cfg, "|", *counts, "|", resource_usage(kernel.asm["cubin"]), flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_env_step_kernel_compiles_for_sm90_with_ieee_division_and_no_fma_contraction():
+    triton = pytest.importorskip("triton")
+    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+    if not ptxas.exists():
+        pytest.skip("this Triton has no bundled ptxas")
+    env = {**os.environ, "TRITON_INTERPRET": "0"}
+    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT))], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 3, proc.stdout
+    for line in lines:
+        _, counts, usage = line.split("|")
+        div_full, div_approx, sqrt_approx, fma, div_rn = map(int, counts.split())
+        assert div_full == div_approx == sqrt_approx == fma == 0 and div_rn >= 10, line
+        if usage.strip():
+            assert "STACK:0" in usage, f"register spills: {line}"
