@@ -166,6 +166,8 @@ def main() -> None:
     market = random_market(20_000 if args.quick else 400_000, dev)
     sizes = [128, 1024] if args.quick else [128, 4096, 16_384, 65_536]
 
+    name = f"dqn_{dev.type}{'_quick' if args.quick else ''}"
+
     def guarded(section: str, fn, *a):
         try:
             r = fn(*a)
@@ -178,19 +180,23 @@ def main() -> None:
 
     if "a" in args.only:
         for n in sizes:
-            extra = ["fused", "compiled"] if dev.type == "cuda" and n >= 16_384 else []
+            extra = (["fused"] if dev.type == "cuda" and n >= 16_384 else []) + (["compiled"] if dev.type == "cuda" and n >= 65_536 else [])
             for variant in (["eager", "graph"] + extra + (["fused-bf16"] if dev.type == "cuda" and n >= 65_536 else [])):
                 r = guarded("collection", collection, market, n, variant, 16)
                 if r:
                     res["collection"].append(r)
+                    write_result(name, res)  # partial results survive a timeout
     if "b" in args.only:
         cap, batch = (1 << 20, 4096) if dev.type == "cuda" else (4096, 256)
         variants = [(False, False), (True, False), (True, True)] if dev.type == "cuda" else [(False, False)]
         for graphs, compiled in variants:
             for sampler in ("proportional", "uniform"):
+                if compiled and sampler == "uniform":
+                    continue
                 r = guarded("training", training, market, graphs, cap, batch, sampler, compiled)
                 if r:
                     res["training"].append(r)
+                    write_result(name, res)
     if "c" in args.only and dev.type == "cuda":
         for lagged in (False, True):
             r = guarded("syncs", syncs_per_epoch, market, lagged)
@@ -199,7 +205,7 @@ def main() -> None:
     if "d" in args.only:
         r = guarded("sb3", sb3_comparison, dev, 2_000 if args.quick else args.sb3_steps, args.quick)
         res["sb3"] = r
-    path = write_result(f"dqn_{dev.type}{'_quick' if args.quick else ''}", res)
+    path = write_result(name, res)
     print(f"\nDQN benchmark on {res['machine'].get('gpu', dev.type)} -> {path}")
     print(f"{'N envs':>8} {'variant':>9} {'env-steps/s':>14}")
     for r in res["collection"]:
