@@ -4,7 +4,7 @@ One run of the real runner (``WalkForwardRunner``: one trainer over every fold, 
 metrics.jsonl) into a temporary run directory, and a breakdown of its wall time:
 
     data load · feature build · upload · fold transition (per fold) · collection · training ·
-    evaluation (greedy agent + buy-and-hold backtests) · checkpoints
+    evaluation (greedy agent per fold; buy-and-hold once for all folds) · checkpoints
 
 plus host synchronisations per epoch (explicit ``torch.cuda.synchronize`` / event / stream
 synchronisations counted by wrapping them, and implicit ones counted as the warnings of
@@ -35,7 +35,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from bench_replay import git_revision  # noqa: E402
+import common  # noqa: E402  (bench/common.py: revision, machine facts, JSON output)
 
 from foxhunt.config import load_config  # noqa: E402
 from foxhunt.pipeline import prepare_market  # noqa: E402
@@ -135,10 +135,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="foxhunt-bench-") as tmp:
         ov += [f'run.out_dir="{tmp}"', f'features.cache_dir="{tmp}/cache"']
         result = run_bench(load_config(args.config, ov + args.overrides), args.quick)
-    dev = result["device"]
-    out = Path(args.out) if args.out else ROOT / "bench" / "results" / f"train_{dev}{'_quick' if args.quick else ''}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    name = f"train_{result['device']}{'_quick' if args.quick else ''}"
+    if args.out:
+        out = Path(args.out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=2, default=float) + "\n")
+    else:
+        out = common.write_result(name, result)
     print_summary(result)
     print(f"wrote {out}")
 
@@ -208,18 +211,18 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
         saves.append(time.perf_counter() - t)
         return p
 
-    def counted_flush(fn: Callable[[], Any]) -> Callable[[], Any]:
-        def wrapped() -> Any:  # a lagged readback's last summary: its syncs belong to the last epoch
+    def counted_drain(fn: Callable[[], Any]) -> Callable[[], Any]:
+        def wrapped() -> Any:  # lagged readback's last summaries: their waits belong to the last epoch
             with syncs.counting() as c:
-                s = fn()
+                out = fn()
             if epoch_syncs and (c["explicit"] or c["implicit"]):
                 for k in ("explicit", "implicit"):
                     epoch_syncs[-1][k] += c[k]
-            return s
+            return out
         return wrapped
 
     _wrap_method(trainer, "train_epoch", counted_epoch)
-    _wrap_method(trainer, "flush", counted_flush)
+    _wrap_method(trainer, "drain", counted_drain)
     _wrap_method(trainer, "reset_for_fold", measured_reset)
     _wrap_method(runner, "evaluate", counted_eval)
     ckpt.save = timed_save
@@ -242,7 +245,8 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
         "device": device.type,
         "device_name": torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
         "torch": torch.__version__,
-        "git_revision": git_revision(),
+        "git_revision": common.git_revision(),
+        "machine": common.machine(device),
         "quick": quick,
         "cpu_threads": torch.get_num_threads(),
         "bars": prepared.market.n_bars,
@@ -263,6 +267,7 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
             "curiosity": sum(r.get("curiosity_s", 0.0) for r in rows),
             "epochs": sum(r.get("epoch_s", 0.0) or 0.0 for r in rows),
             "evaluation": sum(t["eval_s"] for t in fold_t),
+            "buy_and_hold": runner.buy_and_hold_s,
             "checkpoints": sum(saves),
             "run": run_s,
         },
@@ -294,7 +299,7 @@ def print_summary(r: dict[str, Any]) -> None:
     w = r["wall_s"]
     print(f"{r['device_name']} | torch {r['torch']} | {r['bars']} bars, {r['folds']} folds × {r['epochs_per_fold']} epochs")
     for k in ("data_load", "feature_build", "upload", "trainer_build", "fold_transitions", "collection", "training",
-              "evaluation", "checkpoints", "run", "total"):
+              "evaluation", "buy_and_hold", "checkpoints", "run", "total"):
         print(f"  {k:<17} {w[k]:9.3f} s")
     print("  fold transitions (ms): " + ", ".join(f"{t['ms']:.1f}" for t in r["fold_transition"]))
     s = r["host_syncs_per_epoch"]

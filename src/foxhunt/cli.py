@@ -162,6 +162,11 @@ from foxhunt.backtest.cli_cmd import backtest as _backtest  # noqa: E402
 app.command("backtest")(user_errors(_backtest))
 
 
+from foxhunt.train.cli_cmd import train as _train  # noqa: E402
+
+app.command("train")(user_errors(_train))
+
+
 def main() -> None:
     app()
 

@@ -43,6 +43,7 @@ class DataConfig(Section):
     seed: int = Field(7, ge=0)
     bar_seconds: int = Field(60, ge=1, le=7 * 86_400, description="synthetic bar spacing")
     repair: bool = Field(False, description="sort rows and drop bad rows instead of failing (logged)")
+    signal: float = Field(0.0, ge=0.0, le=1.0, description="synthetic: planted edge, drift = signal·σ·sign(previous return)")
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> "DataConfig":

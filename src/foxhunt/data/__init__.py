@@ -20,7 +20,7 @@ def load_source(cfg: "DataConfig", *, limit_samples: bool = False) -> Bars:
     if cfg.source == "synthetic":
         from foxhunt.data.synthetic import generate_bars
 
-        return generate_bars(cfg.bars, seed=cfg.seed, bar_seconds=cfg.bar_seconds)
+        return generate_bars(cfg.bars, seed=cfg.seed, bar_seconds=cfg.bar_seconds, signal=cfg.signal)
     if cfg.source in ("sp500", "nasdaq"):
         from foxhunt.data.samples import load_sample
 

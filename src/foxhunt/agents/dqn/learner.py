@@ -221,6 +221,7 @@ class QLearner:
             "collapse_run": self.collapse_run,
             "skipped_total": self.skipped_total,
             "halted": self.halted,
+            "collapse_flag": self.collapse_flag,
             **self.opt.state_tensors(),
         }
 

@@ -113,6 +113,7 @@ class DQNTrainer:
         if self.curiosity is not None:
             self.curiosity.reset()
         self.monitor.reset()
+        self._reseed(fold.fold)
         self.env.reset(persistent=True)
         self.epoch = 0
         self.rounds = 0
@@ -120,6 +121,16 @@ class DQNTrainer:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         return time.perf_counter() - t0
+
+    def _reseed(self, fold_index: int) -> None:
+        """Every generator restarts from (seed, fold): a fold's result never depends on the folds
+        trained before it in this process (and a resumed run needs no earlier fold)."""
+        base = (self.seed + 1) * 1_000_003 + fold_index * 7_919
+        self.env.sampler.seed(base + 1)
+        self.collector.generator.manual_seed(base + 2)
+        self.replay.sampler.reseed(base + 3)
+        if self.curiosity is not None:
+            self.curiosity.generator.manual_seed(base + 4)
 
     # ------------------------------------------------------------------ epochs
     def _reset_flags(self) -> int:
@@ -204,4 +215,5 @@ class DQNTrainer:
         out["collector.env_steps"] = self.collector.env_steps
         if self.curiosity is not None:
             out["curiosity.weights"] = self.curiosity.flat.data
+            out.update({f"curiosity.{k}": v for k, v in self.curiosity.opt.state_tensors().items()})
         return out

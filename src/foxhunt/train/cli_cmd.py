@@ -1,0 +1,139 @@
+"""``foxhunt train``: walk-forward DQN training on the built-in data or a bar file.
+
+Registered in ``foxhunt.cli`` (``app.command("train")(user_errors(train))``). Every input (data,
+config, fold layout, run name, resume directory) is validated before the run directory is
+created; a bad one is one red line and exit code 2 with nothing written into the run directory.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+from foxhunt.errors import ConfigError
+
+
+def train(
+    data: Optional[Path] = typer.Option(None, "--data", help="bar file (CSV/Parquet); default: the config's data (built-in synthetic)"),
+    sample: Optional[str] = typer.Option(None, "--sample", help="built-in data instead of --data: synthetic | sp500 | nasdaq"),
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML run configuration (default: the built-in train config, configs/train-default.toml)"),
+    folds: Optional[int] = typer.Option(None, "--folds", help="train the last K walk-forward folds (folds.max_folds)"),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="epochs per fold (train.epochs)"),
+    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | cuda"),
+    resume: Optional[Path] = typer.Option(None, "--resume", help="continue RUN_DIR from its last committed checkpoint"),
+    name: Optional[str] = typer.Option(None, "--name", help="run directory name under run.out_dir (default: a timestamp)"),
+    overrides: list[str] = typer.Option([], "--set", help="config override section.key=value (repeatable)"),
+) -> None:
+    """Train DQN agents walk-forward; evaluate each fold against buy-and-hold.
+
+    One trainer is reused across folds; checkpoints are crash-safe (--resume continues a run);
+    the run directory gets metrics.jsonl, TensorBoard events, per-fold metrics and report.html.
+    """
+    from foxhunt.cli import console
+
+    if resume is not None:
+        given = [flag for flag, v in (("--data", data), ("--sample", sample), ("--config", config), ("--folds", folds),
+                                      ("--epochs", epochs), ("--device", device), ("--name", name)) if v is not None]
+        if overrides:
+            given.append("--set")
+        if given:
+            raise ConfigError(f"--resume continues a run with its saved config.toml; it cannot be combined with {', '.join(given)}")
+        run_dir, results = _resume(resume, console)
+    else:
+        run_dir, results = _start(data, sample, config, folds, epochs, device, name, list(overrides), console)
+    print_results(results, console)
+    console.print(f"report: [bold]{run_dir / 'report.html'}[/]", highlight=False, soft_wrap=True)
+
+
+def _start(data: Path | None, sample: str | None, config: Path | None, folds: int | None, epochs: int | None,
+           device: str | None, name: str | None, overrides: list[str], console: Any) -> tuple[Path, list[dict[str, Any]]]:
+    from foxhunt.config import load_config
+    from foxhunt.pipeline import prepare_market
+    from foxhunt.train.config import default_train_config
+    from foxhunt.train.runner import WalkForwardRunner, create_run_dir
+
+    if data is not None and sample is not None:
+        raise ConfigError("give either --data FILE or --sample NAME, not both")
+    ov = list(overrides)
+    if data is not None:
+        ov += ['data.source="file"', f'data.path="{data.expanduser().resolve()}"']
+    elif sample is not None:
+        ov += [f'data.source="{sample}"']
+    if folds is not None:
+        ov += [f"folds.max_folds={folds}"]
+    if epochs is not None:
+        ov += [f"train.epochs={epochs}"]
+    if device is not None:
+        ov += [f'run.device="{device}"']
+    cfg = load_config(config, ov) if config is not None else default_train_config(ov)
+    prepared = prepare_market(cfg, console=console)
+    runner = WalkForwardRunner(prepared, console)  # validates folds vs env, builds the trainer
+    run_dir, resolved = create_run_dir(cfg, prepared, name)
+    runner.use_config(resolved)
+    _print_prepared(prepared, console)
+    console.print(f"run directory: {run_dir}", highlight=False, soft_wrap=True)
+    return run_dir, runner.run(run_dir)
+
+
+def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
+    from foxhunt.pipeline import prepare_market
+    from foxhunt.train.runner import WalkForwardRunner, check_resume, is_complete, read_run_dir
+
+    cfg, point = read_run_dir(run_dir)  # verifies the last checkpoint's files (sha256)
+    prepared = prepare_market(cfg, console=console)
+    check_resume(run_dir, cfg, prepared, point)
+    runner = WalkForwardRunner(prepared, console)
+    if is_complete(point, len(prepared.folds)):
+        console.print(f"run {run_dir} is already complete; rebuilding its summary and report", highlight=False, soft_wrap=True)
+        return run_dir, runner.finish(run_dir, None)
+    if point.path is None:
+        console.print(f"resuming {run_dir}: no checkpoint yet, starting from fold 0", highlight=False, soft_wrap=True)
+    else:
+        m = point.manifest
+        where = "end" if m["fold_done"] else f"epoch {m['epoch']}"
+        console.print(f"resuming {run_dir} from checkpoint {point.path.name} (fold {m['fold']}, {where})", highlight=False,
+                      soft_wrap=True)
+    return run_dir, runner.run(run_dir, point)
+
+
+def _print_prepared(p: Any, console: Any) -> None:
+    m, t = p.market, p.timings
+    console.print(
+        f"data: {p.config.data.source}, {m.n_bars} bars × {m.n_features} features on [bold]{m.device}[/]; "
+        f"{len(p.folds)} folds; load {t['load_s']:.2f} s, features {t['features_s']:.2f} s "
+        f"({'built' if p.cache_built else 'cached'}), upload {t['upload_s']:.3f} s",
+        highlight=False,
+    )
+
+
+def _f(v: Any, fmt: str) -> str:
+    return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else fmt.format(v)
+
+
+def print_results(results: list[dict[str, Any]], console: Any) -> None:
+    """The per-fold validation table: greedy agent next to buy-and-hold."""
+    from rich import box
+    from rich.table import Table
+
+    val = {r["fold"]["val_end"] - r["fold"]["val_start"] for r in results}
+    span = f"{val.pop()} bars each" if len(val) == 1 else "bars vary"
+    table = Table(title=f"validation windows ({span}): greedy agent vs buy & hold", box=box.SIMPLE_HEAD)
+    for col in ("fold", "agent\nSharpe", "agent\nreturn", "agent\nmax DD", "agent\ntrades", "B&H\nSharpe", "B&H\nreturn", "B&H\nmax DD"):
+        table.add_column(col, justify="right", no_wrap=True)
+    wins = 0
+    for r in results:
+        a, b = r["agent"], r.get("buy_and_hold") or {}
+        if b and (a.get("sharpe") or -math.inf) > (b.get("sharpe") if b.get("sharpe") is not None else math.inf):
+            wins += 1
+        table.add_row(
+            str(r["fold"]["fold"]),
+            _f(a.get("sharpe"), "{:+.2f}"), _f(a.get("total_return"), "{:+.1%}"), _f(a.get("max_drawdown"), "{:.1%}"),
+            _f(a.get("trade_count"), "{:.0f}"),
+            _f(b.get("sharpe"), "{:+.2f}"), _f(b.get("total_return"), "{:+.1%}"), _f(b.get("max_drawdown"), "{:.1%}"),
+        )
+    console.print(table)
+    if results and results[0].get("buy_and_hold"):
+        console.print(f"agent Sharpe above buy & hold in {wins} of {len(results)} folds", highlight=False)

@@ -1,0 +1,199 @@
+"""Run logs: metrics.jsonl (one line per epoch), TensorBoard scalars, rich progress, phase timing.
+
+Everything here is fed by the one epoch readback (an ``EpochSummary`` of host floats) and by host
+clocks: logging adds no device synchronisation. ``PhaseTimer`` splits an epoch's device time into
+collection / training / curiosity by recording CUDA events around each step call (read after the
+epoch's readback, when they have completed), or host clocks on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+TB_SCALARS = ("reward_mean", "reward_std", "loss_mean", "q_mean", "grad_norm_mean", "epsilon", "lr", "beta", "skipped")
+
+
+def clean_floats(d: dict[str, Any]) -> dict[str, Any]:
+    """JSON-safe copy: non-finite floats become None (strict JSON has no NaN / Infinity)."""
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, float) and not math.isfinite(v):
+            out[k] = None
+        elif isinstance(v, dict):
+            out[k] = clean_floats(v)
+        else:
+            out[k] = v
+    return out
+
+
+class MetricsLog:
+    """Append-only ``metrics.jsonl``; ``truncate(nbytes)`` rolls it back to a checkpoint's length."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._f = open(path, "ab")
+
+    def truncate(self, nbytes: int) -> None:
+        """Drop lines written after the checkpoint being resumed (they will be written again)."""
+        self._f.flush()
+        if self.path.stat().st_size > nbytes:
+            os.truncate(self.path, nbytes)
+        self._f.seek(0, os.SEEK_END)
+
+    def write(self, row: dict[str, Any]) -> None:
+        self._f.write((json.dumps(clean_floats(row), sort_keys=True) + "\n").encode())
+        self._f.flush()
+
+    def sync(self) -> int:
+        """fsync and return the file length in bytes (recorded in checkpoints)."""
+        self._f.flush()
+        os.fsync(self._f.fileno())
+        return self._f.tell()
+
+    def close(self) -> None:
+        self._f.close()
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl (an incomplete last line, from a kill, is ignored)."""
+    rows = []
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+    return rows
+
+
+class TensorBoardLog:
+    """One scalar point per epoch (global step = epochs completed in the run) and per fold."""
+
+    def __init__(self, log_dir: Path, purge_step: int | None = None) -> None:
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.writer = SummaryWriter(log_dir=str(log_dir), purge_step=purge_step)
+
+    def epoch(self, step: int, fold: int, row: dict[str, Any]) -> None:
+        for key in TB_SCALARS:
+            v = row.get(key)
+            if isinstance(v, (int, float)) and math.isfinite(v):
+                self.writer.add_scalar(f"train/{key}", v, step)
+        self.writer.add_scalar("train/fold", fold, step)
+        if isinstance(row.get("epoch_s"), float):
+            self.writer.add_scalar("time/epoch_s", row["epoch_s"], step)
+
+    def fold(self, fold: int, agent: dict[str, float], buy_hold: dict[str, float] | None) -> None:
+        for key in ("sharpe", "total_return", "max_drawdown", "trade_count"):
+            if math.isfinite(agent.get(key, math.nan)):
+                self.writer.add_scalar(f"val/agent_{key}", agent[key], fold)
+            if buy_hold is not None and math.isfinite(buy_hold.get(key, math.nan)):
+                self.writer.add_scalar(f"val/buy_hold_{key}", buy_hold[key], fold)
+
+    def close(self) -> None:
+        self.writer.flush()
+        self.writer.close()
+
+
+class Progress:
+    """rich progress bars for folds and epochs, advanced only when a summary has been read back."""
+
+    def __init__(self, n_folds: int, epochs: int, enabled: bool, console: Any = None) -> None:
+        self.enabled = enabled
+        self.epochs = epochs
+        if not enabled:
+            return
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress as RichProgress, TextColumn, TimeElapsedColumn
+
+        self.bar = RichProgress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.fields[info]}"), console=console, transient=False,
+        )
+        self.folds = self.bar.add_task("folds ", total=n_folds, info="")
+        self.ep = self.bar.add_task("epochs", total=epochs, info="")
+
+    def __enter__(self) -> "Progress":
+        if self.enabled:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.bar.stop()
+
+    def start_fold(self, done_folds: int, fold: int, done_epochs: int) -> None:
+        if self.enabled:
+            self.bar.update(self.folds, completed=done_folds, info=f"fold {fold}")
+            self.bar.reset(self.ep, total=self.epochs, completed=done_epochs, info="")
+
+    def epoch(self, row: dict[str, Any]) -> None:
+        if self.enabled:
+            info = f"reward {row.get('reward_mean', math.nan):+.4f}  loss {row.get('loss_mean') or math.nan:.4g}  Q {row.get('q_mean') or math.nan:+.3f}"
+            self.bar.update(self.ep, advance=1, info=info)
+
+    def end_fold(self, done_folds: int, info: str) -> None:
+        if self.enabled:
+            self.bar.update(self.folds, completed=done_folds, info=info)
+
+
+class PhaseTimer:
+    """Times the step callables of a DQNTrainer (collection round, train step, curiosity step).
+
+    ``install(trainer)`` wraps ``trainer._round`` / ``_train`` / ``_curiosity``. On CUDA each call
+    is bracketed by two recorded events (no synchronisation); ``take(epoch)`` sums the elapsed
+    times of that epoch's calls, to be called after the epoch's summary was read back (its events
+    have completed then). On the CPU the host clock brackets each (synchronous) call.
+    """
+
+    PHASES = {"_round": "collect_s", "_train": "train_s", "_curiosity": "curiosity_s"}
+
+    def __init__(self, device: torch.device) -> None:
+        self.cuda = device.type == "cuda"
+        self.epoch = 0
+        self._spans: dict[int, dict[str, list[Any]]] = {}
+        self.calls: dict[str, int] = {}
+
+    def install(self, trainer: Any) -> None:
+        for attr, phase in self.PHASES.items():
+            fn = getattr(trainer, attr, None)
+            if fn is not None:
+                setattr(trainer, attr, self._wrap(fn, phase))
+
+    def begin_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+        self._spans[epoch] = {p: [] for p in self.PHASES.values()}
+
+    def _wrap(self, fn: Callable[[], None], phase: str) -> Callable[[], None]:
+        def timed() -> None:
+            spans = self._spans.setdefault(self.epoch, {p: [] for p in self.PHASES.values()})[phase]
+            self.calls[phase] = self.calls.get(phase, 0) + 1
+            if self.cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                spans.append((start, end))
+            else:
+                t0 = time.perf_counter()
+                fn()
+                spans.append(time.perf_counter() - t0)
+
+        return timed
+
+    def take(self, epoch: int) -> dict[str, float]:
+        """Seconds per phase of ``epoch`` (whose work has completed); forgets that epoch."""
+        spans = self._spans.pop(epoch, {})
+        out = {}
+        for phase, items in spans.items():
+            if self.cuda:
+                out[phase] = sum(s.elapsed_time(e) for s, e in items) / 1e3
+            else:
+                out[phase] = float(sum(items))
+        return out

@@ -1,0 +1,162 @@
+"""report.html of a training run: per-fold table, validation equity / drawdown vs buy-and-hold,
+training curves. Matplotlib figures are embedded as base64 PNGs, so the file stands alone.
+
+Reads only what the run directory holds (``folds/fold_k/metrics.json``, ``curves.safetensors``,
+``metrics.jsonl``), so a resumed or finished run can always rebuild it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from foxhunt.train.logs import read_metrics
+
+TABLE_COLS = (("sharpe", "Sharpe", "{:+.2f}"), ("total_return", "total return", "{:+.2%}"),
+              ("max_drawdown", "max DD", "{:.2%}"), ("trade_count", "trades", "{:.0f}"), ("win_rate", "win rate", "{:.0%}"))
+
+
+def load_fold_results(run_dir: Path) -> list[dict[str, Any]]:
+    """Every ``folds/fold_k/metrics.json`` of the run, in fold order."""
+    out = []
+    base = run_dir / "folds"
+    if base.is_dir():
+        for p in sorted(base.glob("fold_*/metrics.json"), key=lambda q: int(q.parent.name.split("_")[1])):
+            out.append(json.loads(p.read_text()))
+    return out
+
+
+def _curves(run_dir: Path, fold: int) -> dict[str, np.ndarray]:
+    path = run_dir / "folds" / f"fold_{fold}" / "curves.safetensors"
+    if not path.is_file():
+        return {}
+    from safetensors.numpy import load
+
+    return dict(load(path.read_bytes()))
+
+
+def _png(fig: Any) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
+
+
+def _fmt(fmt: str, v: Any) -> str:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return fmt.format(v)
+
+
+def fold_table_html(results: list[dict[str, Any]]) -> str:
+    head = "".join(f"<th>{label}</th>" for _, label, _ in TABLE_COLS)
+    rows = []
+    for r in results:
+        f = r["fold"]
+        a, b = r["agent"], r.get("buy_and_hold") or {}
+        cells = "".join(f"<td>{_fmt(fmt, a.get(k))}</td>" for k, _, fmt in TABLE_COLS)
+        bcells = "".join(f"<td>{_fmt(fmt, b.get(k))}</td>" for k, _, fmt in TABLE_COLS[:3])
+        better = a.get("sharpe", -math.inf) > b.get("sharpe", math.inf) if b else False
+        rows.append(
+            f"<tr><td>{f['fold']}</td><td>{f['train_end'] - f['train_start']}</td><td>{f['val_end'] - f['val_start']}</td>"
+            f"{cells}{bcells}<td>{'yes' if better else 'no'}</td></tr>"
+        )
+    bh = "".join(f"<th>B&amp;H {label}</th>" for _, label, _ in TABLE_COLS[:3])
+    return (f"<table><tr><th>fold</th><th>train bars</th><th>val bars</th>{head}{bh}<th>agent Sharpe &gt; B&amp;H</th></tr>"
+            + "".join(rows) + "</table>")
+
+
+def equity_figure(run_dir: Path, results: list[dict[str, Any]]) -> str | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    curves = [(r["fold"]["fold"], _curves(run_dir, r["fold"]["fold"])) for r in results]
+    curves = [(k, c) for k, c in curves if "agent_returns" in c]
+    if not curves:
+        return None
+    fig, axes = plt.subplots(len(curves), 2, figsize=(11, 2.6 * len(curves)), squeeze=False)
+    for row, (k, c) in zip(axes, curves):
+        for key, label, color in (("agent_returns", "agent", "tab:blue"), ("bh_returns", "buy & hold", "tab:gray")):
+            if key not in c:
+                continue
+            eq = np.concatenate([[1.0], np.cumprod(1.0 + c[key].astype(np.float64))])
+            dd = eq / np.maximum.accumulate(eq) - 1.0
+            row[0].plot(eq, label=label, color=color, lw=1)
+            row[1].plot(dd, label=label, color=color, lw=1)
+        row[0].set_title(f"fold {k}: validation equity (start = 1)", fontsize=9)
+        row[1].set_title(f"fold {k}: drawdown", fontsize=9)
+        row[0].legend(fontsize=8)
+        for ax in row:
+            ax.set_xlabel("bar", fontsize=8)
+            ax.tick_params(labelsize=7)
+    fig.tight_layout()
+    return _png(fig)
+
+
+def training_figure(rows: list[dict[str, Any]]) -> str | None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if not rows:
+        return None
+    fig, axes = plt.subplots(2, 2, figsize=(11, 5.5))
+    folds = sorted({r["fold"] for r in rows})
+    for ax, (key, title) in zip(axes.ravel(), (("reward_mean", "reward mean"), ("loss_mean", "loss"), ("q_mean", "Q mean"), ("epsilon", "epsilon"))):
+        for f in folds:
+            pts = [(r["global_epoch"], r.get(key)) for r in rows if r["fold"] == f]
+            xs = [x for x, y in pts if y is not None]
+            ys = [y for _, y in pts if y is not None]
+            ax.plot(xs, ys, marker=".", lw=1, label=f"fold {f}")
+        ax.set_title(f"{title} per epoch", fontsize=9)
+        ax.set_xlabel("epoch (whole run)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    axes[0, 0].legend(fontsize=7)
+    fig.tight_layout()
+    return _png(fig)
+
+
+_CSS = ("body{font-family:sans-serif;margin:2em;max-width:1100px}table{border-collapse:collapse;font-size:13px}"
+        "td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}th{background:#f3f3f3}"
+        "pre{background:#f7f7f7;padding:1em;font-size:12px;overflow:auto}")
+
+
+def write_report(run_dir: Path, title: str | None = None) -> Path:
+    """Build ``run_dir/report.html`` from the run directory's files; returns its path."""
+    results = load_fold_results(run_dir)
+    rows = read_metrics(run_dir / "metrics.jsonl")
+    parts = [f"<h1>{html.escape(title or 'foxhunt train: ' + run_dir.name)}</h1>"]
+    summary_path = run_dir / "summary.json"
+    if summary_path.is_file():
+        s = json.loads(summary_path.read_text())
+        parts.append(f"<p>device {html.escape(str(s.get('device')))}; data {html.escape(str(s.get('data')))}; "
+                     f"{s.get('n_folds')} folds × {s.get('epochs')} epochs; wall time {s.get('wall_s', 0):.1f} s.</p>")
+    parts.append("<h2>Validation per fold (greedy agent vs buy-and-hold)</h2>" + fold_table_html(results))
+    eq = equity_figure(run_dir, results)
+    if eq:
+        parts.append(f"<h2>Validation equity and drawdown</h2><img src='data:image/png;base64,{eq}'/>")
+    tr = training_figure(rows)
+    if tr:
+        parts.append(f"<h2>Training curves</h2><img src='data:image/png;base64,{tr}'/>")
+    cfg = run_dir / "config.toml"
+    if cfg.is_file():
+        parts.append(f"<h2>Configuration</h2><pre>{html.escape(cfg.read_text())}</pre>")
+    doc = f"<!doctype html><html><head><meta charset='utf-8'><title>foxhunt report</title><style>{_CSS}</style></head><body>{''.join(parts)}</body></html>"
+    out = run_dir / "report.html"
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text(doc)
+    os.replace(tmp, out)
+    return out
