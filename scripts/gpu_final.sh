@@ -13,10 +13,10 @@ mkdir -p /tmp/bin && printf '#!/bin/sh\necho %s\n' "$rev" > /tmp/bin/git && chmo
 export PATH=/tmp/bin:$PATH
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 step() { local t=$1; shift; echo "=== $* (limit ${t}s)"; local s=$(date +%s); timeout "$t" "$@" 2>&1 | tee -a "$OUT/final.log" | tail -${TAILN:-25}; echo "=== rc=${PIPESTATUS[0]} in $(( $(date +%s) - s ))s"; }
-TAILN=8 step ${T_TESTS:-100} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
-TAILN=8 step ${T_KTESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
+TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
+TAILN=8 step ${T_KTESTS:-80} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
 step ${T_ENVF:-30} python3 bench/bench_env_fused.py
-step ${T_DQN:-150} python3 bench/bench_dqn.py --sb3-steps ${SB3_STEPS:-10000}
-step ${T_BT:-80} python3 bench/bench_backtest.py
-step ${T_TRAIN:-90} python3 bench/bench_train.py
+step ${T_DQN:-140} python3 bench/bench_dqn.py --sb3-steps ${SB3_STEPS:-10000}
+step ${T_BT:-70} python3 bench/bench_backtest.py
+step ${T_TRAIN:-110} python3 bench/bench_train.py
 tar czf "$OUT/results_final.tgz" bench/results/*.json 2>/dev/null || true
