@@ -47,7 +47,7 @@ def random_market(n_bars: int, device: torch.device) -> MarketData:
 def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
     cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=10**12,
                     compile_env=(variant == "compiled"), fused_env=(variant.startswith("fused")),
-                    compile_learner=False, matmul_precision="bf16" if variant.endswith("bf16") else "tf32",
+                    compile_learner=variant.startswith("fusedc"), matmul_precision="bf16" if variant.endswith("bf16") else "tf32",
                     cuda_graphs=(variant != "eager"))
     tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
     t0 = time.perf_counter()
@@ -159,12 +159,16 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sb3-steps", type=int, default=20_000)
     ap.add_argument("--only", default="abcd")
+    ap.add_argument("--sizes", default="", help="comma-separated N for (a), e.g. 65536")
+    ap.add_argument("--variants", default="", help="comma-separated collection variants to run")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = True
     res: dict = {"machine": machine(dev), "collection": [], "training": [], "syncs": [], "errors": []}
     market = random_market(20_000 if args.quick else 400_000, dev)
     sizes = [128, 1024] if args.quick else [128, 4096, 16_384, 65_536]
+    if args.sizes:
+        sizes = [int(x) for x in args.sizes.split(",")]
 
     name = f"dqn_{dev.type}{'_quick' if args.quick else ''}"
 
@@ -181,7 +185,10 @@ def main() -> None:
     if "a" in args.only:
         for n in sizes:
             extra = (["fused"] if dev.type == "cuda" and n >= 16_384 else []) + (["compiled"] if dev.type == "cuda" and n >= 65_536 else [])
-            for variant in (["eager", "graph"] + extra + (["fused-bf16"] if dev.type == "cuda" and n >= 65_536 else [])):
+            variants = ["eager", "graph"] + extra + (["fused-bf16", "fusedc-bf16"] if dev.type == "cuda" and n >= 65_536 else [])
+            if args.variants:
+                variants = [v for v in variants if v in args.variants.split(",")]
+            for variant in variants:
                 r = guarded("collection", collection, market, n, variant, 16)
                 if r:
                     res["collection"].append(r)

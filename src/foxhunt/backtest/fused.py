@@ -84,7 +84,7 @@ def fused_unsupported(backtester: Backtester, policy: object) -> str | None:
     dev = backtester.device
     if dev.type != "cuda" and not is_interpreted():
         return "no CUDA device (and the Triton interpreter is off)"
-    if any(p.device != dev for p in policy.net.parameters()):
+    if any(p.device.type != dev.type or (p.device.index or 0) != (dev.index or 0) for p in policy.net.parameters()):
         return "the network is not on the market's device"
     return net_unsupported(policy.net, backtester.market.obs_dim, backtester.params.n_actions)
 

@@ -109,6 +109,8 @@ class ActionPolicy:
         self.actions = actions.long()
 
     def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        if self.actions.device != t.device:  # host metadata, no sync: moved once, on first use
+            self.actions = self.actions.to(t.device)
         col = t.clamp(max=self.actions.shape[1] - 1).reshape(1)
         return self.actions.index_select(1, col).squeeze(1)
 

@@ -60,6 +60,10 @@ class Collector:
         self.autocast = dev.type == "cuda" and cfg.matmul_precision == "bf16"
         # The env step is ~450 elementwise kernels: fused_env runs it as ONE Triton kernel
         # (foxhunt.env.fused, same results to float32 rounding); compile_env lets inductor fuse them.
+        # Acting passes: bias + LeakyReLU chains over [N, 256] activations are memory-bound at large N;
+        # compiling them (compile_learner) lets inductor fuse the elementwise work into fewer passes.
+        self._online = torch.compile(learner.online, dynamic=False) if cfg.compile_learner else learner.online
+        self._target = torch.compile(learner.target, dynamic=False) if cfg.compile_learner else learner.target
         if cfg.fused_env:
             self._env_step = FusedEnvStep(env)  # ValueError naming the reason when it cannot run
         elif cfg.compile_env:
@@ -83,7 +87,7 @@ class Collector:
         """Step k of the round: one lockstep env step of all N envs (device work only)."""
         cfg, env, learner = self.cfg, self.env, self.learner
         obs = env.observe()
-        q = self._q(learner.online, obs)
+        q = self._q(self._online, obs)
         self.epsilon.copy_(linear_schedule(cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps, self.env_steps))
         torch.rand(self._u.shape, generator=self.generator, device=self._u.device, out=self._u)
         torch.randint(0, self.n_actions, self._rand_action.shape, generator=self.generator,
@@ -99,7 +103,7 @@ class Collector:
             bonus.copy_(self.curiosity.bonus(obs, actions, self.r_bar[k]))
         out = self._env_step(actions, curiosity=bonus)
         next_obs = env.market.observe(out.next_bar, out.next_portfolio, self._next_obs)
-        q_next = self._q(learner.target, next_obs).amax(dim=1)
+        q_next = self._q(self._target, next_obs).amax(dim=1)
         # A time-limit end (truncation) is not terminal: its value is bootstrapped.
         terminal = self.r_terminal[k]
         torch.logical_and(out.done, ~out.truncated, out=terminal)
