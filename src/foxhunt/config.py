@@ -12,7 +12,7 @@ import hashlib
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal, Sequence, Union
 
 import tomli_w
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -209,6 +209,14 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
             data = tomllib.loads(p.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    if overrides:
+        apply_overrides(data, overrides)
+        source = f"{source} + overrides"
+    return build_config(data, source=source)
+
+
+def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` overrides to a nested dict in place (and return it)."""
     for ov in overrides:
         parts, value = parse_override(ov)
         node = data
@@ -217,5 +225,4 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
             if not isinstance(node, dict):
                 raise ConfigError(f"override '{ov}': {part} is not a table")
         node[parts[-1]] = value
-        source = f"{source} + overrides" if "overrides" not in source else source
-    return build_config(data, source=source)
+    return data

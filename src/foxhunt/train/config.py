@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from pydantic import Field
 
-from foxhunt.config import Config, Section, build_config, parse_override, register_section
+from foxhunt.config import Config, Section, apply_overrides, build_config, register_section
 from foxhunt.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -112,14 +112,7 @@ def config_from_text(text: str, overrides: Sequence[str] = (), source: str = "<t
 
 def config_from_dict(data: dict[str, Any], overrides: Sequence[str] = (), source: str = "<dict>") -> Config:
     """Apply ``section.key=value`` overrides to a nested dict and validate it into a Config."""
-    for ov in overrides:
-        parts, value = parse_override(ov)
-        node = data
-        for part in parts[:-1]:
-            node = node.setdefault(part, {})
-            if not isinstance(node, dict):
-                raise ConfigError(f"override '{ov}': {part} is not a table")
-        node[parts[-1]] = value
+    apply_overrides(data, overrides)
     if overrides:
         source = f"{source} + overrides"
     return build_config(data, source=source)
