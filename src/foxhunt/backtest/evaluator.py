@@ -207,10 +207,9 @@ class _Run:
         )
         metrics = compute_metrics(self.returns, lengths, bars_per_year=self.bt.bars_per_year,
                                   positions=self.positions, trades=trades)
-        rows = metrics_to_dicts(metrics)  # the one readback of the metrics
-        bust = (self.state.equity <= self.params.bust_level).cpu().numpy()
-        for row, b in zip(rows, bust):
-            row["status"] = float(STATUS_BUST if b else STATUS_OK)
+        # Status codes ride along with the metrics: one readback for both.
+        status = torch.where(self.state.equity <= self.params.bust_level, float(STATUS_BUST), float(STATUS_OK))
+        rows = metrics_to_dicts(torch.cat([metrics, status.to(metrics.dtype).unsqueeze(1)], 1), (*METRIC_NAMES, "status"))
         res = BacktestResult(rows, self.starts, self.lengths, metrics_tensor=metrics)
         if keep_curves:
             res.returns = self.returns[:, : self.t_max].cpu().numpy()
