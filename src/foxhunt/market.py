@@ -57,6 +57,9 @@ class MarketData:
 
     def __init__(self, fs: FeatureSet, device: torch.device | str = "cpu") -> None:
         dev = torch.device(device)
+        if dev.type == "cuda" and dev.index is None:
+            # Resolve "cuda" to "cuda:N" once, as tensors report it, so device checks can compare.
+            dev = torch.device("cuda", torch.cuda.current_device())
         self.device = dev
         self.names = fs.names
         self.warmup = int(fs.warmup)

@@ -198,39 +198,50 @@ class _Run:
                 step()
 
     def result(self, keep_curves: bool, keep_trades: bool) -> BacktestResult:
-        w, t = self.returns.shape
-        lengths = torch.as_tensor(self.lengths, device=self.bt.device)
-        trades = TradeRecords(
-            window=torch.arange(w, device=self.bt.device).repeat_interleave(t),
-            ret=self.trade_ret.reshape(-1),
-            valid=self.trade_closed.reshape(-1),
-        )
-        metrics = compute_metrics(self.returns, lengths, bars_per_year=self.bt.bars_per_year,
-                                  positions=self.positions, trades=trades)
-        # Status codes ride along with the metrics: one readback for both.
-        status = torch.where(self.state.equity <= self.params.bust_level, float(STATUS_BUST), float(STATUS_OK))
-        rows = metrics_to_dicts(torch.cat([metrics, status.to(metrics.dtype).unsqueeze(1)], 1), (*METRIC_NAMES, "status"))
-        res = BacktestResult(rows, self.starts, self.lengths, metrics_tensor=metrics)
-        if keep_curves:
-            res.returns = self.returns[:, : self.t_max].cpu().numpy()
-            res.positions = self.positions[:, : self.t_max].cpu().numpy()
+        bust = self.state.equity <= self.params.bust_level
+        res = assemble_result(self.bt, self.starts, self.lengths, self.returns[:, : self.t_max],
+                              self.positions[:, : self.t_max], self.trade_ret, self.trade_closed, bust, keep_curves)
         if keep_trades:
-            res.trades = self._trades()
+            res.trades = trade_rows(self.trade_closed, {"return": self.trade_ret, "entry_bar": self.trade_more["trade_entry_bar"],
+                                                        "exit_bar": self.trade_more["trade_exit_bar"],
+                                                        "side": self.trade_more["trade_side"],
+                                                        "size": self.trade_more["trade_size"],
+                                                        "costs": self.trade_more["trade_costs"]})
         return res
 
-    def _trades(self) -> list[dict[str, float]]:
-        closed = self.trade_closed.cpu().numpy()
-        ret = self.trade_ret.cpu().numpy()
-        more = {k: v.cpu().numpy() for k, v in self.trade_more.items()}
-        rows = []
-        for wi, ti in zip(*np.nonzero(closed)):
-            rows.append({
-                "window": int(wi), "entry_bar": int(more["trade_entry_bar"][wi, ti]),
-                "exit_bar": int(more["trade_exit_bar"][wi, ti]), "side": int(more["trade_side"][wi, ti]),
-                "size": float(more["trade_size"][wi, ti]), "return": float(ret[wi, ti]),
-                "costs": float(more["trade_costs"][wi, ti]),
-            })
-        return rows
+
+def assemble_result(bt: Backtester, starts: np.ndarray, lengths: np.ndarray, returns: torch.Tensor,
+                    positions: torch.Tensor, trade_ret: torch.Tensor, trade_closed: torch.Tensor,
+                    bust: torch.Tensor, keep_curves: bool) -> BacktestResult:
+    """Metrics and status codes of a finished backtest, read back together (one readback).
+
+    returns, positions: [W, T] (T ≥ every length); trade_ret / trade_closed: [W, T'] per-bar round
+    trips; bust: [W] bool. Shared by the torch path and the fused kernel's adapter.
+    """
+    w = returns.shape[0]
+    dev = returns.device
+    trades = TradeRecords(window=torch.arange(w, device=dev).repeat_interleave(trade_ret.shape[1]),
+                          ret=trade_ret.reshape(-1), valid=trade_closed.reshape(-1))
+    metrics = compute_metrics(returns, torch.as_tensor(lengths, device=dev), bars_per_year=bt.bars_per_year,
+                              positions=positions, trades=trades)
+    status = torch.where(bust, float(STATUS_BUST), float(STATUS_OK)).to(metrics.dtype)
+    rows = metrics_to_dicts(torch.cat([metrics, status.unsqueeze(1)], 1), (*METRIC_NAMES, "status"))
+    res = BacktestResult(rows, starts, lengths, metrics_tensor=metrics)
+    if keep_curves:
+        res.returns = returns.cpu().numpy()
+        res.positions = positions.cpu().numpy()
+    return res
+
+
+def trade_rows(closed: torch.Tensor, fields: dict[str, torch.Tensor | np.ndarray]) -> list[dict[str, float]]:
+    """Round trips in window then time order from per-bar [W, T] arrays (one readback each)."""
+    mask = closed.cpu().numpy()
+    host = {k: (v.cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in fields.items()}
+    ints = ("entry_bar", "exit_bar", "side")
+    return [
+        {"window": int(wi), **{k: (int(v[wi, ti]) if k in ints else float(v[wi, ti])) for k, v in host.items()}}
+        for wi, ti in zip(*np.nonzero(mask))
+    ]
 
 
 __all__ = ["Backtester", "BacktestResult", "METRIC_NAMES", "bars_per_year", "execution_params"]

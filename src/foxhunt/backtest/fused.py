@@ -30,8 +30,7 @@ import torch
 from torch import nn
 
 from foxhunt.agents.networks import DuelingQNet
-from foxhunt.backtest.evaluator import STATUS_BUST, STATUS_OK, Backtester, BacktestResult
-from foxhunt.backtest.metrics import TradeRecords, compute_metrics, metrics_to_dicts
+from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, trade_rows
 from foxhunt.backtest.policies import GreedyPolicy
 from foxhunt.env.params import EnvTensors
 from foxhunt.kernels.backtest_fused import (
@@ -84,7 +83,7 @@ def fused_unsupported(backtester: Backtester, policy: object) -> str | None:
     dev = backtester.device
     if dev.type != "cuda" and not is_interpreted():
         return "no CUDA device (and the Triton interpreter is off)"
-    if any(p.device.type != dev.type or (p.device.index or 0) != (dev.index or 0) for p in policy.net.parameters()):
+    if any(p.device != dev for p in policy.net.parameters()):
         return "the network is not on the market's device"
     return net_unsupported(policy.net, backtester.market.obs_dim, backtester.params.n_actions)
 
@@ -166,43 +165,21 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
     reason = fused_unsupported(backtester, GreedyPolicy(net))
     if reason is not None:
         raise ValueError(f"fused backtest unavailable: {reason}")
-    m, dev = backtester.market, backtester.device
+    m = backtester.market
     st, ln = check_windows(m, starts, lengths)
     with torch.no_grad():
         out = launch(backtester, st, ln, net, norms, precision=precision, store_trades=keep_trades, **tuning)
-        w, t = out.returns.shape
-        lengths_t = torch.as_tensor(ln, device=dev)
-        trades = TradeRecords(window=torch.arange(w, device=dev).repeat_interleave(t),
-                              ret=out.trade_return.reshape(-1), valid=out.trade_closed.reshape(-1))
-        metrics = compute_metrics(out.returns, lengths_t, bars_per_year=backtester.bars_per_year,
-                                  positions=out.positions, trades=trades)
-        rows = metrics_to_dicts(metrics)  # the one readback of the metrics
-        bust_level = torch.tensor(exec_params(backtester).bust_level, dtype=torch.float32, device=dev)
-        bust = (out.final_equity <= bust_level).cpu().numpy()
-    for row, b in zip(rows, bust):
-        row["status"] = float(STATUS_BUST if b else STATUS_OK)
-    res = BacktestResult(rows, st, ln, metrics_tensor=metrics)
-    if keep_curves:
-        res.returns = out.returns.cpu().numpy()
-        res.positions = out.positions.cpu().numpy()
+        bust = out.final_equity <= exec_params(backtester).bust_level
+        res = assemble_result(backtester, st, ln, out.returns, out.positions, out.trade_return, out.trade_closed,
+                              bust, keep_curves)
     if keep_trades:
-        res.trades = _trades(out, st)
+        assert out.trade_side is not None and out.trade_size is not None
+        assert out.trade_costs is not None and out.trade_entry_bar is not None
+        exit_bar = st[:, None] + np.arange(out.trade_closed.shape[1])[None, :] + 1
+        res.trades = trade_rows(out.trade_closed, {"return": out.trade_return, "entry_bar": out.trade_entry_bar,
+                                                   "exit_bar": exit_bar, "side": out.trade_side,
+                                                   "size": out.trade_size, "costs": out.trade_costs})
     return res
-
-
-def _trades(out: FusedOutputs, starts: np.ndarray) -> list[dict[str, float]]:
-    """Round trips in window then time order, as ``Backtester`` lists them."""
-    assert out.trade_side is not None and out.trade_size is not None
-    assert out.trade_costs is not None and out.trade_entry_bar is not None
-    closed = out.trade_closed.cpu().numpy()
-    ret, side = out.trade_return.cpu().numpy(), out.trade_side.cpu().numpy()
-    size, costs, entry = out.trade_size.cpu().numpy(), out.trade_costs.cpu().numpy(), out.trade_entry_bar.cpu().numpy()
-    return [
-        {"window": int(wi), "entry_bar": int(entry[wi, ti]), "exit_bar": int(starts[wi] + ti + 1),
-         "side": int(side[wi, ti]), "size": float(size[wi, ti]), "return": float(ret[wi, ti]),
-         "costs": float(costs[wi, ti])}
-        for wi, ti in zip(*np.nonzero(closed))
-    ]
 
 
 def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,

@@ -44,7 +44,7 @@ def fused_supported(params: EnvTensors, market: MarketData) -> str | None:
     dev = market.device
     if dev.type != "cuda" and not k.is_interpreted():
         return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
-    if params.device.type != dev.type or (params.device.index or 0) != (dev.index or 0):  # "cuda" == "cuda:0"
+    if params.device != dev:
         return f"the parameters live on {params.device}, the market on {dev}"
     if params.reward_mode not in ("return", "pnl", "dsr") or params.action_mode not in ("factored", "exposure"):
         return f"reward_mode {params.reward_mode!r} / action_mode {params.action_mode!r} not covered"
