@@ -15,10 +15,11 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 step() { local t=$1; shift; echo "=== $* (limit ${t}s)"; local s=$(date +%s); timeout "$t" "$@" 2>&1 | tee -a "$OUT/final.log" | tail -${TAILN:-25}; echo "=== rc=${PIPESTATUS[0]} in $(( $(date +%s) - s ))s"; }
 # STEPS picks what to run (default all); the whole list needs ~16 min, i.e. two device calls:
 #   STEPS="tests ktests envf dqn" scripts/gpu_final.sh   then   STEPS="bt train" scripts/gpu_final.sh
-STEPS=${STEPS:-tests ktests envf dqn bt train}
+STEPS=${STEPS:-tests ktests prof envf dqn bt train}
 want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 want tests && TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
 want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
+want prof && step ${T_PROF:-150} python3 bench/profile_dqn.py
 want envf && step ${T_ENVF:-30} python3 bench/bench_env_fused.py
 want dqn && step ${T_DQN:-200} python3 bench/bench_dqn.py --sb3-steps ${SB3_STEPS:-10000}
 want bt && step ${T_BT:-150} python3 bench/bench_backtest.py --fast --torch-bars 2000
