@@ -9,7 +9,8 @@ the default-shape DuelingQNet (54 → 256 → 256 → {128 → 1, 128 → 45}; r
 biases ×0.1 so that its greedy action changes from bar to bar), default EnvParams:
   (a) torch: ``Backtester(chunk=64, cuda_graphs=True).run(…, GreedyPolicy(net))`` on 8 windows of
       ``--torch-bars`` bars (10 K by default: per-bar time measured, 100 K extrapolated and labelled);
-  (b) fused: a sweep of kernel configs (precision × num_warps) on 8 × 10 K, each one's greedy
+  (b) fused: a sweep of kernel configs (precision × num_warps × windows per program: 1 = a
+      matrix-vector MLP per window, 16 = tl.dot tiles) on 8 × 10 K, each one's greedy
       actions compared with the torch run's (bars before the first differing action); then the
       best tf32 and bf16 configs on 8 × 100 K and 256 × 100 K (kernel alone and ``run_fused``
       end to end, metrics included), and tf32 with 32 windows per program on 256 × 100 K;
@@ -168,28 +169,33 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
 
     # (b) fused: sweep on 8 × small_t (actions stored for the agreement check), then the big shapes.
     st8, ln8 = check_windows(market, starts8, [small_t] * 8)
-    configs = [("tf32", 4), ("tf32", 8), ("bf16", 4), ("bf16", 8), ("ieee", 4)]
+    # (precision, num_warps, block_w): block_w 1 = one window per program (matrix-vector MLP on the
+    # CUDA cores), 16 = tl.dot tiles of 16 windows.
+    configs = [("tf32", 4, 16), ("tf32", 8, 16), ("bf16", 4, 16), ("bf16", 8, 16), ("ieee", 4, 16),
+               ("tf32", 4, 1), ("tf32", 8, 1), ("tf32", 16, 1), ("bf16", 4, 1), ("bf16", 8, 1), ("bf16", 16, 1)]
     if quick:
-        configs = [("tf32", 4), ("bf16", 4)]
-    if args.fast:  # one compiled configuration: fits a short device lease
-        configs = [("tf32", 4)]
-    for prec, nw in configs:
+        configs = [("tf32", 4, 16), ("bf16", 4, 1)]
+    if args.fast:  # few compiled configurations: fits a short device lease
+        configs = [("tf32", 4, 16), ("tf32", 4, 1), ("tf32", 8, 1), ("bf16", 4, 1), ("bf16", 8, 1)]
+    for prec, nw, bw in configs:
         holder: dict = {}
 
-        def go(prec=prec, nw=nw, holder=holder):
-            holder["out"] = launch(bt, st8, ln8, net, precision=prec, num_warps=nw, store_debug=True)
+        def go(prec=prec, nw=nw, bw=bw, holder=holder):
+            holder["out"] = launch(bt, st8, ln8, net, precision=prec, num_warps=nw, block_w=bw, store_debug=True)
 
         s = timed(go, device, reps)
-        row = {"precision": prec, "num_warps": nw, "windows": 8, "bars": small_t, "kernel_s": s,
+        row = {"precision": prec, "num_warps": nw, "block_w": bw, "windows": 8, "bars": small_t, "kernel_s": s,
                "us_per_bar": s / small_t * 1e6, **agreement(torch_actions, holder["out"].actions.cpu().numpy())}
         result["sweep"].append(row)
         print("sweep", row, flush=True)
     precs = sorted({r["precision"] for r in result["sweep"]} & {"tf32", "bf16"})
-    best = {p: min((r for r in result["sweep"] if r["precision"] == p), key=lambda r: r["kernel_s"])["num_warps"]
-            for p in precs}
-    big = [(p, best[p], 16, w, s) for p in precs for w, s in ((8, starts8), (big_w, starts_big))]
-    if not args.fast:
-        big.append(("tf32", best["tf32"], 32, big_w, starts_big))  # half the programs, 32 windows each
+    big = []
+    for p in precs:  # the best configuration of each precision and block_w, on 8 and on big_w windows
+        for bw in sorted({r["block_w"] for r in result["sweep"] if r["precision"] == p}):
+            nw = min((r for r in result["sweep"] if r["precision"] == p and r["block_w"] == bw),
+                     key=lambda r: r["kernel_s"])["num_warps"]
+            big += [(p, nw, bw, w, s) for w, s in ((8, starts8), (big_w, starts_big))]
+    metrics_inputs = None
     for prec, nw, bw, w, starts in big:
         st, ln = check_windows(market, starts, [big_t] * w)
         holder = {}
@@ -203,9 +209,9 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
                     device, reps, warmup=0)
         result["rows"].append({"precision": prec, "num_warps": nw, "block_w": bw, "windows": w, "bars": big_t,
                                "kernel_s": k_s, "run_fused_s": e2e, "us_per_bar": k_s / big_t * 1e6,
-                               "model_8x100k": MODEL[prec]})
+                               "model_8x100k": MODEL[prec] if bw > 1 else "-"})
         print("fused", result["rows"][-1], flush=True)
-        if prec == "tf32" and w == 8:
+        if prec == "tf32" and w == 8 and metrics_inputs is None:
             metrics_inputs = holder["out"]
 
     # (c) the metrics reduction on the 8 × big_t fused outputs.
@@ -235,9 +241,9 @@ def _print(res: dict) -> None:
           f"= {tr['us_per_bar']:.1f} µs/bar; 8 × 100 K: {tr['extrapolated_100k_s']:.2f} s{label}; "
           f"{tr['distinct_actions']} distinct greedy actions")
     print(f"(b) fused sweep, 8 × {res['sweep'][0]['bars']} bars:")
-    print(f"{'precision':>10} {'warps':>6} {'kernel s':>10} {'µs/bar':>9} {'agree':>7} {'differ':>7}")
+    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'kernel s':>10} {'µs/bar':>9} {'agree':>7} {'differ':>7}")
     for r in res["sweep"]:
-        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['kernel_s']:10.4f} {r['us_per_bar']:9.2f} "
+        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r['kernel_s']:10.4f} {r['us_per_bar']:9.2f} "
               f"{r['bars_before_first_difference']:7.1%} {r['windows_differing']:>5}/8")
     print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'W':>5} {'T':>8} {'kernel s':>10} {'run_fused s':>12} {'µs/bar':>9} "
           f"{'torch/fused':>12} {'model 8×100K':>13}")  # torch/fused: ratio of µs per bar

@@ -19,6 +19,7 @@ STEPS=${STEPS:-tests ktests prof envf dqn bt train}
 want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 want tests && TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
 want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
+want kbt && TAILN=30 step ${T_KBT:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -s
 want prof && step ${T_PROF:-150} python3 bench/profile_dqn.py
 want envf && step ${T_ENVF:-30} python3 bench/bench_env_fused.py
 want dqn && step ${T_DQN:-200} python3 bench/bench_dqn.py --sb3-steps ${SB3_STEPS:-10000}

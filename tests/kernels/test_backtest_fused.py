@@ -27,7 +27,7 @@ from torch import nn  # noqa: E402
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.backtest.evaluator import Backtester, _Run  # noqa: E402
 from foxhunt.backtest.fused import check_windows, launch, maybe_run_fused, run_fused  # noqa: E402
-from foxhunt.backtest.policies import ActionPolicy, GreedyPolicy  # noqa: E402
+from foxhunt.backtest.policies import ActionPolicy, ExposurePolicy, GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
 from foxhunt.folds import FoldRange  # noqa: E402
 from foxhunt.kernels.backtest_fused import is_interpreted  # noqa: E402
@@ -186,15 +186,16 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("block_w", [1, 16])
 @pytest.mark.parametrize("case", list(CASES))
-def test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case):
+def test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, block_w):
     market = small_market(0, has_volume=case != "no_volume")
     params = PARAMS.model_copy(update=CASES[case])
     net = varied_net(market.obs_dim, params.n_actions)
     bt = Backtester(market, params, chunk=16, cuda_graphs=False)
     ref = torch_run(bt, STARTS, LENGTHS, net)
     st, ln = check_windows(market, STARTS, LENGTHS)
-    out = launch(bt, st, ln, net, precision="ieee", store_debug=True)
+    out = launch(bt, st, ln, net, precision="ieee", store_debug=True, block_w=block_w)
     assert_same_actions(ref, out.actions.cpu().numpy())
     compare(ref, out)
     np.testing.assert_array_equal(out.fill_status.cpu().numpy(), np.where(ref["stepped"], ref["status"], 0))
@@ -216,13 +217,14 @@ def test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case):
         assert (np.abs(pos[pos != 0]) < 0.94).any(), "Kelly sizing never scaled a position"
 
 
-def test_bf16_kernel_equals_a_torch_net_with_bf16_weights_and_activations():
+@pytest.mark.parametrize("block_w", [1, 16])
+def test_bf16_kernel_equals_a_torch_net_with_bf16_weights_and_activations(block_w):
     market = small_market(1)
     net = varied_net(market.obs_dim, 45, seed=1)
     bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
     ref = torch_run(bt, STARTS, LENGTHS, bf16_q(net))
     st, ln = check_windows(market, STARTS, LENGTHS)
-    out = launch(bt, st, ln, net, precision="bf16", store_debug=True)
+    out = launch(bt, st, ln, net, precision="bf16", store_debug=True, block_w=block_w)
     # Interpreted, the kernel computes exactly the emulation; compiled, its tensor-core sums may
     # round a hidden unit to the neighbouring bf16 value: near-ties of Q may then differ.
     upto = assert_same_actions(ref, out.actions.cpu().numpy(), tol=0.0 if is_interpreted() else 2e-2)
@@ -290,10 +292,13 @@ def test_run_fused_returns_the_backtesters_result_with_per_window_norms():
 def test_auto_falls_back_and_true_raises_for_what_the_kernel_does_not_cover():
     market = small_market(0)
     bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
-    acts = ActionPolicy(torch.zeros((3, 60), dtype=torch.int64, device=DEV))
-    assert maybe_run_fused(bt, STARTS, LENGTHS, acts, "auto") is None
-    with pytest.raises(ValueError, match="not a GreedyPolicy"):
-        maybe_run_fused(bt, STARTS, LENGTHS, acts, True)
+    class Custom:
+        def __call__(self, obs, t):
+            return torch.zeros(obs.shape[0], dtype=torch.int64, device=obs.device)
+
+    assert maybe_run_fused(bt, STARTS, LENGTHS, Custom(), "auto") is None
+    with pytest.raises(ValueError, match="not a GreedyPolicy or an ActionPolicy"):
+        maybe_run_fused(bt, STARTS, LENGTHS, Custom(), True)
     deep = DuelingQNet(market.obs_dim, 45, hidden=(16, 16, 16)).to(DEV)
     with pytest.raises(ValueError, match="two trunk layers"):
         maybe_run_fused(bt, STARTS, LENGTHS, GreedyPolicy(deep), True)
@@ -321,9 +326,25 @@ def test_backtester_run_fused_auto_gives_the_torch_paths_result():
     b = bt.run(STARTS, lengths, GreedyPolicy(net), keep_curves=True, fused="auto")
     np.testing.assert_allclose(b.returns, a.returns, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(b.metrics_tensor.cpu().numpy(), a.metrics_tensor.cpu().numpy(), rtol=1e-4, atol=1e-9)
-    acts = ActionPolicy(torch.zeros((3, 20), dtype=torch.int64, device=DEV))
-    c = bt.run(STARTS, lengths, acts, fused="auto")  # not covered: the torch path runs
-    assert c.metrics[0]["bars"] == 20
+
+
+@pytest.mark.parametrize("mode", ["factored", "exposure"])
+def test_fixed_action_policies_run_fused_with_the_torch_paths_result(mode):
+    """ActionPolicy (random actions, columns fewer than bars: the last column repeats) and
+    ExposurePolicy buy-and-hold give the torch path's returns, positions and metrics."""
+    market = small_market(6)
+    params = PARAMS.model_copy(update=dict(action_mode=mode))
+    bt = Backtester(market, params, chunk=16, cuda_graphs=False)
+    lengths = [45, 29, 37]
+    g = torch.Generator().manual_seed(6)
+    rand = ActionPolicy(torch.randint(0, params.n_actions, (3, 40), generator=g).to(DEV))
+    hold = ExposurePolicy(torch.ones((3, 45), device=DEV), params.n_actions)
+    for policy in (rand, hold):
+        a = bt.run(STARTS, lengths, policy, keep_curves=True)
+        b = bt.run(STARTS, lengths, policy, keep_curves=True, fused=True)
+        np.testing.assert_allclose(b.returns, a.returns, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(b.positions, a.positions, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(b.metrics_tensor.cpu().numpy(), a.metrics_tensor.cpu().numpy(), rtol=1e-4, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------- GPU
@@ -332,9 +353,10 @@ def test_gpu_compiled_kernel_passes_the_small_exact_cases():
     """The small cases above, compiled for the GPU (div_rn / sqrt_rn, no FMA contraction)."""
     if is_interpreted():
         pytest.skip("runs the compiled kernel")
-    for case in CASES:
-        test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case)
-    test_bf16_kernel_equals_a_torch_net_with_bf16_weights_and_activations()
+    for block_w in (1, 16):
+        for case in CASES:
+            test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, block_w)
+        test_bf16_kernel_equals_a_torch_net_with_bf16_weights_and_activations(block_w)
     test_a_bust_ends_the_window_and_finished_windows_stop_changing()
     test_fused_run_matches_the_float64_reference_env_on_its_own_actions()
     test_run_fused_returns_the_backtesters_result_with_per_window_norms()
@@ -347,8 +369,9 @@ None: the bf16 kernel against the float32 net is reported (is bf16 good enough?)
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("block_w", [1, 16])
 @pytest.mark.parametrize("mode", ["factored", "exposure"])
-def test_gpu_fused_kernel_agrees_with_the_torch_path_up_to_near_ties_on_a_big_shape(mode):
+def test_gpu_fused_kernel_agrees_with_the_torch_path_up_to_near_ties_on_a_big_shape(mode, block_w):
     if is_interpreted():
         pytest.skip("the interpreter is too slow for the big shape")
     fs = random_feature_set(n_bars=40_000, n_features=51, seed=7)
@@ -364,7 +387,7 @@ def test_gpu_fused_kernel_agrees_with_the_torch_path_up_to_near_ties_on_a_big_sh
     bt = Backtester(market, params, chunk=64, cuda_graphs=False)
     st, ln = check_windows(market, starts, lengths)
     refs = {"fp32": torch_run(bt, st, ln, net), "bf16": torch_run(bt, st, ln, bf16_q(net))}
-    outs = {p: launch(bt, st, ln, net, precision=p, store_debug=True) for p in ("ieee", "tf32", "bf16")}
+    outs = {p: launch(bt, st, ln, net, precision=p, store_debug=True, block_w=block_w) for p in ("ieee", "tf32", "bf16")}
     torch.cuda.synchronize()
     report = []
     for (prec, ref_key), tol in GPU_TOL.items():
@@ -376,13 +399,13 @@ def test_gpu_fused_kernel_agrees_with_the_torch_path_up_to_near_ties_on_a_big_sh
         compare(ref, out, upto, rtol=1e-4, atol=1e-6)
         rel = sorted(m / s for _, _, m, s in div)
         big = [(wi, t, m, s) for wi, t, m, s in div if tol is not None and m > tol * s]
-        report.append(f"{mode} {prec} kernel vs torch {ref_key} net: {len(div)}/{w} windows diverge, "
+        report.append(f"{mode} block_w={block_w} {prec} kernel vs torch {ref_key} net: {len(div)}/{w} windows diverge, "
                       f"{upto.sum() / ln.sum():.1%} of bars before the first difference; relative Q margins "
                       f"there: {[f'{r:.1e}' for r in rel]}; beyond {tol}: {big}")
         assert not big, report[-1]
     print("\n".join(report))
     # A fused run agrees with the float64 reference env on its own actions.
-    out = launch(bt, st[:3], np.minimum(ln[:3], 800), net, precision="tf32", store_debug=True)
+    out = launch(bt, st[:3], np.minimum(ln[:3], 800), net, precision="tf32", store_debug=True, block_w=block_w)
     rets, pos, _ = _reference_backtest(market, st[:3], np.minimum(ln[:3], 800), out.actions.cpu().numpy(), params)
     np.testing.assert_allclose(out.returns.cpu().numpy(), rets, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(out.positions.cpu().numpy(), pos, rtol=1e-4, atol=1e-6)

@@ -31,7 +31,7 @@ from torch import nn
 
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, trade_rows
-from foxhunt.backtest.policies import GreedyPolicy
+from foxhunt.backtest.policies import ActionPolicy, GreedyPolicy
 from foxhunt.env.params import EnvTensors
 from foxhunt.kernels.backtest_fused import (
     DuelingWeights, ExecParams, FusedOutputs, MarketArrays, fused_backtest, is_interpreted, pack_dueling,
@@ -78,11 +78,13 @@ def net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str | None:
 
 def fused_unsupported(backtester: Backtester, policy: object) -> str | None:
     """Why ``Backtester.run(…, policy, fused=…)`` cannot take the fused path (None when it can)."""
-    if not isinstance(policy, GreedyPolicy):
-        return f"the policy is a {type(policy).__name__}, not a GreedyPolicy"
+    if not isinstance(policy, (GreedyPolicy, ActionPolicy)):
+        return f"the policy is a {type(policy).__name__}, not a GreedyPolicy or an ActionPolicy"
     dev = backtester.device
     if dev.type != "cuda" and not is_interpreted():
         return "no CUDA device (and the Triton interpreter is off)"
+    if isinstance(policy, ActionPolicy):
+        return None
     if any(p.device != dev for p in policy.net.parameters()):
         return "the network is not on the market's device"
     return net_unsupported(policy.net, backtester.market.obs_dim, backtester.params.n_actions)
@@ -140,35 +142,46 @@ def check_windows(m: MarketData, starts: Sequence[int] | np.ndarray,
     return st, ln
 
 
-def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQNet,
+def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQNet | None,
            norms: Sequence[NormStats] | None = None, *, precision: str = DEFAULT_PRECISION,
-           store_debug: bool = False, store_trades: bool = False, **tuning: int) -> FusedOutputs:
-    """Run the kernel on checked windows; the raw [W, T] outputs (T = max length)."""
+           store_debug: bool = False, store_trades: bool = False, actions: torch.Tensor | None = None,
+           **tuning: int) -> FusedOutputs:
+    """Run the kernel on checked windows; the raw [W, T] outputs (T = max length).
+
+    net: the greedy policy's network, or None with ``actions`` ([W, C] int, an ActionPolicy's)."""
     m, dev = backtester.market, backtester.device
     mean, inv = norm_tensors(m, norms, st.shape[0])
+    if actions is not None:
+        actions = actions.to(device=dev, dtype=torch.int64).contiguous()
+        if actions.dim() != 2 or actions.shape[0] != st.shape[0]:
+            raise ValueError(f"actions: expected [{st.shape[0]}, T] (one row per window), got {tuple(actions.shape)}")
     return fused_backtest(
         market_arrays(m), torch.as_tensor(st, device=dev), torch.as_tensor(ln, device=dev), mean, inv,
-        pack_net(net, precision), exec_params(backtester), n_steps=int(ln.max()),
+        pack_net(net, precision) if net is not None else None, exec_params(backtester), n_steps=int(ln.max()),
         exposure_mode=backtester.params.action_mode == "exposure", kelly=bool(backtester.params.kelly),
-        precision=precision, store_debug=store_debug, store_trades=store_trades, **tuning,
+        precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions, **tuning,
     )
 
 
 def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
-              net: DuelingQNet, norms: Sequence[NormStats] | None = None, *, keep_curves: bool = False,
+              net: DuelingQNet | ActionPolicy, norms: Sequence[NormStats] | None = None, *, keep_curves: bool = False,
               keep_trades: bool = False, precision: str = DEFAULT_PRECISION, **tuning: int) -> BacktestResult:
-    """``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms, …)`` in one fused kernel.
+    """``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms, …)`` in one fused kernel;
+    ``net`` may also be an ActionPolicy (fixed actions, e.g. ExposurePolicy: buy-and-hold).
 
     Raises ValueError when the kernel cannot run this network / device (``fused_unsupported``).
     tuning: block_w, bk, stages, num_warps (see ``fused_backtest``).
     """
-    reason = fused_unsupported(backtester, GreedyPolicy(net))
+    policy = net if isinstance(net, ActionPolicy) else GreedyPolicy(net)
+    reason = fused_unsupported(backtester, policy)
     if reason is not None:
         raise ValueError(f"fused backtest unavailable: {reason}")
     m = backtester.market
     st, ln = check_windows(m, starts, lengths)
+    given = policy.actions if isinstance(policy, ActionPolicy) else None
     with torch.no_grad():
-        out = launch(backtester, st, ln, net, norms, precision=precision, store_trades=keep_trades, **tuning)
+        out = launch(backtester, st, ln, None if given is not None else net, norms, precision=precision,
+                     store_trades=keep_trades, actions=given, **tuning)
         bust = out.final_equity <= exec_params(backtester).bust_level
         res = assemble_result(backtester, st, ln, out.returns, out.positions, out.trade_return, out.trade_closed,
                               bust, keep_curves)
@@ -199,8 +212,8 @@ def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, 
         if fused is True:
             raise ValueError(f"fused backtest unavailable: {reason}")
         return None
-    assert isinstance(policy, GreedyPolicy)
-    return run_fused(backtester, starts, lengths, policy.net, norms, keep_curves=keep_curves, keep_trades=keep_trades)
+    target = policy if isinstance(policy, ActionPolicy) else policy.net  # type: ignore[attr-defined]
+    return run_fused(backtester, starts, lengths, target, norms, keep_curves=keep_curves, keep_trades=keep_trades)
 
 
 __all__ = ["DEFAULT_PRECISION", "fused_unsupported", "maybe_run_fused", "net_unsupported", "run_fused"]

@@ -80,6 +80,13 @@ def greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTION
     h = leaky(dense(buf0, w3, b3, H2, H3, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT), slope)
     store_rows(buf1, h, H3, HMAX, BLOCK_W)
     out = dense(buf1, w4, b4, H3, A, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT)
+    return dueling_argmax(out, N_ACTIONS, A)
+
+
+@triton.jit
+def dueling_argmax(out, N_ACTIONS: tl.constexpr, A: tl.constexpr):
+    """argmax_a of Q = V + A − mean(A) from the packed head outputs ``out`` [rows, A] (advantages in
+    columns [0, N_ACTIONS), the value in column N_ACTIONS). int32 [rows], first maximum on ties."""
     c = tl.arange(0, A)[None, :]
     is_adv = c < N_ACTIONS
     value = tl.sum(tl.where(c == N_ACTIONS, out, 0.0), axis=1)
@@ -88,3 +95,44 @@ def greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTION
     q = (value[:, None] + out) - adv_mean[:, None]
     q = tl.where(is_adv, q, float("-inf"))
     return tl.argmax(q, axis=1, tie_break_left=True).to(tl.int32)
+
+
+@triton.jit
+def _matvec(v, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, n0, BN: tl.constexpr, ROUND: tl.constexpr):
+    """v[K] @ W[:, n0:n0 + BN] + b[n0:n0 + BN] → [BN] float32 (float32 FMA; W is [K, N] row-major).
+
+    ROUND: round the input to bf16 first (the bf16 path's layer inputs, as ``dense`` casts them)."""
+    k = tl.arange(0, K)
+    n = n0 + tl.arange(0, BN)
+    if ROUND:
+        v = v.to(tl.bfloat16).to(tl.float32)
+    w = tl.load(w_ptr + k[:, None] * N + n[None, :]).to(tl.float32)
+    return tl.sum(v[:, None] * w, axis=0) + tl.load(b_ptr + n)
+
+
+@triton.jit
+def greedy_action_row(x, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS: tl.constexpr,
+                      D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr, A: tl.constexpr,
+                      BN: tl.constexpr, ROUND: tl.constexpr):
+    """``greedy_action`` for ONE window (x: [1, D]) as matrix-vector products on the CUDA cores.
+
+    Why: a window's bars form a dependent chain, so one window's time per bar is what counts, and
+    tl.dot's smallest tile (16 rows) would leave 15 of 16 rows empty. One window per program puts
+    W windows on W SMs, each streaming the weights from L2 on its own. Layers 2 and 3 are fused
+    over BN-wide column chunks of layer 2 (h2[:, c] feeds layer 3's sum directly), so no activation
+    is written to memory and no chunk of a register tensor is ever sliced.
+    Returns int32 [1] (the first maximal index on exact ties).
+    """
+    xv = tl.sum(x, axis=0)  # [D]: drops the single row
+    h1 = leaky(_matvec(xv, w1, b1, D, H1, 0, H1, ROUND), slope)
+    acc3 = tl.zeros([H3], dtype=tl.float32)
+    j = tl.arange(0, H3)
+    for c in tl.static_range(0, H2, BN):
+        h2c = leaky(_matvec(h1, w2, b2, H1, H2, c, BN, ROUND), slope)  # [BN]
+        if ROUND:
+            h2c = h2c.to(tl.bfloat16).to(tl.float32)
+        w3c = tl.load(w3 + (c + tl.arange(0, BN))[:, None] * H3 + j[None, :]).to(tl.float32)  # [BN, H3]
+        acc3 += tl.sum(h2c[:, None] * w3c, axis=0)
+    h3 = leaky(acc3 + tl.load(b3 + j), slope)
+    out = _matvec(h3, w4, b4, H3, A, 0, A, ROUND)  # [A]
+    return dueling_argmax(out[None, :], N_ACTIONS, A)

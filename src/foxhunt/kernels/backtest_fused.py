@@ -59,7 +59,11 @@ import triton.language as tl
 from foxhunt.kernels._backtest_env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_kelly,
 )
-from foxhunt.kernels._backtest_mlp import greedy_action
+from foxhunt.kernels._backtest_mlp import greedy_action, greedy_action_row
+
+ROW_MAX_WINDOWS = 64
+"""Below this many windows the default is one window per program (``greedy_action_row``): to be
+confirmed by bench/bench_backtest.py's block_w sweep on the device."""
 
 PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16")
 """Dot precision: float32 weights with Triton's ``input_precision`` ("ieee" = exact float32 FMA,
@@ -181,6 +185,17 @@ def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tup
     return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope))
 
 
+def _given_actions_net(n_feat: int, precision: str, device: torch.device) -> DuelingWeights:
+    """A stand-in network for fixed actions: never evaluated, it only fixes the kernel's shapes
+    (the observation width D covers the features; every other dimension is the smallest tile)."""
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    d = _pow2(n_feat + 3)
+    z = lambda *shape: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
+    b = lambda n: torch.zeros(n, dtype=torch.float32, device=device)  # noqa: E731
+    return DuelingWeights(z(d, 16), b(16), z(16, 16), b(16), z(16, 16), b(16), z(16, 16), b(16),
+                          n_feat + 3, 1, 0.01)
+
+
 def is_interpreted() -> bool:
     """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1 at import)."""
     return type(_backtest_kernel).__name__ == "InterpretedFunction"
@@ -192,7 +207,7 @@ def _backtest_kernel(
     start_ptr, len_ptr, mean_ptr, inv_ptr,
     w1, b1, w2, b2, w3, b3, w4, b4, scratch_ptr,
     ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr,
-    act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr,
+    act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr, given_ptr, given_cols,
     n_windows, n_bars, n_steps, n_feat,
     capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
     vol_lambda, max_holding_f, kelly_fraction, kelly_min_mult, kelly_alpha, kelly_min_trades, bust_level, slope,
@@ -200,6 +215,7 @@ def _backtest_kernel(
     A: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr,
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
+    ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -255,8 +271,13 @@ def _backtest_kernel(
         x = tl.where(cols[None, :] == n_feat, expo[:, None], x)
         x = tl.where(cols[None, :] == n_feat + 1, unreal[:, None], x)
         x = tl.where(cols[None, :] == n_feat + 2, held[:, None], x)
-        a = greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS,
-                          D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, STAGES, PREC, F32_DOT)
+        if GIVEN:  # a fixed action array [W, given_cols] (ActionPolicy): column min(i, last column)
+            a = tl.load(given_ptr + rows64 * given_cols + tl.minimum(i, given_cols - 1), mask=valid, other=0).to(tl.int32)
+        elif ROW:  # one window per program: matrix-vector products on the CUDA cores
+            a = greedy_action_row(x, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS, D, H1, H2, H3, A, BN, ROUND)
+        else:
+            a = greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS,
+                              D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, STAGES, PREC, F32_DOT)
 
         # The env step (vec_env.step with shaping off).
         e, o, m = decode(a, range_t, med_range, vol, med_absret, EXPOSURE)
@@ -311,9 +332,10 @@ def _backtest_kernel(
 
 def fused_backtest(
     market: MarketArrays, starts: torch.Tensor, lengths: torch.Tensor, norm_mean: torch.Tensor,
-    norm_inv_std: torch.Tensor, net: DuelingWeights, params: ExecParams, *, n_steps: int,
-    exposure_mode: bool, kelly: bool, precision: str = "tf32", block_w: int = 16, bk: int | None = None,
-    stages: int = 3, num_warps: int = 4, store_debug: bool = False, store_trades: bool = False,
+    norm_inv_std: torch.Tensor, net: DuelingWeights | None, params: ExecParams, *, n_steps: int,
+    exposure_mode: bool, kelly: bool, precision: str = "tf32", block_w: int | None = None, bk: int | None = None,
+    stages: int = 3, num_warps: int | None = None, store_debug: bool = False, store_trades: bool = False,
+    bn: int = 64, actions: torch.Tensor | None = None,
 ) -> FusedOutputs:
     """Backtest W windows (bars starts[w] … starts[w] + lengths[w]) with the greedy action of ``net``.
 
@@ -321,17 +343,32 @@ def fused_backtest(
     the caller checks on the host). n_steps: max(lengths) (a host fact; the bar loop's trip count).
     norm_mean, norm_inv_std: [W, F] float32. net: ``pack_dueling`` output on the same device, with
     float32 weights for "ieee" / "tf32" / "tf32x3" and bf16 weights for "bf16".
+    block_w: windows per program. 1 = one window per program, the MLP as matrix-vector products
+    on the CUDA cores in float32 FMA (``greedy_action_row``; "tf32" / "tf32x3" then compute exact
+    float32, "bf16" keeps bf16 weights and layer inputs); a power of two >= 16 = tl.dot tiles of
+    that many rows. None picks 1 for fewer than ROW_MAX_WINDOWS windows, else 16.
+    bn: column chunk of the fused layers 2-3 in the row path. num_warps: None = 8 (row) / 4 (tiles).
+    actions: instead of a network (net = None), a fixed int64 action array [W, C] on the device:
+    step i takes column min(i, C − 1) (``ActionPolicy``'s rule); trusted to be valid actions.
     """
+    if actions is not None:
+        net = _given_actions_net(market.features.shape[1], precision, market.features.device)
+    elif net is None:
+        raise ValueError("fused_backtest: pass a network or an action array")
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {PRECISIONS}")
     want = torch.bfloat16 if precision == "bf16" else torch.float32
     if net.w1.dtype != want:
         raise ValueError(f"precision {precision!r} needs {want} weights, got {net.w1.dtype}")
-    if block_w < 16 or block_w & (block_w - 1):
-        raise ValueError(f"block_w = {block_w}: must be a power of two >= 16 (tl.dot's smallest M)")
     dev = market.features.device
     n_bars, n_feat = market.features.shape
     w = int(starts.shape[0])
+    if block_w is None:
+        block_w = 1 if w < ROW_MAX_WINDOWS else 16
+    if block_w != 1 and (block_w < 16 or block_w & (block_w - 1)):
+        raise ValueError(f"block_w = {block_w}: must be 1 or a power of two >= 16 (tl.dot's smallest M)")
+    row = block_w == 1
+    num_warps = num_warps or (8 if row else 4)
     if net.obs_dim != n_feat + 3:
         raise ValueError(f"net expects {net.obs_dim} inputs, the market gives {n_feat} features + 3")
     D, H1, H2, H3, A = net.dims
@@ -345,7 +382,7 @@ def fused_backtest(
     prec = "ieee" if precision == "bf16" else precision
 
     grid = triton.cdiv(w, block_w)
-    scratch = torch.empty(grid * 2 * block_w * hmax, dtype=want, device=dev)
+    scratch = torch.empty(1 if row else grid * 2 * block_w * hmax, dtype=want, device=dev)
     f32 = dict(dtype=torch.float32, device=dev)
     out = FusedOutputs(
         returns=torch.empty(w, n_steps, **f32), positions=torch.empty(w, n_steps, **f32),
@@ -372,6 +409,7 @@ def fused_backtest(
         out.actions if store_debug else dummy, out.fill_status if store_debug else dummy,
         out.trade_side if store_trades else dummy, out.trade_size if store_trades else dummy,
         out.trade_costs if store_trades else dummy, out.trade_entry_bar if store_trades else dummy,
+        actions.contiguous() if actions is not None else dummy, int(actions.shape[1]) if actions is not None else 1,
         w, n_bars, n_steps, n_feat,
         p.capital, p.max_position, p.reserve, p.cost_rate, p.half_spread, p.impact_eta, p.max_impact,
         p.participation, p.vol_lambda, p.max_holding, p.kelly_fraction, p.kelly_min_mult, p.kelly_alpha,
@@ -380,6 +418,7 @@ def fused_backtest(
         BK1=min(bk, D), BK=bk_hidden, STAGES=stages, PREC=prec, F32_DOT=f32_dot,
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
+        ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
         num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)

@@ -177,10 +177,15 @@ class WalkForwardRunner:
     def evaluate(self, fold: FoldRange) -> tuple[Any, BuyHold | None]:
         """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
         n = fold.val_len - 1
-        fused = "auto" if self.market.device.type == "cuda" and self.tcfg.eval_fused else False
+        fused = self._fused()
         agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.trainer.learner.online), fused=fused,
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades)
         return agent, self.buy_and_hold().get(fold.fold)
+
+    def _fused(self) -> bool | str:
+        """The backtests' fused flag: "auto" on CUDA when configured (falls back to torch when the
+        kernel does not cover the network), else the torch path."""
+        return "auto" if self.market.device.type == "cuda" and self.tcfg.eval_fused else False
 
     def buy_and_hold(self) -> dict[int, BuyHold]:
         """Buy-and-hold on every fold's validation window, computed once and cached: all windows
@@ -194,7 +199,8 @@ class WalkForwardRunner:
                 starts = [f.val_start for f in self.folds]
                 lengths = [f.val_len - 1 for f in self.folds]
                 ones = torch.ones((len(self.folds), max(lengths)), dtype=torch.float32, device=self.market.device)
-                res = self.backtester.run(starts, lengths, ExposurePolicy(ones, self.trainer.env.n_actions), keep_curves=True)
+                res = self.backtester.run(starts, lengths, ExposurePolicy(ones, self.trainer.env.n_actions), keep_curves=True,
+                                          fused=self._fused())
                 for i, f in enumerate(self.folds):
                     assert res.returns is not None and res.positions is not None
                     self._bh[f.fold] = BuyHold(res.metrics[i], res.returns[i, : lengths[i]], res.positions[i, : lengths[i]])
