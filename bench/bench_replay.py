@@ -2,6 +2,8 @@
 
 One step = ``sample(B)`` + TD errors from the sampled indices + ``update_priorities``, over a full
 buffer. Numbers are measured side by side in one run; the graph column replays one captured step.
+The "fused" rows run proportional PER's trees as Triton kernels (``ProportionalPER(fused=True)``,
+the same bits as the torch rows); they need CUDA and are skipped (and listed) elsewhere.
 
     python bench/bench_replay.py            # 1 M slots, batch 4096, on CUDA when present
     python bench/bench_replay.py --quick    # small CPU run (a smoke test of the harness)
@@ -28,6 +30,7 @@ from typing import Callable
 import torch
 
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Transitions, UniformSampler
+from foxhunt.agents.replay.sum_tree import fused_unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -91,11 +94,25 @@ def graphed(fn: Callable[[], None], generator: torch.Generator) -> Callable[[], 
     return g.replay
 
 
+FUSED = "proportional (fused Triton trees)"
+
+
+def fused_skip_reason(device: torch.device) -> str | None:
+    """Why the fused rows are not measured here (None: they are). Timing the Triton interpreter
+    on a CPU would measure the interpreter, so only CUDA counts."""
+    if device.type != "cuda":
+        return "needs CUDA (the Triton interpreter is not worth timing)"
+    return fused_unavailable(device)
+
+
 def cases(storage: ReplayStorage):
     """(name, sampler, what one timed call does) for every configuration benchmarked."""
     yield "uniform", UniformSampler(storage, seed=1), "step"
     default = ProportionalPER(storage, seed=1)
     yield f"proportional (default: {default.rebuild} rebuild)", default, "step"
+    if fused_skip_reason(storage.device) is None:
+        yield FUSED, ProportionalPER(storage, seed=1, fused=True), "step"
+        yield f"{FUSED[:-1]}, search_level=0)", ProportionalPER(storage, search_level=0, seed=1, fused=True), "step"
     yield "proportional (partial rebuild)", ProportionalPER(storage, rebuild="partial", seed=1), "step"
     yield "proportional (full rebuild)", ProportionalPER(storage, rebuild="full", seed=1), "step"
     yield "proportional (search_level=0)", ProportionalPER(storage, search_level=0, seed=1), "step"
@@ -146,6 +163,10 @@ def main(argv: list[str] | None = None) -> dict:
         })
         del sampler
 
+    skip = fused_skip_reason(dev)
+    best = {r["name"]: r["graph_us"] if r["graph_us"] is not None else r["eager_us"] for r in rows}
+    default_row = next(k for k in best if k.startswith("proportional (default"))
+    fused_ratio = best[default_row] / best[FUSED] if FUSED in best else None  # the ratio the fused trees are for
     result = {
         "bench": "replay",
         "device": dev.type,
@@ -159,6 +180,8 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu_threads": torch.get_num_threads(),
         "step": "sample(B) + update_priorities(B), no gather",
         "results": rows,
+        "skipped": [] if skip is None else [f"{FUSED}: {skip}"],
+        "fused_speedup_vs_default": fused_ratio,
     }
     out = args.out or ROOT / "bench" / "results" / f"replay_{dev.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -172,6 +195,10 @@ def main(argv: list[str] | None = None) -> dict:
         sp = "-" if r["graph_speedup"] is None else f"{r['graph_speedup']:7.2f}x"
         sps = "-" if r["samples_per_s"] is None else f"{r['samples_per_s']:12.3e}"
         print(f"{r['name']:40s} {r['eager_us']:10.1f} {g:>10s} {sp:>8s} {sps:>12s}")
+    if fused_ratio is not None:
+        print(f"fused trees vs the default torch trees: {fused_ratio:.2f}x per step (best of eager / graph)")
+    for line in result["skipped"]:
+        print(f"skipped {line}")
     print(f"wrote {out}")
     return result
 

@@ -360,6 +360,8 @@ def test_gpu_compiled_kernel_passes_the_small_exact_cases():
     test_a_bust_ends_the_window_and_finished_windows_stop_changing()
     test_fused_run_matches_the_float64_reference_env_on_its_own_actions()
     test_run_fused_returns_the_backtesters_result_with_per_window_norms()
+    for mode in ("factored", "exposure"):
+        test_fixed_action_policies_run_fused_with_the_torch_paths_result(mode)
 
 
 GPU_TOL = {("ieee", "fp32"): 1e-4, ("tf32", "fp32"): 2e-2, ("bf16", "bf16"): 2e-2, ("bf16", "fp32"): None}

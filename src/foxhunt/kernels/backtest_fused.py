@@ -37,7 +37,15 @@ well under the L2's ~5 TB/s): about the same time as 8 windows, 32× the through
 per program (BLOCK_W = 32) halve the weight bytes per window but double the MMA rows; with few
 windows there is no way to use more SMs for one window block (one per-layer grid barrier would
 cost ~1 µs, the whole budget).
-Worth trying on the device (``bench/bench_backtest.py`` sweeps them): num_warps 4 / 8, BK, stages.
+Measured on the H200 (bench/results/backtest_cuda.json): the tile path runs 20.9 µs per bar in tf32
+(2.1 s for 8 × 100 K), 2-3× the model: each layer's K-loop is a chain of exposed L2 round trips,
+scratch stores and CTA barriers, not a stream. Hence the row path (BLOCK_W = 1,
+``_backtest_mlp.greedy_action_row``): one window per program, matrix-vector products in float32
+FMA on the CUDA cores with layers 2-3 fused over column chunks (no scratch, no barriers between
+layers): 11.0 µs per bar in float32 (1.10 s for 8 × 100 K; exact float32, so "tf32" there
+means float32), with bf16 weights slower (17 µs: the conversions cost more than the bytes save).
+With W windows it uses W SMs; 256 windows take 1.6 s (two waves of programs over 132 SMs).
+Worth trying on the device (``bench/bench_backtest.py`` sweeps them): num_warps, BK, stages, BN.
 Cross-compiled for sm_90 with Triton 3.9 on a CPU (tests/kernels/compile_backtest_sm90.py; the
 device runs 3.6): mma.sync (MMA v2), each layer's K-loop pipelined 3 deep with cp.async, 68 KB of
 shared memory, 255 registers per thread with 16-72 B of spill stack (none for bf16 with 8 warps),
@@ -347,7 +355,7 @@ def fused_backtest(
     on the CUDA cores in float32 FMA (``greedy_action_row``; "tf32" / "tf32x3" then compute exact
     float32, "bf16" keeps bf16 weights and layer inputs); a power of two >= 16 = tl.dot tiles of
     that many rows. None picks 1 for fewer than ROW_MAX_WINDOWS windows, else 16.
-    bn: column chunk of the fused layers 2-3 in the row path. num_warps: None = 8 (row) / 4 (tiles).
+    bn: column chunk of the fused layers 2-3 in the row path. num_warps: None = 4 (measured best for both paths on the H200).
     actions: instead of a network (net = None), a fixed int64 action array [W, C] on the device:
     step i takes column min(i, C − 1) (``ActionPolicy``'s rule); trusted to be valid actions.
     """
@@ -368,7 +376,7 @@ def fused_backtest(
     if block_w != 1 and (block_w < 16 or block_w & (block_w - 1)):
         raise ValueError(f"block_w = {block_w}: must be 1 or a power of two >= 16 (tl.dot's smallest M)")
     row = block_w == 1
-    num_warps = num_warps or (8 if row else 4)
+    num_warps = num_warps or 4
     if net.obs_dim != n_feat + 3:
         raise ValueError(f"net expects {net.obs_dim} inputs, the market gives {n_feat} features + 3")
     D, H1, H2, H3, A = net.dims

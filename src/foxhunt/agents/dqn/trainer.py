@@ -63,7 +63,8 @@ class DQNTrainer:
         if cfg.sampler == "uniform":
             sampler = UniformSampler(storage, seed=seed)
         elif cfg.sampler == "proportional":
-            sampler = ProportionalPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed)
+            sampler = ProportionalPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
+                                      fused=cfg.fused_replay)
         else:
             sampler = RankPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, refresh_every=cfg.rank_refresh, seed=seed)
         self.replay = ReplayBuffer(storage, sampler)

@@ -26,6 +26,12 @@ Priority of transition i: p_i = (|δ_i| + eps)^alpha; sampling probability P(i) 
   largest priority seen so far (``max_priority``, a device scalar starting at 1, as in the paper).
 * ``beta`` is a device scalar (``set_beta`` anneals it in place); alpha and eps are fixed.
 
+* **Fused** (``fused=True``): sampling's descent and the update's leaf writes + both trees'
+  ancestor rebuilds + the max-priority update run as Triton kernels (one launch each,
+  ``foxhunt.kernels.sum_tree_fused``) instead of ~80 small torch kernels at 1 M slots; the
+  samples, weights and trees are bitwise the same as this torch code's (``rebuild`` is then moot:
+  both rebuilds give the same bits). CUDA, or TRITON_INTERPRET=1 on a CPU; else a ValueError.
+
 Numerics: the tree is float32 by default (``dtype=torch.float64`` is offered). Prefix values and
 the descent's running remainder are float64 regardless, so the position inside the tree keeps
 full resolution; what float32 costs is the rounding of the stored sums (relative 2^-24 per node),
@@ -40,7 +46,7 @@ import torch
 
 from foxhunt.agents.replay.base import SamplerBase, clean_abs
 from foxhunt.agents.replay.storage import ReplayStorage
-from foxhunt.agents.replay.sum_tree import SegmentTree
+from foxhunt.agents.replay.sum_tree import SegmentTree, fused_kernels
 
 
 class ProportionalPER(SamplerBase):
@@ -50,7 +56,7 @@ class ProportionalPER(SamplerBase):
     alpha: priority exponent (0 = uniform). beta: IS exponent, initial value. eps: added to |δ|.
     weight_norm: "buffer" (paper) or "batch". rebuild: "auto", "partial" or "full".
     dtype: tree dtype (float32 or float64). search_level: see ``SegmentTree.find_prefix``.
-    seed: the device generator's seed.
+    seed: the device generator's seed. fused: Triton trees (module docstring), default off.
     """
 
     def __init__(
@@ -65,6 +71,7 @@ class ProportionalPER(SamplerBase):
         dtype: torch.dtype = torch.float32,
         search_level: int = 16,
         seed: int = 0,
+        fused: bool = False,
     ) -> None:
         super().__init__(storage, beta=beta, seed=seed, weight_norm=weight_norm)
         if alpha < 0:
@@ -78,8 +85,10 @@ class ProportionalPER(SamplerBase):
         self.alpha = float(alpha)
         self.eps = float(eps)
         self.rebuild = rebuild
-        self.sum_tree = SegmentTree(self.capacity, "sum", dtype, self.device, search_level)
-        self.min_tree = SegmentTree(self.capacity, "min", dtype, self.device)
+        self.fused = bool(fused)
+        self._kernels = fused_kernels(self.device, "ProportionalPER") if self.fused else None
+        self.sum_tree = SegmentTree(self.capacity, "sum", dtype, self.device, search_level, fused=self.fused)
+        self.min_tree = SegmentTree(self.capacity, "min", dtype, self.device, fused=self.fused)
         self.max_priority = torch.ones((), dtype=dtype, device=self.device)
         """Largest priority written so far (device scalar); new transitions get it by default."""
 
@@ -89,6 +98,10 @@ class ProportionalPER(SamplerBase):
         return clean_abs(td_errors).to(self.sum_tree.dtype).add_(self.eps).pow_(self.alpha)
 
     def _write(self, indices: torch.Tensor, prio: torch.Tensor) -> None:
+        if self._kernels is not None:  # both trees and max_priority in one launch, the same bits
+            self._kernels.write_rebuild(self.sum_tree.tree, indices, prio, depth=self.sum_tree.depth, op="sum",
+                                        other=self.min_tree.tree, other_op="min", running_max=self.max_priority)
+            return
         self.sum_tree.assign(indices, prio)
         self.min_tree.assign(indices, prio)
         if self.rebuild == "partial":
@@ -131,9 +144,13 @@ class ProportionalPER(SamplerBase):
         """
         self._check_batch(batch_size)
         idx_out, w_out = self.outputs(batch_size)
-        leaf = self.sum_tree.find_prefix(self.stratified(batch_size, self.total))
-        idx_out.copy_(leaf)
-        p = self.sum_tree.leaves.index_select(0, leaf).to(torch.float64)
+        if self._kernels is not None:  # the kernel writes the leaves and their priorities directly
+            p = torch.empty(batch_size, dtype=torch.float64, device=self.device)
+            self.sum_tree.find_prefix(self.stratified(batch_size, self.total), out=idx_out, value_out=p)
+        else:
+            leaf = self.sum_tree.find_prefix(self.stratified(batch_size, self.total))
+            idx_out.copy_(leaf)
+            p = self.sum_tree.leaves.index_select(0, leaf).to(torch.float64)
         p_min = self.min_tree.root.to(torch.float64) if self.weight_norm == "buffer" else p.min()
         torch.pow(p_min / p, self.beta.to(torch.float64), out=p)
         w_out.copy_(p)

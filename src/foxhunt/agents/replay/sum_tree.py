@@ -24,6 +24,15 @@ graph and gives the same bits on every run.
   sharing an ancestor scatter the same value to it. Because both paths evaluate the same float
   expression ``left + right`` (or ``min(left, right)``) on the same children, a partial update
   leaves the tree bitwise equal to a full rebuild.
+
+``fused=True`` runs ``find_prefix`` and ``update`` (assign + rebuild_partial) as Triton kernels
+(``foxhunt.kernels.sum_tree_fused``: one launch each instead of several small kernels per level),
+bitwise equal to this torch code, which stays the reference. It needs CUDA, or the Triton
+interpreter (TRITON_INTERPRET=1 before Triton is imported) on a CPU; otherwise a ValueError says why.
+(One caveat shared by both paths: with search_level > 0 on CUDA the float64 running sum comes from
+``torch.cumsum``, which torch documents as nondeterministic for floating CUDA tensors; a prefix
+within an ulp of a segment boundary can then land on either side from run to run. search_level=0
+is deterministic.)
 """
 
 from __future__ import annotations
@@ -33,6 +42,27 @@ from typing import Literal
 import torch
 
 Op = Literal["sum", "min"]
+
+
+def fused_unavailable(device: torch.device | str) -> str | None:
+    """Why the Triton sum-tree kernels cannot run on ``device`` (None when they can)."""
+    try:
+        from foxhunt.kernels import sum_tree_fused
+    except ImportError as exc:  # triton missing (or broken)
+        return f"triton is not available ({exc})"
+    if torch.device(device).type != "cuda" and not sum_tree_fused.is_interpreted():
+        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
+    return None
+
+
+def fused_kernels(device: torch.device | str, who: str):
+    """The ``foxhunt.kernels.sum_tree_fused`` module; ValueError naming the reason when it cannot run."""
+    reason = fused_unavailable(device)
+    if reason is not None:
+        raise ValueError(f"{who}: fused (Triton) replay trees unavailable: {reason}")
+    from foxhunt.kernels import sum_tree_fused
+
+    return sum_tree_fused
 
 
 def next_pow2(n: int) -> int:
@@ -47,6 +77,7 @@ class SegmentTree:
     op: "sum" (prefix-sum descent for proportional sampling) or "min" (minimum priority).
     dtype: float32 (default) or float64.
     search_level: levels resolved by one searchsorted at the top of ``find_prefix`` (0 = none).
+    fused: ``find_prefix`` and ``update`` as Triton kernels (module docstring; ValueError if unavailable).
     """
 
     def __init__(
@@ -56,6 +87,7 @@ class SegmentTree:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
         search_level: int = 16,
+        fused: bool = False,
     ) -> None:
         if capacity < 1:
             raise ValueError(f"SegmentTree: capacity must be >= 1, got {capacity}")
@@ -78,6 +110,8 @@ class SegmentTree:
         """[n_leaves, 2] view: row n holds the two children of node n."""
         self.levels = [self.tree[1 << d : 2 << d] for d in range(self.depth + 1)]
         """levels[d]: [2**d] view of level d (levels[depth] are the leaves)."""
+        self.fused = bool(fused)
+        self._kernels = fused_kernels(self.device, "SegmentTree") if self.fused else None
 
     # ------------------------------------------------------------------ views
     @property
@@ -125,8 +159,24 @@ class SegmentTree:
             kids = self.pairs.index_select(0, node)  # [B, 2]
             self.tree.index_put_((node,), self._combine(kids[:, 0], kids[:, 1]))
 
+    def update(self, indices: torch.Tensor, values: torch.Tensor) -> None:
+        """``assign`` then ``rebuild_partial``: leaves ``indices`` ([B] int64) := ``values`` ([B],
+        duplicates keep the max) and their ancestors recomputed. Fused: one kernel, same bits."""
+        if self._kernels is not None:
+            self._kernels.write_rebuild(self.tree, indices, values, depth=self.depth, op=self.op)
+            return
+        self.assign(indices, values)
+        self.rebuild_partial(indices)
+
     # ------------------------------------------------------------------ sampling (sum tree)
-    def find_prefix(self, prefix: torch.Tensor, search_level: int | None = None) -> torch.Tensor:
+    def find_prefix(
+        self,
+        prefix: torch.Tensor,
+        search_level: int | None = None,
+        *,
+        out: torch.Tensor | None = None,
+        value_out: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Batched descent: for each ``prefix`` value ([B], in [0, total)) the leaf i with
         cumsum(leaves)[i-1] <= prefix < cumsum(leaves)[i]. Returns [B] int64.
 
@@ -142,10 +192,20 @@ class SegmentTree:
         handful of small kernels, so on a GPU this cuts the sample time roughly by depth/(depth-s);
         s = 0 is the plain descent from the root. Both give the reference leaf (up to rounding at
         segment boundaries).
+
+        out ([B] int64) receives the leaves and is returned when given; value_out ([B] float64)
+        receives their values. Fused: one Triton kernel after the same float64 running sum of
+        level s, bitwise the same leaves (``foxhunt.kernels.sum_tree_fused``).
         """
         if self.op != "sum":
             raise ValueError("find_prefix needs a sum tree")
         s = min(self.depth, self.search_level if search_level is None else int(search_level))
+        if self._kernels is not None:
+            if out is None:
+                out = torch.empty(prefix.shape, dtype=torch.int64, device=self.device)
+            u = prefix if prefix.dtype == torch.float64 else prefix.to(torch.float64)
+            self._kernels.find_prefix(self.tree, u, out, depth=self.depth, search_level=s, value_out=value_out)
+            return out
         u = prefix.to(torch.float64, copy=True)
         if s > 0:
             level = self.levels[s].to(torch.float64)  # [2**s]
@@ -163,4 +223,9 @@ class SegmentTree:
             go_right = torch.ge(u, left).logical_and_(kids[:, 1] > 0)
             u.sub_(left * go_right)
             node = torch.add(go_right, node, alpha=2)  # 2·node + go_right
-        return node - self.n_leaves
+        leaf = node - self.n_leaves
+        if value_out is not None:
+            value_out.copy_(self.leaves.index_select(0, leaf))
+        if out is None:
+            return leaf
+        return out.copy_(leaf)
