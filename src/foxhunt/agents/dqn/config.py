@@ -64,7 +64,9 @@ class DQNConfig(Section):
     cuda_graphs: bool = Field(True, description="capture collection rounds and train steps (CUDA only)")
     matmul_precision: Literal["fp32", "tf32", "bf16"] = "tf32"
     compile_learner: bool = Field(False, description="torch.compile the loss and the guarded update")
+    fused_train_step: bool = Field(False, description="train step as one torch.compile'd program with a hand-written backward (no autograd; supersedes compile_learner for the train step)")
     fused_env: bool = Field(False, description="run the env step as one fused Triton kernel (CUDA; CPU needs TRITON_INTERPRET=1)")
+    fused_replay: bool = Field(False, description="proportional PER sum/min trees as Triton kernels, same bits (CUDA; CPU needs TRITON_INTERPRET=1)")
     compile_env: bool = Field(False, description="torch.compile the env step (fuses its ~450 small kernels)")
     lagged_readback: bool = Field(False, description="read epoch e's summary during epoch e+1")
     # Persistent epoch state: reset flags applied on the device at each epoch start
