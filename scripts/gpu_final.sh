@@ -13,12 +13,15 @@ mkdir -p /tmp/bin && printf '#!/bin/sh\necho %s\n' "$rev" > /tmp/bin/git && chmo
 export PATH=/tmp/bin:$PATH
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 step() { local t=$1; shift; echo "=== $* (limit ${t}s)"; local s=$(date +%s); timeout "$t" "$@" 2>&1 | tee -a "$OUT/final.log" | tail -${TAILN:-25}; echo "=== rc=${PIPESTATUS[0]} in $(( $(date +%s) - s ))s"; }
-# STEPS picks what to run (default all); the whole list needs ~16 min, i.e. two device calls:
-#   STEPS="tests ktests envf dqn" scripts/gpu_final.sh   then   STEPS="bt train" scripts/gpu_final.sh
-STEPS=${STEPS:-tests ktests prof envf dqn bt train}
+# STEPS picks what to run (default all); the whole list needs ~20 min, i.e. three device calls:
+#   STEPS="tests ktests envf" ...   STEPS="ftests kbts dqn" ...   STEPS="bt replay train" ...
+STEPS=${STEPS:-tests ktests ftests prof envf dqn bt replay train}
 want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 want tests && TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
 want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
+want ftests && TAILN=30 step ${T_FTESTS:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_sum_tree_fused.py tests/agents/test_dqn_fused_step.py tests/kernels/test_dueling_mlp_fused.py -s
+want kbts && TAILN=10 step ${T_KBTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -k small_exact
+want replay && step ${T_REPLAY:-90} python3 bench/bench_replay.py
 want kbt && TAILN=30 step ${T_KBT:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -s
 want prof && step ${T_PROF:-150} python3 bench/profile_dqn.py
 want envf && step ${T_ENVF:-30} python3 bench/bench_env_fused.py

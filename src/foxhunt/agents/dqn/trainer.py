@@ -63,8 +63,10 @@ class DQNTrainer:
         if cfg.sampler == "uniform":
             sampler = UniformSampler(storage, seed=seed)
         elif cfg.sampler == "proportional":
+            # Fused trees descend all levels in one kernel: the searchsorted top (a cumsum, not
+            # deterministic on CUDA) saves nothing there, so they start at the root (measured faster).
             sampler = ProportionalPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
-                                      fused=cfg.fused_replay)
+                                      fused=cfg.fused_replay, search_level=0 if cfg.fused_replay else 16)
         else:
             sampler = RankPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, refresh_every=cfg.rank_refresh, seed=seed)
         self.replay = ReplayBuffer(storage, sampler)
