@@ -186,16 +186,21 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("block_w", [1, 16])
+PATHS = {"row": dict(block_w=1), "row-no-precompute": dict(block_w=1, precompute=False), "tiles": dict(block_w=16)}
+"""The kernel's MLP paths: one window per program with layer 1's feature part precomputed (the
+default for few windows), the same without the precompute, and tl.dot tiles of 16 windows."""
+
+
+@pytest.mark.parametrize("path", list(PATHS))
 @pytest.mark.parametrize("case", list(CASES))
-def test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, block_w):
+def test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, path):
     market = small_market(0, has_volume=case != "no_volume")
     params = PARAMS.model_copy(update=CASES[case])
     net = varied_net(market.obs_dim, params.n_actions)
     bt = Backtester(market, params, chunk=16, cuda_graphs=False)
     ref = torch_run(bt, STARTS, LENGTHS, net)
     st, ln = check_windows(market, STARTS, LENGTHS)
-    out = launch(bt, st, ln, net, precision="ieee", store_debug=True, block_w=block_w)
+    out = launch(bt, st, ln, net, precision="ieee", store_debug=True, **PATHS[path])
     assert_same_actions(ref, out.actions.cpu().numpy())
     compare(ref, out)
     np.testing.assert_array_equal(out.fill_status.cpu().numpy(), np.where(ref["stepped"], ref["status"], 0))
@@ -353,9 +358,10 @@ def test_gpu_compiled_kernel_passes_the_small_exact_cases():
     """The small cases above, compiled for the GPU (div_rn / sqrt_rn, no FMA contraction)."""
     if is_interpreted():
         pytest.skip("runs the compiled kernel")
-    for block_w in (1, 16):
+    for path in PATHS:
         for case in CASES:
-            test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, block_w)
+            test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, path)
+    for block_w in (1, 16):
         test_bf16_kernel_equals_a_torch_net_with_bf16_weights_and_activations(block_w)
     test_a_bust_ends_the_window_and_finished_windows_stop_changing()
     test_fused_run_matches_the_float64_reference_env_on_its_own_actions()

@@ -111,9 +111,9 @@ def _matvec(v, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, n0, BN: tl.conste
 
 
 @triton.jit
-def greedy_action_row(x, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS: tl.constexpr,
+def greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS: tl.constexpr,
                       D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr, A: tl.constexpr,
-                      BN: tl.constexpr, ROUND: tl.constexpr):
+                      BN: tl.constexpr, ROUND: tl.constexpr, PRE: tl.constexpr):
     """``greedy_action`` for ONE window (x: [1, D]) as matrix-vector products on the CUDA cores.
 
     Why: a window's bars form a dependent chain, so one window's time per bar is what counts, and
@@ -121,10 +121,15 @@ def greedy_action_row(x, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS: tl.co
     W windows on W SMs, each streaming the weights from L2 on its own. Layers 2 and 3 are fused
     over BN-wide column chunks of layer 2 (h2[:, c] feeds layer 3's sum directly), so no activation
     is written to memory and no chunk of a register tensor is ever sliced.
+    PRE: layer 1's pre-activation arrives as ``h1_pre`` [H1] (its feature part precomputed for all
+    bars before the loop, the portfolio part added by the caller) and ``x`` is unused.
     Returns int32 [1] (the first maximal index on exact ties).
     """
-    xv = tl.sum(x, axis=0)  # [D]: drops the single row
-    h1 = leaky(_matvec(xv, w1, b1, D, H1, 0, H1, ROUND), slope)
+    if PRE:
+        h1 = leaky(h1_pre, slope)
+    else:
+        xv = tl.sum(x, axis=0)  # [D]: drops the single row
+        h1 = leaky(_matvec(xv, w1, b1, D, H1, 0, H1, ROUND), slope)
     acc3 = tl.zeros([H3], dtype=tl.float32)
     j = tl.arange(0, H3)
     for c in tl.static_range(0, H2, BN):

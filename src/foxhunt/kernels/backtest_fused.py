@@ -69,6 +69,9 @@ from foxhunt.kernels._backtest_env import (
 )
 from foxhunt.kernels._backtest_mlp import greedy_action, greedy_action_row
 
+PRECOMPUTE_MAX_BYTES = 1 << 30
+"""The row path precomputes layer 1's feature part when [W, n_steps, H1] float32 fits this."""
+
 ROW_MAX_WINDOWS = 64
 """Below this many windows the default is one window per program (``greedy_action_row``): to be
 confirmed by bench/bench_backtest.py's block_w sweep on the device."""
@@ -193,6 +196,21 @@ def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tup
     return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope))
 
 
+def _layer1_features(market: MarketArrays, starts: torch.Tensor, mean: torch.Tensor, inv: torch.Tensor,
+                     net: DuelingWeights, n_steps: int) -> torch.Tensor:
+    """[W, n_steps, H1] float32: b1 + Σ_f ((feature_f(bar) − mean_wf) · inv_wf) · W1[f, :] for bar =
+    starts[w] + i (clamped to the data), i.e. layer 1's pre-activation without the 3 portfolio inputs.
+
+    The row path's bar loop then adds the portfolio rows of W1 and skips the first layer (its
+    weights are a tenth of the bytes streamed per bar). The normalised features and the product
+    are computed in float64 and rounded once, so the result does not depend on TF32 settings."""
+    n_bars, f = market.features.shape
+    bars = (starts.to(torch.int64)[:, None] + torch.arange(n_steps, device=starts.device)[None, :]).clamp(max=n_bars - 1)
+    x = (market.features[bars].to(torch.float64) - mean[:, None, :].to(torch.float64)) * inv[:, None, :].to(torch.float64)
+    w1 = net.w1[:f].to(torch.float64)  # [F, H1]
+    return (x @ w1 + net.b1.to(torch.float64)).to(torch.float32).contiguous()
+
+
 def _given_actions_net(n_feat: int, precision: str, device: torch.device) -> DuelingWeights:
     """A stand-in network for fixed actions: never evaluated, it only fixes the kernel's shapes
     (the observation width D covers the features; every other dimension is the smallest tile)."""
@@ -215,7 +233,7 @@ def _backtest_kernel(
     start_ptr, len_ptr, mean_ptr, inv_ptr,
     w1, b1, w2, b2, w3, b3, w4, b4, scratch_ptr,
     ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr,
-    act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr, given_ptr, given_cols,
+    act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr, given_ptr, given_cols, pre_ptr,
     n_windows, n_bars, n_steps, n_feat,
     capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
     vol_lambda, max_holding_f, kelly_fraction, kelly_min_mult, kelly_alpha, kelly_min_trades, bust_level, slope,
@@ -223,7 +241,7 @@ def _backtest_kernel(
     A: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr,
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
-    ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr,
+    ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -258,6 +276,15 @@ def _backtest_kernel(
     t0 = tl.minimum(start, last)
     f_cur = tl.load(feat_ptr + t0[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
     close_t = tl.load(ohlc_ptr + t0 * 4 + 3, mask=valid, other=1.0)
+    hcols = tl.arange(0, H1)
+    if PRE:  # layer 1 = precomputed feature part [W, n_steps, H1] + the portfolio inputs' rows of W1
+        wp0 = tl.load(w1 + n_feat * H1 + hcols).to(tl.float32)
+        wp1 = tl.load(w1 + (n_feat + 1) * H1 + hcols).to(tl.float32)
+        wp2 = tl.load(w1 + (n_feat + 2) * H1 + hcols).to(tl.float32)
+        pre_row = pre_ptr + pid.to(tl.int64) * n_steps * H1
+        pre_cur = tl.load(pre_row + hcols)
+    else:
+        pre_cur = tl.zeros([H1], dtype=tl.float32)
     for i in range(0, n_steps):
         bar = start + i
         t1 = bar + 1
@@ -272,6 +299,10 @@ def _backtest_kernel(
         volume1 = tl.load(volume_ptr + t1c, mask=valid, other=1.0)
         absret1 = tl.abs(tl.load(logret_ptr + t1c, mask=valid, other=0.0))
         f_next = tl.load(feat_ptr + t1c[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
+        if PRE:
+            pre_next = tl.load(pre_row + tl.minimum(i + 1, n_steps - 1).to(tl.int64) * H1 + hcols)
+        else:
+            pre_next = pre_cur
 
         # Observation: normalised features ++ (exposure, unrealised return, bars in position).
         expo, unreal, held = portfolio_features(q, equity, entry, entry_bar, bar, close_t, capital, max_holding_f)
@@ -282,7 +313,11 @@ def _backtest_kernel(
         if GIVEN:  # a fixed action array [W, given_cols] (ActionPolicy): column min(i, last column)
             a = tl.load(given_ptr + rows64 * given_cols + tl.minimum(i, given_cols - 1), mask=valid, other=0).to(tl.int32)
         elif ROW:  # one window per program: matrix-vector products on the CUDA cores
-            a = greedy_action_row(x, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS, D, H1, H2, H3, A, BN, ROUND)
+            h1_pre = pre_cur
+            if PRE:
+                h1_pre = ((pre_cur + tl.sum(expo) * wp0) + tl.sum(unreal) * wp1) + tl.sum(held) * wp2
+            a = greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS, D, H1, H2, H3, A,
+                                  BN, ROUND, PRE)
         else:
             a = greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS,
                               D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, STAGES, PREC, F32_DOT)
@@ -334,6 +369,7 @@ def _backtest_kernel(
         k_count = tl.where(stepping, k_count2, k_count)
         live = live & ((stepping & done) == 0)
         f_cur = f_next
+        pre_cur = pre_next
         close_t = close1
     tl.store(final_ptr + rows, equity, mask=valid)
 
@@ -343,7 +379,7 @@ def fused_backtest(
     norm_inv_std: torch.Tensor, net: DuelingWeights | None, params: ExecParams, *, n_steps: int,
     exposure_mode: bool, kelly: bool, precision: str = "tf32", block_w: int | None = None, bk: int | None = None,
     stages: int = 3, num_warps: int | None = None, store_debug: bool = False, store_trades: bool = False,
-    bn: int = 64, actions: torch.Tensor | None = None,
+    bn: int = 64, actions: torch.Tensor | None = None, precompute: bool | None = None,
 ) -> FusedOutputs:
     """Backtest W windows (bars starts[w] … starts[w] + lengths[w]) with the greedy action of ``net``.
 
@@ -358,6 +394,9 @@ def fused_backtest(
     bn: column chunk of the fused layers 2-3 in the row path. num_warps: None = 4 (measured best for both paths on the H200).
     actions: instead of a network (net = None), a fixed int64 action array [W, C] on the device:
     step i takes column min(i, C − 1) (``ActionPolicy``'s rule); trusted to be valid actions.
+    precompute: (row path, float32 weights) compute layer 1's feature part for every bar of every
+    window before the loop, as one float64 GEMM ([W, n_steps, H1] float32 in device memory), so the
+    bar loop skips the first layer's weights; None = when that array fits PRECOMPUTE_MAX_BYTES.
     """
     if actions is not None:
         net = _given_actions_net(market.features.shape[1], precision, market.features.device)
@@ -389,6 +428,13 @@ def fused_backtest(
     f32_dot = want == torch.float32 or interp
     prec = "ieee" if precision == "bf16" else precision
 
+    fits = w * n_steps * H1 * 4 <= PRECOMPUTE_MAX_BYTES
+    pre_ok = row and actions is None and want == torch.float32
+    if precompute and not pre_ok:
+        raise ValueError("precompute needs the row path (block_w = 1), a network and float32 weights")
+    use_pre = pre_ok and (fits if precompute is None else bool(precompute))
+    pre = _layer1_features(market, starts, norm_mean, norm_inv_std, net, n_steps) if use_pre else None
+
     grid = triton.cdiv(w, block_w)
     scratch = torch.empty(1 if row else grid * 2 * block_w * hmax, dtype=want, device=dev)
     f32 = dict(dtype=torch.float32, device=dev)
@@ -418,6 +464,7 @@ def fused_backtest(
         out.trade_side if store_trades else dummy, out.trade_size if store_trades else dummy,
         out.trade_costs if store_trades else dummy, out.trade_entry_bar if store_trades else dummy,
         actions.contiguous() if actions is not None else dummy, int(actions.shape[1]) if actions is not None else 1,
+        pre if pre is not None else dummy,
         w, n_bars, n_steps, n_feat,
         p.capital, p.max_position, p.reserve, p.cost_rate, p.half_spread, p.impact_eta, p.max_impact,
         p.participation, p.vol_lambda, p.max_holding, p.kelly_fraction, p.kelly_min_mult, p.kelly_alpha,
@@ -427,6 +474,7 @@ def fused_backtest(
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
+        PRE=pre is not None,
         num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)
