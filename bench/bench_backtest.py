@@ -54,6 +54,7 @@ from foxhunt.backtest.policies import GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
 from foxhunt.features.featureset import FeatureSet  # noqa: E402
 from foxhunt.folds import FoldRange  # noqa: E402
+from foxhunt.kernels.backtest_fused import PRECOMPUTE_MAX_BYTES  # noqa: E402
 from foxhunt.market import MarketData  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -171,21 +172,27 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
     st8, ln8 = check_windows(market, starts8, [small_t] * 8)
     # (precision, num_warps, block_w, bn): block_w 1 = one window per program (matrix-vector MLP on
     # the CUDA cores, layers 2-3 fused over bn-column chunks), 16 = tl.dot tiles of 16 windows.
-    configs = [("tf32", 4, 16, 64), ("tf32", 8, 16, 64), ("bf16", 4, 16, 64), ("bf16", 8, 16, 64), ("ieee", 4, 16, 64)]
-    configs += [(p, nw, 1, bn) for p in ("tf32", "bf16") for nw in (2, 4, 8) for bn in (16, 32, 64, 128)]
+    # (precision, num_warps, block_w, bn, precompute): block_w 1 = one window per program (matrix-vector
+    # MLP on the CUDA cores, layers 2-3 fused over bn-column chunks; precompute = layer 1's feature part
+    # computed for all bars before the loop, None = automatic), 16 = tl.dot tiles of 16 windows.
+    configs = [("tf32", 4, 16, 64, None), ("tf32", 8, 16, 64, None), ("bf16", 4, 16, 64, None), ("ieee", 4, 16, 64, None)]
+    configs += [(p, nw, 1, bn, pre) for p in ("tf32", "bf16") for nw in (4, 8) for bn in (32, 64, 128)
+                for pre in ((None, False) if p == "tf32" else (None,))]
     if quick:
-        configs = [("tf32", 4, 16, 64), ("bf16", 4, 1, 64)]
+        configs = [("tf32", 4, 16, 64, None), ("bf16", 4, 1, 64, None), ("tf32", 4, 1, 64, False)]
     if args.fast:  # few compiled configurations: fits a short device lease
-        configs = [("tf32", 4, 16, 64), ("bf16", 4, 1, 64)]
-        configs += [("tf32", nw, 1, bn) for nw in (2, 4) for bn in (16, 32, 64, 128)]
-    for prec, nw, bw, bn in configs:
+        configs = [("tf32", 4, 16, 64, None), ("tf32", 4, 1, 64, False), ("tf32", 8, 1, 64, False)]
+        configs += [("tf32", nw, 1, bn, None) for nw in (4, 8) for bn in (32, 64, 128)]
+    for prec, nw, bw, bn, pre in configs:
         holder: dict = {}
 
-        def go(prec=prec, nw=nw, bw=bw, bn=bn, holder=holder):
-            holder["out"] = launch(bt, st8, ln8, net, precision=prec, num_warps=nw, block_w=bw, bn=bn, store_debug=True)
+        def go(prec=prec, nw=nw, bw=bw, bn=bn, pre=pre, holder=holder):
+            holder["out"] = launch(bt, st8, ln8, net, precision=prec, num_warps=nw, block_w=bw, bn=bn, precompute=pre,
+                                   store_debug=True)
 
         s = timed(go, device, reps)
-        row = {"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn, "windows": 8, "bars": small_t, "kernel_s": s,
+        row = {"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn, "precompute": pre, "windows": 8,
+               "bars": small_t, "kernel_s": s,
                "us_per_bar": s / small_t * 1e6, **agreement(torch_actions, holder["out"].actions.cpu().numpy())}
         result["sweep"].append(row)
         print("sweep", row, flush=True)
@@ -195,20 +202,23 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
         for bw in sorted({r["block_w"] for r in result["sweep"] if r["precision"] == p}):
             best = min((r for r in result["sweep"] if r["precision"] == p and r["block_w"] == bw),
                        key=lambda r: r["kernel_s"])
-            big += [(p, best["num_warps"], bw, best["bn"], w, s) for w, s in ((8, starts8), (big_w, starts_big))]
+            big += [(p, best["num_warps"], bw, best["bn"], best["precompute"], w, s)
+                    for w, s in ((8, starts8), (big_w, starts_big))]
     metrics_inputs = None
-    for prec, nw, bw, bn, w, starts in big:
+    for prec, nw, bw, bn, pre, w, starts in big:
         st, ln = check_windows(market, starts, [big_t] * w)
         holder = {}
+        tune = dict(precision=prec, num_warps=nw, block_w=bw, bn=bn, precompute=pre)
 
-        def kern(st=st, ln=ln, holder=holder, prec=prec, nw=nw, bw=bw, bn=bn):
-            holder["out"] = launch(bt, st, ln, net, precision=prec, num_warps=nw, block_w=bw, bn=bn)
+        def kern(st=st, ln=ln, holder=holder, tune=tune):
+            holder["out"] = launch(bt, st, ln, net, **tune)
 
         k_s = timed(kern, device, reps)
-        e2e = timed(lambda st=st, ln=ln, prec=prec, nw=nw, bw=bw, bn=bn: run_fused(bt, st, ln, net, precision=prec,
-                                                                                    num_warps=nw, block_w=bw, bn=bn),
-                    device, reps, warmup=0)
-        result["rows"].append({"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn, "windows": w, "bars": big_t,
+        e2e = timed(lambda st=st, ln=ln, tune=tune: run_fused(bt, st, ln, net, **tune), device, reps, warmup=0)
+        result["rows"].append({"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn,
+                               "precompute": bool(bw == 1 and prec != "bf16" and pre is not False
+                                                  and w * big_t * 256 * 4 <= PRECOMPUTE_MAX_BYTES),
+                               "windows": w, "bars": big_t,
                                "kernel_s": k_s, "run_fused_s": e2e, "us_per_bar": k_s / big_t * 1e6,
                                "model_8x100k": MODEL[prec] if bw > 1 else "-"})
         print("fused", result["rows"][-1], flush=True)
@@ -242,15 +252,15 @@ def _print(res: dict) -> None:
           f"= {tr['us_per_bar']:.1f} µs/bar; 8 × 100 K: {tr['extrapolated_100k_s']:.2f} s{label}; "
           f"{tr['distinct_actions']} distinct greedy actions")
     print(f"(b) fused sweep, 8 × {res['sweep'][0]['bars']} bars:")
-    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'BN':>4} {'kernel s':>10} {'µs/bar':>9} {'agree':>7} {'differ':>7}")
+    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'BN':>4} {'pre':>5} {'kernel s':>10} {'µs/bar':>9} {'agree':>7} {'differ':>7}")
     for r in res["sweep"]:
-        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r.get('bn', '-'):>4} {r['kernel_s']:10.4f} {r['us_per_bar']:9.2f} "
+        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r.get('bn', '-'):>4} {str(r.get('precompute')):>5} {r['kernel_s']:10.4f} {r['us_per_bar']:9.2f} "
               f"{r['bars_before_first_difference']:7.1%} {r['windows_differing']:>5}/8")
-    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'BN':>4} {'W':>5} {'T':>8} {'kernel s':>10} {'run_fused s':>12} {'µs/bar':>9} "
+    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'BN':>4} {'pre':>5} {'W':>5} {'T':>8} {'kernel s':>10} {'run_fused s':>12} {'µs/bar':>9} "
           f"{'torch/fused':>12} {'model 8×100K':>13}")  # torch/fused: ratio of µs per bar
     for r in res["rows"]:
         speed = f"{tr['us_per_bar'] / r['us_per_bar']:12.1f}" if r["windows"] == 8 else f"{'-':>12}"
-        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r.get('bn', '-'):>4} {r['windows']:>5} {r['bars']:>8} {r['kernel_s']:10.3f} "
+        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r.get('bn', '-'):>4} {str(r.get('precompute')):>5} {r['windows']:>5} {r['bars']:>8} {r['kernel_s']:10.3f} "
               f"{r['run_fused_s']:12.3f} {r['us_per_bar']:9.2f} {speed} {r['model_8x100k']:>13}")
     mt = res["metrics"]
     g = f"{mt['graphed_s'] * 1e6:.0f} µs" if mt["graphed_s"] else "-"
