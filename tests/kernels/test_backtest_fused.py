@@ -222,6 +222,20 @@ def test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, path):
         assert (np.abs(pos[pos != 0]) < 0.94).any(), "Kelly sizing never scaled a position"
 
 
+@pytest.mark.parametrize("path", list(PATHS))
+def test_odd_layer_widths_are_padded_exactly(path):
+    """Hidden widths that are not powers of two (20, 24; heads of 12) on every MLP path: the
+    row path splits layer 3 into its heads at the unpadded width."""
+    market = small_market(3)
+    net = varied_net(market.obs_dim, 45, seed=3, hidden=(20, 24), head_hidden=12)
+    bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
+    ref = torch_run(bt, STARTS, LENGTHS, net)
+    st, ln = check_windows(market, STARTS, LENGTHS)
+    out = launch(bt, st, ln, net, precision="ieee", store_debug=True, **PATHS[path])
+    assert_same_actions(ref, out.actions.cpu().numpy())
+    compare(ref, out)
+
+
 @pytest.mark.parametrize("block_w", [1, 16])
 def test_bf16_kernel_equals_a_torch_net_with_bf16_weights_and_activations(block_w):
     market = small_market(1)
@@ -361,6 +375,7 @@ def test_gpu_compiled_kernel_passes_the_small_exact_cases():
     for path in PATHS:
         for case in CASES:
             test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, path)
+        test_odd_layer_widths_are_padded_exactly(path)
     for block_w in (1, 16):
         test_bf16_kernel_equals_a_torch_net_with_bf16_weights_and_activations(block_w)
     test_a_bust_ends_the_window_and_finished_windows_stop_changing()

@@ -133,6 +133,7 @@ class DuelingWeights:
     obs_dim: int
     n_actions: int
     slope: float
+    head_hidden: int = 0  # unpadded width of each head's hidden layer (0: H3 / 2)
 
     @property
     def dims(self) -> tuple[int, int, int, int, int]:
@@ -193,7 +194,7 @@ def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tup
     b3[:hh], b3[hh:2 * hh] = v1b.detach(), a1b.detach()
     b4[:n_act], b4[n_act] = a2b.detach(), v2b.detach()[0]
     ws = [w.to(dtype).contiguous() for w in (w1, w2, w3, w4)]
-    return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope))
+    return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope), hh)
 
 
 def _layer1_features(market: MarketArrays, starts: torch.Tensor, mean: torch.Tensor, inv: torch.Tensor,
@@ -242,6 +243,7 @@ def _backtest_kernel(
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
     ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
+    HH: tl.constexpr, HHP: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -317,7 +319,7 @@ def _backtest_kernel(
             if PRE:
                 h1_pre = ((pre_cur + tl.sum(expo) * wp0) + tl.sum(unreal) * wp1) + tl.sum(held) * wp2
             a = greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS, D, H1, H2, H3, A,
-                                  BN, ROUND, PRE)
+                                  BN, ROUND, PRE, HH, HHP)
         else:
             a = greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS,
                               D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, STAGES, PREC, F32_DOT)
@@ -420,6 +422,7 @@ def fused_backtest(
         raise ValueError(f"net expects {net.obs_dim} inputs, the market gives {n_feat} features + 3")
     D, H1, H2, H3, A = net.dims
     hmax = max(D, H1, H2, H3)
+    hh = net.head_hidden or H3 // 2
     bk = bk or (64 if want == torch.bfloat16 else 32)
     bk_hidden = min(bk, H1, H2, H3)
     tile_bytes = bk_hidden * max(H1, H2, H3, A) * net.w1.element_size()
@@ -474,7 +477,7 @@ def fused_backtest(
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
-        PRE=pre is not None,
+        PRE=pre is not None, HH=hh, HHP=_pow2(hh, 1),
         num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)
