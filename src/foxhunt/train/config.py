@@ -35,7 +35,7 @@ class TrainConfig(Section):
     warm_start: bool = Field(False, description="start each fold from the previous fold's weights instead of re-initialising")
     eval_buy_and_hold: bool = Field(True, description="also backtest buy-and-hold on each validation window")
     eval_chunk: int = Field(64, ge=1, le=4096, description="backtest steps per (captured) chunk")
-    eval_fused: bool = Field(False, description="on CUDA, backtest the greedy agent with the fused Triton kernel when it supports the network (opt-in: not yet verified on the GPU)")
+    eval_fused: bool = Field(True, description="on CUDA, run the validation backtests (greedy agent, buy-and-hold) in the fused Triton kernel when it covers the network (verified against the torch path on the H200); false: the torch path")
     save_curves: bool = Field(True, description="write each fold's validation return/position curves")
     save_trades: bool = Field(True, description="write each fold's validation round trips (trades.csv)")
     tensorboard: bool = Field(True, description="write TensorBoard event files (one point per epoch)")
