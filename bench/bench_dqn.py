@@ -3,7 +3,8 @@
 (a) collection env-steps/s (env step + online and target forward passes, ε-greedy, TD priority,
     replay write, monitor) at N = 128, 4K, 16K, 64K: one captured round per replay vs the same
     round run eagerly (plain PyTorch); variants with the env step compiled and with bf16 acting.
-(b) train updates/s at batch 4096, proportional PER over a 1 M-transition buffer (graphed vs eager).
+(b) train updates/s at batch 4096 over a 1 M-transition buffer, proportional PER and uniform: eager,
+    graphed, graphed + compile_learner, graphed + fused_train_step (one compiled program, no autograd).
 (c) host synchronisations per epoch: implicit ones counted with torch's sync debug mode, explicit
     event waits counted by construction (1 per epoch; 0 blocking waits in lagged mode).
 (d) Stable-Baselines3 DQN trained through the Gymnasium wrapper on the same data for the same number
@@ -16,6 +17,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import time
 import warnings
@@ -45,34 +47,61 @@ def random_market(n_bars: int, device: torch.device) -> MarketData:
 
 
 def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
+    """One collection variant. "fused*": fused env step; "fusedc*": + compile_learner; "fusedmlp*":
+    + fused_acting (the acting MLP as one Triton kernel); "*bf16": bf16 acting. A suffix
+    "@m<block_m>w<num_warps>b<bn>s<stages>" overrides the fused MLP's launch parameters."""
+    base, _, tune = variant.partition("@")
     cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=10**12,
-                    compile_env=(variant == "compiled"), fused_env=(variant.startswith("fused")),
-                    compile_learner=variant.startswith("fusedc"), matmul_precision="bf16" if variant.endswith("bf16") else "tf32",
-                    cuda_graphs=(variant != "eager"))
-    tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
-    t0 = time.perf_counter()
-    tr._round()  # eager warm-up + capture (and compile)
-    torch.cuda.synchronize() if market.device.type == "cuda" else None
-    setup = time.perf_counter() - t0
-    reps = 3 if variant == "eager" and n >= 16384 else 10
-    times = cuda_time(tr._round, repeats=reps, warmup=1)
+                    compile_env=(base == "compiled"), fused_env=(base.startswith("fused")),
+                    compile_learner=base.startswith("fusedc"), fused_acting=base.startswith("fusedmlp"),
+                    matmul_precision="bf16" if base.endswith("bf16") else "tf32", cuda_graphs=(base != "eager"))
+    saved = None
+    if tune:  # the launcher reads DEFAULTS at every launch: capture (first round) and replays use these
+        from foxhunt.kernels import dueling_mlp_fused as dmf
+
+        keys = {"m": "block_m", "w": "num_warps", "b": "bn", "s": "stages"}
+        prec = "bf16" if base.endswith("bf16") else "tf32"
+        saved = dict(dmf.DEFAULTS[prec])
+        dmf.DEFAULTS[prec].update({keys[k]: int(v) for k, v in re.findall(r"([mwbs])(\d+)", tune)})
+    try:
+        tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
+        t0 = time.perf_counter()
+        tr._round()  # eager warm-up + capture (and compile)
+        torch.cuda.synchronize() if market.device.type == "cuda" else None
+        setup = time.perf_counter() - t0
+        reps = 3 if variant == "eager" and n >= 16384 else 10
+        times = cuda_time(tr._round, repeats=reps, warmup=1)
+    finally:
+        if saved is not None:
+            dmf.DEFAULTS[prec].clear()
+            dmf.DEFAULTS[prec].update(saved)
     sec = float(np.median(times))
     return {"n_envs": n, "variant": variant, "rollout_len": rollout, "round_s": sec,
             "env_steps_per_s": n * rollout / sec, "setup_s": setup}
 
 
-def training(market: MarketData, graphs: bool, capacity: int, batch: int, sampler: str, compiled: bool = False) -> dict:
+def training(market: MarketData, graphs: bool, capacity: int, batch: int, sampler: str, compiled: bool = False,
+             fused: bool = False, over: dict | None = None) -> dict:
+    """Train-step throughput. compiled: torch.compile of loss and update around autograd
+    (compile_learner); fused: the whole step as one compiled program with a hand-written
+    backward (fused_train_step); over: further DQNConfig fields. setup_s: first call (warm-up,
+    compile, capture)."""
     n = 65_536 if market.device.type == "cuda" else 256
     rollout = max(1, capacity // n)
     cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=capacity, batch_size=batch, sampler=sampler,
-                    warmup_transitions=0, cuda_graphs=graphs, compile_learner=compiled)
+                    warmup_transitions=0, cuda_graphs=graphs, compile_learner=compiled, fused_train_step=fused,
+                    **(over or {}))
     tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
     tr._round()
+    t0 = time.perf_counter()
     tr._train()
+    torch.cuda.synchronize() if market.device.type == "cuda" else None
+    setup = time.perf_counter() - t0
     times = cuda_time(lambda: [tr._train() for _ in range(20)], repeats=5, warmup=1)
     per = float(np.median(times)) / 20
-    return {"graphs": graphs, "compiled": compiled, "batch": batch, "capacity": tr.replay.storage.capacity, "sampler": sampler,
-            "update_s": per, "updates_per_s": 1.0 / per}
+    return {"graphs": graphs, "compiled": compiled, "fused": fused, "over": over or {}, "batch": batch,
+            "capacity": tr.replay.storage.capacity, "sampler": sampler, "update_s": per, "updates_per_s": 1.0 / per,
+            "setup_s": setup}
 
 
 def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
@@ -186,6 +215,10 @@ def main() -> None:
         for n in sizes:
             extra = (["fused"] if dev.type == "cuda" and n >= 16_384 else []) + (["compiled"] if dev.type == "cuda" and n >= 65_536 else [])
             variants = ["eager", "graph"] + extra + (["fused-bf16", "fusedc-bf16"] if dev.type == "cuda" and n >= 65_536 else [])
+            # The fused acting MLP (CUDA only: --quick on the CPU skips it); at 64 K also launch-parameter variants.
+            variants += ["fusedmlp-bf16", "fusedmlp-tf32"] if dev.type == "cuda" and n >= 16_384 else []
+            variants += (["fusedmlp-bf16@m64w8b64s2", "fusedmlp-bf16@m128w8b64s2", "fusedmlp-tf32@m64w4b16s2"]
+                         if dev.type == "cuda" and n >= 65_536 else [])
             if args.variants:
                 variants = [v for v in variants if v in args.variants.split(",")]
             for variant in variants:
@@ -195,15 +228,24 @@ def main() -> None:
                     write_result(name, res)  # partial results survive a timeout
     if "b" in args.only:
         cap, batch = (1 << 20, 4096) if dev.type == "cuda" else (4096, 256)
-        variants = [(False, False), (True, False), (True, True)] if dev.type == "cuda" else [(False, False)]
-        for graphs, compiled in variants:
+        # (graphs, compiled, fused); on the CPU (--quick) the fused row smoke-tests the compiled program.
+        variants = ([(False, False, False), (True, False, False), (True, True, False), (True, False, True)]
+                    if dev.type == "cuda" else [(False, False, False), (False, False, True)])
+        for graphs, compiled, fused in variants:
             for sampler in ("proportional", "uniform"):
                 if compiled and sampler == "uniform":
                     continue
-                r = guarded("training", training, market, graphs, cap, batch, sampler, compiled)
+                if fused and dev.type != "cuda" and sampler == "proportional":
+                    continue
+                r = guarded("training", training, market, graphs, cap, batch, sampler, compiled, fused)
                 if r:
                     res["training"].append(r)
                     write_result(name, res)
+        if dev.type == "cuda" and "fused_replay" in DQNConfig.model_fields:  # fused step + fused PER trees
+            r = guarded("training", training, market, True, cap, batch, "proportional", False, True, {"fused_replay": True})
+            if r:
+                res["training"].append(r)
+                write_result(name, res)
     if "c" in args.only and dev.type == "cuda":
         for lagged in (False, True):
             r = guarded("syncs", syncs_per_epoch, market, lagged)
@@ -218,7 +260,9 @@ def main() -> None:
     for r in res["collection"]:
         print(f"{r['n_envs']:>8} {r['variant']:>9} {r['env_steps_per_s']:>14,.0f}")
     for r in res["training"]:
-        print(f"train batch {r['batch']} cap {r['capacity']} {r['sampler']:>12} graphs={r['graphs']} compiled={r['compiled']}: {r['updates_per_s']:,.0f} updates/s")
+        print(f"train batch {r['batch']} cap {r['capacity']} {r['sampler']:>12} graphs={r['graphs']} compiled={r['compiled']} "
+              f"fused={r['fused']}{''.join(f' {k}={v}' for k, v in r['over'].items())}: {r['updates_per_s']:,.0f} updates/s "
+              f"(setup {r['setup_s']:.1f} s)")
     for r in res["syncs"]:
         print(f"syncs/epoch lagged={r['lagged']}: implicit {r['implicit_syncs_per_epoch']}, blocking waits {r['blocking_event_waits_per_epoch']}")
     if res.get("sb3"):

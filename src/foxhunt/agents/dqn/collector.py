@@ -5,20 +5,97 @@ Each step gathers observations, runs the online network, picks ε-greedy actions
 target network on it and writes the transitions with |TD| as their initial priority. No host
 reads; ε comes from a device schedule over the device step counter, so a captured round replays
 with the current ε.
+
+``DQNConfig.fused_acting`` runs both forward passes as one fused Triton MLP kernel each
+(``foxhunt.kernels.dueling_mlp_fused``: activations stay on chip; the online pass also writes the
+greedy action, the target pass only the row max). The kernel reads packed copies of the weights,
+refreshed in place at the start of every round (inside the captured graph).
 """
 
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
 from foxhunt.agents.dqn.learner import QLearner, linear_schedule
 from foxhunt.agents.monitor import EpochMonitor
-from foxhunt.agents.networks import N_FACTORED_ACTIONS
+from foxhunt.agents.networks import N_FACTORED_ACTIONS, DuelingQNet
 from foxhunt.agents.replay import ReplayBuffer, Transitions
 from foxhunt.env import VecTradingEnv
 from foxhunt.env.fused import FusedEnvStep
+
+
+FUSED_MAX_WIDTH = 512
+FUSED_PRECISION = {"fp32": "ieee", "tf32": "tf32", "bf16": "bf16"}  # matmul_precision → kernel precision
+
+
+def fused_acting_unsupported(net: nn.Module, device: torch.device) -> str | None:
+    """Why the fused acting kernel cannot run ``net`` on ``device`` (None when it can). The network
+    rules are ``foxhunt.backtest.fused.net_unsupported``'s (agents do not import the backtest)."""
+    try:
+        from foxhunt.kernels import dueling_mlp_fused
+    except ImportError as exc:  # triton missing (or broken)
+        return f"triton is not available ({exc})"
+    if device.type != "cuda" and not dueling_mlp_fused.is_interpreted():
+        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
+    if not isinstance(net, DuelingQNet) or type(net).forward is not DuelingQNet.forward:
+        return f"the network is a {type(net).__name__}, not a DuelingQNet"
+    lin, act = nn.Linear, nn.LeakyReLU
+    kinds = [[type(m) for m in seq.children()] for seq in (net.trunk, net.value, net.advantage)]
+    if kinds != [[lin, act, lin, act], [lin, act, lin], [lin, act, lin]]:
+        return "the kernel needs two trunk layers (dqn.hidden of length 2) and Linear-LeakyReLU-Linear heads"
+    mods = [m for seq in (net.trunk, net.value, net.advantage) for m in seq.children()]
+    if len({m.negative_slope for m in mods if isinstance(m, act)}) != 1:
+        return "the kernel needs one LeakyReLU slope for every layer"
+    t1, t2, v1 = net.trunk[0], net.trunk[2], net.value[0]
+    if max(t1.in_features, t1.out_features, t2.out_features, 2 * v1.out_features, net.n_actions + 1) > FUSED_MAX_WIDTH:
+        return f"layers wider than {FUSED_MAX_WIDTH} units"  # the kernel holds [BLOCK_M, width] tiles on chip
+    if any(p.dtype != torch.float32 or p.device.type != device.type for p in net.parameters()):
+        return "the network's parameters are not float32 on the env's device"
+    return None
+
+
+class FusedActing:
+    """The collector's two forward passes through the fused kernel: packed online and target
+    weights (refreshed in place by ``refresh``) and preallocated outputs (graph-safe).
+
+    q [N, n_actions] f32 and greedy [N] i64 of the online net; q_next_max [N] f32 of the target."""
+
+    def __init__(self, learner: QLearner, n: int, n_actions: int, precision: str) -> None:
+        reason = fused_acting_unsupported(learner.online, learner.device)
+        if reason is None and learner.online.n_actions != n_actions:
+            reason = f"the network has {learner.online.n_actions} actions, the env {n_actions}"
+        if reason is not None:
+            raise ValueError(f"fused acting unavailable: {reason}")
+        from foxhunt.kernels import dueling_mlp_fused as k
+
+        self.k = k
+        self.learner = learner
+        self.precision = FUSED_PRECISION[precision]
+        self.online = k.pack_net(learner.online, self.precision)
+        self.target = k.pack_net(learner.target, self.precision)
+        dev = learner.device
+        self.q = torch.zeros((n, n_actions), dtype=torch.float32, device=dev)
+        self.greedy = torch.zeros(n, dtype=torch.int64, device=dev)
+        self.q_next_max = torch.zeros(n, dtype=torch.float32, device=dev)
+
+    def refresh(self) -> None:
+        """Copy the current online and target weights into the packed buffers (in place)."""
+        for net, packed in ((self.learner.online, self.online), (self.learner.target, self.target)):
+            trunk, value, adv, _ = self.k.dueling_pairs(net)
+            self.k.pack_dueling_into(trunk, value, adv, packed)
+
+    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Q [N, n_actions], greedy action [N]) of the online net on obs [N, obs_dim]."""
+        self.k.fused_dueling_q(self.online, obs, precision=self.precision, q=self.q, argmax=self.greedy)
+        return self.q, self.greedy
+
+    def next_max(self, next_obs: torch.Tensor) -> torch.Tensor:
+        """max_a Q_target(next_obs, a): [N]."""
+        self.k.fused_dueling_q(self.target, next_obs, precision=self.precision, q=False, q_max=self.q_next_max)
+        return self.q_next_max
 
 
 class Collector:
@@ -64,6 +141,10 @@ class Collector:
         # compiling them (compile_learner) lets inductor fuse the elementwise work into fewer passes.
         self._online = torch.compile(learner.online, dynamic=False) if cfg.compile_learner else learner.online
         self._target = torch.compile(learner.target, dynamic=False) if cfg.compile_learner else learner.target
+        # fused_acting: both forward passes as one Triton kernel each (ValueError when it cannot run).
+        self._fused = FusedActing(learner, n, env.n_actions, cfg.matmul_precision) if cfg.fused_acting else None
+        if self._fused is not None:
+            self._fused.refresh()  # step() may run before the first round()
         if cfg.fused_env:
             self._env_step = FusedEnvStep(env)  # ValueError naming the reason when it cannot run
         elif cfg.compile_env:
@@ -87,13 +168,17 @@ class Collector:
         """Step k of the round: one lockstep env step of all N envs (device work only)."""
         cfg, env, learner = self.cfg, self.env, self.learner
         obs = env.observe()
-        q = self._q(self._online, obs)
+        if self._fused is not None:
+            q, greedy = self._fused.act(obs)
+        else:
+            q = self._q(self._online, obs)
+            greedy = q.argmax(dim=1)
         self.epsilon.copy_(linear_schedule(cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps, self.env_steps))
         torch.rand(self._u.shape, generator=self.generator, device=self._u.device, out=self._u)
         torch.randint(0, self.n_actions, self._rand_action.shape, generator=self.generator,
                       device=self._rand_action.device, out=self._rand_action)
         actions = self.r_action[k]
-        torch.where(self._u < self.epsilon, self._rand_action, q.argmax(dim=1), out=actions)
+        torch.where(self._u < self.epsilon, self._rand_action, greedy, out=actions)
         self.r_bar[k].copy_(env.state.bar)
         self.r_portfolio[k].copy_(obs[:, self._n_market:])
         bonus = None
@@ -103,7 +188,10 @@ class Collector:
             bonus.copy_(self.curiosity.bonus(obs, actions, self.r_bar[k]))
         out = self._env_step(actions, curiosity=bonus)
         next_obs = env.market.observe(out.next_bar, out.next_portfolio, self._next_obs)
-        q_next = self._q(self._target, next_obs).amax(dim=1)
+        if self._fused is not None:
+            q_next = self._fused.next_max(next_obs)
+        else:
+            q_next = self._q(self._target, next_obs).amax(dim=1)
         # A time-limit end (truncation) is not terminal: its value is bootstrapped.
         terminal = self.r_terminal[k]
         torch.logical_and(out.done, ~out.truncated, out=terminal)
@@ -132,6 +220,8 @@ class Collector:
 
     def round(self) -> None:
         """``rollout_len`` steps and the flush (the body that is captured as one CUDA graph)."""
+        if self._fused is not None:
+            self._fused.refresh()  # weights changed in the train steps since the last round
         for k in range(self.cfg.rollout_len):
             self.step(k)
         self.flush()

@@ -67,6 +67,7 @@ class DQNConfig(Section):
     fused_train_step: bool = Field(False, description="train step as one torch.compile'd program with a hand-written backward (no autograd; supersedes compile_learner for the train step)")
     fused_env: bool = Field(False, description="run the env step as one fused Triton kernel (CUDA; CPU needs TRITON_INTERPRET=1)")
     fused_replay: bool = Field(False, description="proportional PER sum/min trees as Triton kernels, same bits (CUDA; CPU needs TRITON_INTERPRET=1)")
+    fused_acting: bool = Field(False, description="run the acting forward passes (online on obs, target on next obs) as one fused Triton MLP kernel each (CUDA; CPU needs TRITON_INTERPRET=1); precision follows matmul_precision")
     compile_env: bool = Field(False, description="torch.compile the env step (fuses its ~450 small kernels)")
     lagged_readback: bool = Field(False, description="read epoch e's summary during epoch e+1")
     # Persistent epoch state: reset flags applied on the device at each epoch start
