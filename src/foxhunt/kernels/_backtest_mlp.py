@@ -113,8 +113,7 @@ def _matvec(v, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, n0, BN: tl.conste
 @triton.jit
 def greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS: tl.constexpr,
                       D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr, A: tl.constexpr,
-                      BN: tl.constexpr, ROUND: tl.constexpr, PRE: tl.constexpr, HH: tl.constexpr,
-                      HHP: tl.constexpr):
+                      BN: tl.constexpr, ROUND: tl.constexpr, PRE: tl.constexpr):
     """``greedy_action`` for ONE window (x: [1, D]) as matrix-vector products on the CUDA cores.
 
     Why: a window's bars form a dependent chain, so one window's time per bar is what counts, and
@@ -124,7 +123,6 @@ def greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTION
     is written to memory and no chunk of a register tensor is ever sliced.
     PRE: layer 1's pre-activation arrives as ``h1_pre`` [H1] (its feature part precomputed for all
     bars before the loop, the portfolio part added by the caller) and ``x`` is unused.
-    HH: the heads' hidden width (unpadded), HHP: the next power of two.
     Returns int32 [1] (the first maximal index on exact ties).
     """
     if PRE:
@@ -132,31 +130,14 @@ def greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTION
     else:
         xv = tl.sum(x, axis=0)  # [D]: drops the single row
         h1 = leaky(_matvec(xv, w1, b1, D, H1, 0, H1, ROUND), slope)
-    # Layer 3 is kept as its two heads (value columns [0, HH), advantage columns [HH, 2·HH)) so
-    # that layer 4 reads only its non-zero blocks: the advantage block [HH, A] and the value column,
-    # half of the block-diagonal [H3, A] matrix's bytes.
-    jv = tl.arange(0, HHP)
-    mv = jv < HH
-    acc_v = tl.zeros([HHP], dtype=tl.float32)
-    acc_a = tl.zeros([HHP], dtype=tl.float32)
+    acc3 = tl.zeros([H3], dtype=tl.float32)
+    j = tl.arange(0, H3)
     for c in tl.static_range(0, H2, BN):
         h2c = leaky(_matvec(h1, w2, b2, H1, H2, c, BN, ROUND), slope)  # [BN]
         if ROUND:
             h2c = h2c.to(tl.bfloat16).to(tl.float32)
-        rows = (c + tl.arange(0, BN))[:, None] * H3
-        w3v = tl.load(w3 + rows + jv[None, :], mask=mv[None, :], other=0.0).to(tl.float32)  # [BN, HHP]
-        w3a = tl.load(w3 + rows + (HH + jv)[None, :], mask=mv[None, :], other=0.0).to(tl.float32)
-        acc_v += tl.sum(h2c[:, None] * w3v, axis=0)
-        acc_a += tl.sum(h2c[:, None] * w3a, axis=0)
-    h3v = leaky(acc_v + tl.load(b3 + jv, mask=mv, other=0.0), slope)  # padded units: LeakyReLU(0) = 0
-    h3a = leaky(acc_a + tl.load(b3 + HH + jv, mask=mv, other=0.0), slope)
-    if ROUND:
-        h3v = h3v.to(tl.bfloat16).to(tl.float32)
-        h3a = h3a.to(tl.bfloat16).to(tl.float32)
-    ca = tl.arange(0, A)
-    wa = tl.load(w4 + (HH + jv)[:, None] * A + ca[None, :], mask=mv[:, None], other=0.0).to(tl.float32)  # [HHP, A]
-    adv = tl.sum(h3a[:, None] * wa, axis=0)  # [A]; the value column's weights here are zeros
-    wv = tl.load(w4 + jv * A + N_ACTIONS, mask=mv, other=0.0).to(tl.float32)
-    value = tl.sum(h3v * wv, axis=0)
-    out = (adv + tl.where(ca == N_ACTIONS, value, 0.0)) + tl.load(b4 + ca)
+        w3c = tl.load(w3 + (c + tl.arange(0, BN))[:, None] * H3 + j[None, :]).to(tl.float32)  # [BN, H3]
+        acc3 += tl.sum(h2c[:, None] * w3c, axis=0)
+    h3 = leaky(acc3 + tl.load(b3 + j), slope)
+    out = _matvec(h3, w4, b4, H3, A, 0, A, ROUND)  # [A]
     return dueling_argmax(out[None, :], N_ACTIONS, A)

@@ -243,7 +243,6 @@ def _backtest_kernel(
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
     ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
-    HH: tl.constexpr, HHP: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -319,7 +318,7 @@ def _backtest_kernel(
             if PRE:
                 h1_pre = ((pre_cur + tl.sum(expo) * wp0) + tl.sum(unreal) * wp1) + tl.sum(held) * wp2
             a = greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS, D, H1, H2, H3, A,
-                                  BN, ROUND, PRE, HH, HHP)
+                                  BN, ROUND, PRE)
         else:
             a = greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS,
                               D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, STAGES, PREC, F32_DOT)
@@ -422,7 +421,6 @@ def fused_backtest(
         raise ValueError(f"net expects {net.obs_dim} inputs, the market gives {n_feat} features + 3")
     D, H1, H2, H3, A = net.dims
     hmax = max(D, H1, H2, H3)
-    hh = net.head_hidden or H3 // 2
     bk = bk or (64 if want == torch.bfloat16 else 32)
     bk_hidden = min(bk, H1, H2, H3)
     tile_bytes = bk_hidden * max(H1, H2, H3, A) * net.w1.element_size()
@@ -477,7 +475,7 @@ def fused_backtest(
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
-        PRE=pre is not None, HH=hh, HHP=_pow2(hh, 1),
+        PRE=pre is not None,
         num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)
