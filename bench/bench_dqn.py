@@ -246,6 +246,11 @@ def main() -> None:
             if r:
                 res["training"].append(r)
                 write_result(name, res)
+        if dev.type == "cuda":  # fused step + WidePER (32-ary Triton trees)
+            r = guarded("training", training, market, True, cap, batch, "proportional_wide", False, True)
+            if r:
+                res["training"].append(r)
+                write_result(name, res)
     if "c" in args.only and dev.type == "cuda":
         for lagged in (False, True):
             r = guarded("syncs", syncs_per_epoch, market, lagged)

@@ -3,7 +3,8 @@
 One step = ``sample(B)`` + TD errors from the sampled indices + ``update_priorities``, over a full
 buffer. Numbers are measured side by side in one run; the graph column replays one captured step.
 The "fused" rows run proportional PER's trees as Triton kernels (``ProportionalPER(fused=True)``,
-the same bits as the torch rows); they need CUDA and are skipped (and listed) elsewhere.
+the same bits as the torch rows); the "wide" row runs ``WidePER`` (32-ary sum/min trees, 4 levels
+at 1 M slots, Triton). They need CUDA and are skipped (and listed) elsewhere.
 
     python bench/bench_replay.py            # 1 M slots, batch 4096, on CUDA when present
     python bench/bench_replay.py --quick    # small CPU run (a smoke test of the harness)
@@ -29,7 +30,7 @@ from typing import Callable
 
 import torch
 
-from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Transitions, UniformSampler
+from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Transitions, UniformSampler, WidePER
 from foxhunt.agents.replay.sum_tree import fused_unavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -95,6 +96,7 @@ def graphed(fn: Callable[[], None], generator: torch.Generator) -> Callable[[], 
 
 
 FUSED = "proportional (fused Triton trees)"
+WIDE = "proportional (wide 32-ary Triton tree)"
 
 
 def fused_skip_reason(device: torch.device) -> str | None:
@@ -113,6 +115,7 @@ def cases(storage: ReplayStorage):
     if fused_skip_reason(storage.device) is None:
         yield FUSED, ProportionalPER(storage, seed=1, fused=True), "step"
         yield f"{FUSED[:-1]}, search_level=0)", ProportionalPER(storage, search_level=0, seed=1, fused=True), "step"
+        yield WIDE, WidePER(storage, seed=1, backend="triton"), "step"
     yield "proportional (partial rebuild)", ProportionalPER(storage, rebuild="partial", seed=1), "step"
     yield "proportional (full rebuild)", ProportionalPER(storage, rebuild="full", seed=1), "step"
     yield "proportional (search_level=0)", ProportionalPER(storage, search_level=0, seed=1), "step"
@@ -167,6 +170,7 @@ def main(argv: list[str] | None = None) -> dict:
     best = {r["name"]: r["graph_us"] if r["graph_us"] is not None else r["eager_us"] for r in rows}
     default_row = next(k for k in best if k.startswith("proportional (default"))
     fused_ratio = best[default_row] / best[FUSED] if FUSED in best else None  # the ratio the fused trees are for
+    wide_ratio = best[default_row] / best[WIDE] if WIDE in best else None
     result = {
         "bench": "replay",
         "device": dev.type,
@@ -180,8 +184,9 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu_threads": torch.get_num_threads(),
         "step": "sample(B) + update_priorities(B), no gather",
         "results": rows,
-        "skipped": [] if skip is None else [f"{FUSED}: {skip}"],
+        "skipped": [] if skip is None else [f"{FUSED}: {skip}", f"{WIDE}: {skip}"],
         "fused_speedup_vs_default": fused_ratio,
+        "wide_speedup_vs_default": wide_ratio,
     }
     out = args.out or ROOT / "bench" / "results" / f"replay_{dev.type}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -197,6 +202,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{r['name']:40s} {r['eager_us']:10.1f} {g:>10s} {sp:>8s} {sps:>12s}")
     if fused_ratio is not None:
         print(f"fused trees vs the default torch trees: {fused_ratio:.2f}x per step (best of eager / graph)")
+    if wide_ratio is not None:
+        print(f"wide 32-ary trees vs the default torch trees: {wide_ratio:.2f}x per step (best of eager / graph)")
     for line in result["skipped"]:
         print(f"skipped {line}")
     print(f"wrote {out}")

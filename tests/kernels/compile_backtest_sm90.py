@@ -22,13 +22,16 @@ from triton.compiler import ASTSource
 
 from foxhunt.kernels import backtest_fused as bf
 
-INTS = ("n_windows", "n_bars", "n_steps", "n_feat", "kelly_min_trades")
+INTS = ("n_windows", "n_bars", "n_steps", "n_feat", "kelly_min_trades", "given_cols")
 
 
 def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims=(64, 256, 256, 256, 64),
                  n_actions: int = 45, exposure: bool = False, has_volume: bool = True, kelly: bool = False,
-                 debug: bool = False, trades: bool = False, stages: int = 3):
-    """Compile one configuration (the launcher's constexpr choices); returns (compiled kernel, seconds)."""
+                 debug: bool = False, trades: bool = False, stages: int = 3, bn: int = 64, given: bool = False,
+                 pre: bool = False):
+    """Compile one configuration (the launcher's constexpr choices); returns (compiled kernel, seconds).
+
+    block_w 1 is the row path (bn: its column chunk; pre: layer 1 precomputed); given: fixed actions."""
     D, H1, H2, H3, A = dims
     wdt = "bf16" if prec == "bf16" else "fp32"
     bk = 64 if prec == "bf16" else 32
@@ -37,9 +40,9 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
     ptrs = {n: "*fp32" for n in ("feat_ptr", "ohlc_ptr", "volume_ptr", "logret_ptr", "range_ptr", "med_range_ptr",
                                  "med_absret_ptr", "mean_ptr", "inv_ptr", "b1", "b2", "b3", "b4", "ret_ptr", "pos_ptr",
                                  "tret_ptr", "final_ptr", "act_ptr", "status_ptr", "tside_ptr", "tsize_ptr",
-                                 "tcost_ptr", "tentry_ptr")}
+                                 "tcost_ptr", "tentry_ptr", "pre_ptr")}
     ptrs.update(start_ptr="*i64", len_ptr="*i64", tclosed_ptr="*i8", w1=f"*{wdt}", w2=f"*{wdt}", w3=f"*{wdt}",
-                w4=f"*{wdt}", scratch_ptr=f"*{wdt}")
+                w4=f"*{wdt}", scratch_ptr=f"*{wdt}", given_ptr="*i64")
     if debug:
         ptrs.update(act_ptr="*i32", status_ptr="*i8")
     if trades:
@@ -47,7 +50,8 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
     consts = dict(N_ACTIONS=n_actions, D=D, H1=H1, H2=H2, H3=H3, A=A, HMAX=max(D, H1, H2, H3), BLOCK_W=block_w,
                   BK1=min(bk, D), BK=bkh, STAGES=stages, PREC="ieee" if prec == "bf16" else prec,
                   F32_DOT=prec != "bf16", EXPOSURE=exposure, HAS_VOLUME=has_volume, KELLY=kelly,
-                  STORE_DEBUG=debug, STORE_TRADES=trades)
+                  STORE_DEBUG=debug, STORE_TRADES=trades, ROW=block_w == 1, BN=min(bn, H2), ROUND=prec == "bf16",
+                  GIVEN=given, PRE=pre)
     fn = bf._backtest_kernel
     if type(fn).__name__ != "JITFunction":
         raise RuntimeError("the kernel module was imported with TRITON_INTERPRET=1; run with it unset or 0")
@@ -76,7 +80,8 @@ def resource_usage(cubin: bytes) -> str:
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     configs = [dict(prec="tf32"), dict(prec="tf32", num_warps=8), dict(prec="bf16"), dict(prec="bf16", num_warps=8),
-               dict(prec="ieee"), dict(prec="tf32", block_w=32, num_warps=8)]
+               dict(prec="ieee"), dict(prec="tf32", block_w=32, num_warps=8), dict(prec="tf32", block_w=1),
+               dict(prec="tf32", block_w=1, pre=True), dict(prec="bf16", block_w=1), dict(prec="tf32", given=True)]
     for cfg in configs:
         kernel, secs = compile_sm90(**cfg)
         ptx = kernel.asm["ptx"]

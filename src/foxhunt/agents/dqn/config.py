@@ -25,7 +25,8 @@ class DQNConfig(Section):
     # Replay
     buffer_capacity: int = Field(200_000, ge=64, description="transitions (rounded down to a multiple of n_envs)")
     warmup_transitions: int = Field(4_096, ge=0, description="transitions collected before training starts")
-    sampler: Literal["uniform", "proportional", "rank"] = "proportional"
+    sampler: Literal["uniform", "proportional", "rank", "proportional_wide"] = Field(
+        "proportional", description="replay sampler; proportional_wide: proportional PER on 32-ary sum/min trees (WidePER: 4 levels for 1 M slots; Triton on CUDA or TRITON_INTERPRET=1, else torch)")
     per_alpha: float = Field(0.6, ge=0.0, le=1.0)
     per_beta_start: float = Field(0.4, ge=0.0, le=1.0)
     per_beta_end: float = Field(1.0, ge=0.0, le=1.0)

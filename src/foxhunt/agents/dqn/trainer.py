@@ -19,7 +19,7 @@ from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
 from foxhunt.agents.dqn.learner import QLearner
 from foxhunt.agents.monitor import EpochMonitor, EpochSummary
-from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayBuffer, ReplayStorage, UniformSampler
+from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayBuffer, ReplayStorage, UniformSampler, WidePER
 from foxhunt.env import RESET_DSR, RESET_PORTFOLIO, RESET_VOL, EnvParams, VecTradingEnv
 from foxhunt.errors import FoxhuntError
 from foxhunt.folds import FoldRange
@@ -67,6 +67,8 @@ class DQNTrainer:
             # deterministic on CUDA) saves nothing there, so they start at the root (measured faster).
             sampler = ProportionalPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
                                       fused=cfg.fused_replay, search_level=0 if cfg.fused_replay else 16)
+        elif cfg.sampler == "proportional_wide":
+            sampler = WidePER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed)
         else:
             sampler = RankPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, refresh_every=cfg.rank_refresh, seed=seed)
         self.replay = ReplayBuffer(storage, sampler)

@@ -23,6 +23,7 @@ from foxhunt.agents.replay.rank import RankPER
 from foxhunt.agents.replay.storage import ReplayStorage, SampledBatch, Transitions
 from foxhunt.agents.replay.sum_tree import SegmentTree
 from foxhunt.agents.replay.uniform import UniformSampler
+from foxhunt.agents.replay.wide_per import WidePER, WideTree
 
 if TYPE_CHECKING:
     from foxhunt.market import MarketData
@@ -37,6 +38,8 @@ __all__ = [
     "SegmentTree",
     "Transitions",
     "UniformSampler",
+    "WidePER",
+    "WideTree",
 ]
 
 

@@ -1,0 +1,280 @@
+"""Proportional prioritised replay over B-ary (default 32-ary) sum / min trees: ``WidePER``.
+
+The same sampler as ``ProportionalPER`` (p_i = (|δ_i| + eps)^alpha, P(i) = p_i / Σp, stratified
+draws, IS weights w_i = (p_min / p_i)^β with p_min over the buffer (min tree) or the batch, new
+transitions at the max priority seen or at (|δ|+eps)^alpha, duplicates in one update keep the max,
+non-finite δ count as 0, beta a device scalar), but its trees have 32 children a node instead of
+2: 1 M slots need 4 levels instead of 20, so a sample is 4 dependent 128-byte reads per draw and
+an update rebuilds 4 levels (the binary trees' 20 dependent steps dominated the PER train step).
+
+Layout, float order and the descent's rule: ``foxhunt.kernels.wide_tree_fused`` (the module
+docstring). In short: level d of the tree starts at start(d) (the root at B - 1, every sibling
+block B-aligned); a sum node is its B children added in float64 left to right, rounded once; the
+descent walks a node's children left to right with a float64 remainder, taking the first child
+with rem < c_k and c_k > 0, else clamping to the last positive child (and every lower level's).
+
+Backends: the Triton kernels (``backend="triton"``: CUDA, or TRITON_INTERPRET=1 on a CPU) or this
+module's plain-torch twin (``backend="torch"``) of the same layout and float order; "auto" (the
+default) picks Triton where it runs, else torch. The two give bitwise the same leaves, trees and
+weights. Everything is fixed-shape with no host reads: sample + update can be captured in a CUDA
+graph (register ``sampler.generator`` with the graph).
+
+State: ``sum_tree.tree``, ``min_tree.tree`` and ``max_priority`` (the names ProportionalPER uses, so
+the trainer's checkpoint saves and restores them unchanged).
+
+Bulk writes (``on_add`` of a collection round) rebuild every level when that reads fewer nodes
+than rebuilding the touched ancestors: n_leaves·B/(B-1) < S·B·depth (host-known sizes only). Both
+rebuilds give the same bits.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+
+from foxhunt.agents.replay.base import SamplerBase, clean_abs
+from foxhunt.agents.replay.storage import ReplayStorage
+
+Op = Literal["sum", "min"]
+
+
+def _level_start(branch: int, d: int) -> int:
+    """Flat offset of level d (kept equal to ``wide_tree_fused.level_start``; the kernels are optional)."""
+    return branch - 1 if d == 0 else branch + branch * (branch ** (d - 1) - 1) // (branch - 1)
+
+
+def triton_unavailable(device: torch.device | str) -> str | None:
+    """Why the wide-tree Triton kernels cannot run on ``device`` (None when they can)."""
+    try:
+        from foxhunt.kernels import wide_tree_fused
+    except ImportError as exc:
+        return f"triton is not available ({exc})"
+    if torch.device(device).type != "cuda" and not wide_tree_fused.is_interpreted():
+        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
+    return None
+
+
+class WideTree:
+    """One B-ary tree (sum or min) over ``capacity`` leaves, as one flat device buffer ``tree``.
+
+    capacity >= 1; branch: B, a power of two >= 2; depth = max(1, ceil(log_B capacity)).
+    Views: ``levels[d]`` [B**d], ``leaves`` [B**depth] (first ``capacity`` usable), ``root`` [1],
+    ``rows`` [size / B, B] (row r = elements r·B .. r·B + B - 1: the child block of node r + B - 2).
+    """
+
+    def __init__(self, capacity: int, op: Op = "sum", branch: int = 32, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str = "cpu") -> None:
+        if capacity < 1:
+            raise ValueError(f"WideTree: capacity must be >= 1, got {capacity}")
+        if branch < 2 or branch & (branch - 1):
+            raise ValueError(f"WideTree: branch must be a power of two >= 2, got {branch}")
+        if op not in ("sum", "min") or dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"WideTree: op 'sum'|'min' and dtype float32|float64 expected, got {op!r}, {dtype}")
+        self.capacity, self.op, self.branch, self.dtype = int(capacity), op, int(branch), dtype
+        self.device = torch.device(device)
+        self.depth = 1
+        while branch**self.depth < capacity:
+            self.depth += 1
+        self.n_leaves = branch**self.depth
+        self.starts = [_level_start(branch, d) for d in range(self.depth + 1)]
+        self.size = self.starts[-1] + self.n_leaves
+        self.identity = 0.0 if op == "sum" else float("inf")
+        self.tree = torch.full((self.size,), self.identity, dtype=dtype, device=self.device)
+        self.rows = self.tree.view(-1, branch)
+        self.levels = [self.tree[s: s + branch**d] for d, s in enumerate(self.starts)]
+
+    @property
+    def leaves(self) -> torch.Tensor:
+        return self.levels[self.depth]
+
+    @property
+    def root(self) -> torch.Tensor:
+        """[1] view: Σ (sum tree) or min (min tree) of the leaves."""
+        return self.levels[0]
+
+    def clear(self) -> None:
+        self.tree.fill_(self.identity)
+
+
+# ---------------------------------------------------------------------------------------------- torch twin
+def _combine_rows(kids: torch.Tensor, op: Op) -> torch.Tensor:
+    """[P, B] children → [P] parents: float64 left-to-right sum rounded once, or the min."""
+    if op == "min":
+        return kids.amin(1)
+    acc = kids[:, 0].to(torch.float64)
+    for k in range(1, kids.shape[1]):  # the kernels' order (a cumsum/sum would leave it to torch)
+        acc = acc + kids[:, k].to(torch.float64)
+    return acc.to(kids.dtype)
+
+
+def write_leaves_torch(trees: tuple[WideTree, WideTree], indices: torch.Tensor, values: torch.Tensor,
+                       running_max: torch.Tensor | None = None) -> None:
+    """Leaves[indices] := values in both trees (duplicates keep the max); running_max (0-d) := max."""
+    for t in trees:
+        t.leaves.scatter_reduce_(0, indices, values.to(t.dtype), reduce="amax", include_self=False)
+    if running_max is not None:
+        torch.maximum(running_max, values.max().to(running_max.dtype), out=running_max)
+
+
+def rebuild_torch(trees: tuple[WideTree, WideTree], indices: torch.Tensor | None) -> None:
+    """The touched leaves' ancestors ([S] int64 leaf indices) or every node (None), leaves up."""
+    t0 = trees[0]
+    b, log2b = t0.branch, t0.branch.bit_length() - 1
+    for d in range(t0.depth - 1, -1, -1):
+        for t in trees:
+            kids_row0 = t.starts[d + 1] // b  # row of the level's first child block
+            if indices is None:
+                rows = t.rows[kids_row0: kids_row0 + b**d]
+                t.levels[d].copy_(_combine_rows(rows, t.op))
+            else:
+                j = torch.bitwise_right_shift(indices, log2b * (t0.depth - d))
+                rows = t.rows.index_select(0, j + kids_row0)
+                t.tree.index_put_((j + t.starts[d],), _combine_rows(rows, t.op))
+
+
+def descend_torch(tree: WideTree, u: torch.Tensor, out: torch.Tensor, value_out: torch.Tensor) -> None:
+    """The kernels' descent (rule in the module docstring), B vector steps a level."""
+    b = tree.branch
+    rem = u.to(torch.float64, copy=True)
+    node = torch.full(u.shape, b - 1, dtype=torch.int64, device=u.device)
+    inf = torch.full((), float("inf"), dtype=torch.float64, device=u.device)
+    for _ in range(tree.depth):
+        row = node - (b - 2)  # child block of node = rows[row]
+        kids = tree.rows.index_select(0, row).to(torch.float64)  # [S, B]
+        done = torch.zeros(u.shape, dtype=torch.bool, device=u.device)
+        pick = torch.zeros_like(node)
+        last = torch.zeros_like(node)
+        for k in range(b):
+            c = kids[:, k]
+            pos = c > 0
+            hit = (rem < c) & pos & ~done
+            pick = torch.where(hit, k, pick)
+            last = torch.where(pos, k, last)
+            done = done | hit
+            rem = torch.where(done, rem, rem - c)
+        pick = torch.where(done, pick, last)
+        rem = torch.where(done, rem, inf)
+        node = row * b + pick
+    leaf = node - tree.starts[-1]
+    out.copy_(leaf)
+    value_out.copy_(tree.tree.index_select(0, node))
+
+
+# ---------------------------------------------------------------------------------------------- sampler
+class WidePER(SamplerBase):
+    """Proportional PER on B-ary trees; see the module docstring. Same arguments as
+    ``ProportionalPER`` where they apply (alpha, beta, eps, weight_norm, dtype, seed), plus
+    branch (B, default 32) and backend ("auto" | "triton" | "torch")."""
+
+    def __init__(
+        self,
+        storage: ReplayStorage,
+        alpha: float = 0.6,
+        beta: float = 0.4,
+        eps: float = 1e-6,
+        *,
+        weight_norm: str = "buffer",
+        dtype: torch.dtype = torch.float32,
+        branch: int = 32,
+        seed: int = 0,
+        backend: Literal["auto", "triton", "torch"] = "auto",
+    ) -> None:
+        super().__init__(storage, beta=beta, seed=seed, weight_norm=weight_norm)
+        if alpha < 0:
+            raise ValueError(f"WidePER: alpha must be >= 0, got {alpha}")
+        if eps <= 0:
+            raise ValueError(f"WidePER: eps must be > 0 (zero priorities are never sampled), got {eps}")
+        if backend not in ("auto", "triton", "torch"):
+            raise ValueError(f"WidePER: backend must be 'auto', 'triton' or 'torch', got {backend!r}")
+        reason = triton_unavailable(self.device)
+        if backend == "triton" and reason is not None:
+            raise ValueError(f"WidePER: Triton wide trees unavailable: {reason}")
+        self.backend = "triton" if backend == "triton" or (backend == "auto" and reason is None) else "torch"
+        if self.backend == "triton":
+            from foxhunt.kernels import wide_tree_fused
+
+            self._k = wide_tree_fused
+        else:
+            self._k = None
+        self.alpha = float(alpha)
+        self.eps = float(eps)
+        self.sum_tree = WideTree(self.capacity, "sum", branch, dtype, self.device)
+        self.min_tree = WideTree(self.capacity, "min", branch, dtype, self.device)
+        self.branch, self.depth = self.sum_tree.branch, self.sum_tree.depth
+        self.max_priority = torch.ones((), dtype=dtype, device=self.device)
+        """Largest priority written so far (device scalar); new transitions get it by default."""
+        self._values: dict[int, torch.Tensor] = {}
+
+    # ------------------------------------------------------------------ priorities
+    def priority(self, td_errors: torch.Tensor) -> torch.Tensor:
+        """(|δ| + eps)^alpha, [S] in the tree dtype (non-finite δ count as 0)."""
+        return clean_abs(td_errors).to(self.sum_tree.dtype).add_(self.eps).pow_(self.alpha)
+
+    def full_rebuild_pays(self, n: int) -> bool:
+        """Whether rebuilding every level reads fewer children than the ancestors of n writes."""
+        b = self.branch
+        return self.sum_tree.n_leaves * b < n * b * self.depth * (b - 1)
+
+    def write(self, indices: torch.Tensor, prio: torch.Tensor) -> None:
+        """Leaves ``indices`` ([S] int64) := ``prio`` ([S], duplicates keep the max) in both trees,
+        their ancestors (or every node, for bulk writes) rebuilt, max priority updated."""
+        n = int(indices.shape[0])
+        if n == 0:
+            return
+        full = self.full_rebuild_pays(n)
+        trees = (self.sum_tree, self.min_tree)
+        if self._k is not None:
+            kw = dict(branch=self.branch, depth=self.depth)
+            self._k.write_leaves(self.sum_tree.tree, self.min_tree.tree, indices, prio, self.max_priority, **kw)
+            self._k.rebuild(self.sum_tree.tree, self.min_tree.tree, None if full else indices, **kw)
+            return
+        write_leaves_torch(trees, indices, prio, self.max_priority)
+        rebuild_torch(trees, None if full else indices)
+
+    def on_add(self, slots: torch.Tensor, td_abs: torch.Tensor | None = None) -> None:
+        """Prioritise new transitions at ``slots`` ([N] int64): (|δ|+eps)^alpha from ``td_abs``
+        ([N]) when given, else the max priority seen so far."""
+        # A stride-0 view of max_priority: the write also max-updates max_priority, which leaves
+        # it unchanged (max(m, m) = m), so reading it while it is updated is harmless.
+        prio = self.max_priority.expand(slots.shape[0]) if td_abs is None else self.priority(td_abs)
+        self.write(slots, prio)
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """Set p = (|δ| + eps)^alpha at ``indices`` ([S] int64; duplicates keep the max)."""
+        self.write(indices, self.priority(td_errors))
+
+    def clear(self) -> None:
+        """All priorities back to empty (0 in the sum tree, +inf in the min tree); max back to 1."""
+        self.sum_tree.clear()
+        self.min_tree.clear()
+        self.max_priority.fill_(1.0)
+
+    # ------------------------------------------------------------------ sampling
+    @property
+    def total(self) -> torch.Tensor:
+        """[1] device view of Σ p over the stored transitions."""
+        return self.sum_tree.root
+
+    def descend(self, u: torch.Tensor, out: torch.Tensor, value_out: torch.Tensor) -> None:
+        """Leaves of prefixes ``u`` ([S] float64) into out [S] int64, their priorities into value_out [S] f64."""
+        if self._k is not None:
+            self._k.descend(self.sum_tree.tree, u, out, value_out, branch=self.branch, depth=self.depth)
+        else:
+            descend_torch(self.sum_tree, u, out, value_out)
+
+    def sample(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Stratified proportional sample: (indices [S] int64, IS weights [S] float32), written into
+        preallocated buffers (overwritten by the next sample of this size)."""
+        self._check_batch(batch_size)
+        idx_out, w_out = self.outputs(batch_size)
+        p = self._values.get(batch_size)
+        if p is None:
+            p = self._values[batch_size] = torch.empty(batch_size, dtype=torch.float64, device=self.device)
+        self.descend(self.stratified(batch_size, self.total), idx_out, p)
+        p_min = self.min_tree.root.to(torch.float64) if self.weight_norm == "buffer" else p.min()
+        w_out.copy_(torch.pow(p_min / p, self.beta.to(torch.float64)))
+        return idx_out, w_out
+
+
+__all__ = ["WidePER", "WideTree", "descend_torch", "rebuild_torch", "triton_unavailable", "write_leaves_torch"]
