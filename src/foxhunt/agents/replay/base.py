@@ -94,6 +94,65 @@ class SamplerBase:
         """Forget everything learned about the stored transitions (the storage is cleared apart)."""
 
 
+class TreePER(SamplerBase):
+    """What the proportional samplers over a sum tree and a min tree share (``ProportionalPER`` on
+    binary trees, ``WidePER`` on B-ary ones): p = (|δ| + eps)^alpha, the running max priority for
+    new transitions, the IS weights w = (p_min / p)^β, clear.
+
+    Subclasses set ``sum_tree`` / ``min_tree`` (with ``dtype``, ``root`` [1] and ``clear()``) and
+    implement ``write_priorities(indices, prio)`` (leaves := prio, duplicates keep the max, both
+    trees rebuilt, ``max_priority`` max-updated).
+    """
+
+    def _init_priorities(self, alpha: float, eps: float, dtype: torch.dtype) -> None:
+        name = type(self).__name__
+        if alpha < 0:
+            raise ValueError(f"{name}: alpha must be >= 0, got {alpha}")
+        if eps <= 0:
+            raise ValueError(f"{name}: eps must be > 0 (zero priorities are never sampled), got {eps}")
+        self.alpha = float(alpha)
+        self.eps = float(eps)
+        self.max_priority = torch.ones((), dtype=dtype, device=self.device)
+        """Largest priority written so far (device scalar); new transitions get it by default."""
+
+    def priority(self, td_errors: torch.Tensor) -> torch.Tensor:
+        """(|δ| + eps)^alpha, [B] in the tree dtype (non-finite δ count as 0)."""
+        return clean_abs(td_errors).to(self.sum_tree.dtype).add_(self.eps).pow_(self.alpha)
+
+    def write_priorities(self, indices: torch.Tensor, prio: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def on_add(self, slots: torch.Tensor, td_abs: torch.Tensor | None = None) -> None:
+        """Prioritise new transitions at ``slots`` ([N] int64): (|δ|+eps)^alpha from ``td_abs``
+        ([N]) when given, else the max priority seen so far."""
+        # A stride-0 view of max_priority: the write also max-updates max_priority, which leaves
+        # it unchanged (max(m, m) = m), so reading it while it is updated is harmless.
+        prio = self.max_priority.expand(slots.shape[0]) if td_abs is None else self.priority(td_abs)
+        self.write_priorities(slots, prio)
+
+    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
+        """Set p = (|δ| + eps)^alpha at ``indices`` ([B] int64; duplicates keep the max)."""
+        self.write_priorities(indices, self.priority(td_errors))
+
+    def clear(self) -> None:
+        """All priorities back to empty (0 in the sum tree, +inf in the min tree); max back to 1."""
+        self.sum_tree.clear()
+        self.min_tree.clear()
+        self.max_priority.fill_(1.0)
+
+    @property
+    def total(self) -> torch.Tensor:
+        """[1] device view of Σ p over the stored transitions."""
+        return self.sum_tree.root
+
+    def is_weights(self, p: torch.Tensor, w_out: torch.Tensor) -> None:
+        """w_out [B] float32 := (p_min / p)^β from the sampled priorities ``p`` ([B] float64,
+        overwritten); p_min is the buffer's (min tree root) or the batch's (weight_norm)."""
+        p_min = self.min_tree.root.to(torch.float64) if self.weight_norm == "buffer" else p.min()
+        torch.pow(p_min / p, self.beta.to(torch.float64), out=p)
+        w_out.copy_(p)
+
+
 def clean_abs(td: torch.Tensor) -> torch.Tensor:
     """|td| as float32 with NaN and ±inf mapped to 0, so one bad TD error cannot poison the tree."""
     return torch.nan_to_num(td.detach().to(torch.float32).abs(), nan=0.0, posinf=0.0, neginf=0.0)

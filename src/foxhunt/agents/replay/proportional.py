@@ -44,12 +44,12 @@ from typing import Literal
 
 import torch
 
-from foxhunt.agents.replay.base import SamplerBase, clean_abs
+from foxhunt.agents.replay.base import TreePER
 from foxhunt.agents.replay.storage import ReplayStorage
 from foxhunt.agents.replay.sum_tree import SegmentTree, fused_kernels
 
 
-class ProportionalPER(SamplerBase):
+class ProportionalPER(TreePER):
     """Proportional PER on the device; see the module docstring.
 
     storage: the ReplayStorage whose slots are sampled (capacity and device come from it).
@@ -74,30 +74,20 @@ class ProportionalPER(SamplerBase):
         fused: bool = False,
     ) -> None:
         super().__init__(storage, beta=beta, seed=seed, weight_norm=weight_norm)
-        if alpha < 0:
-            raise ValueError(f"ProportionalPER: alpha must be >= 0, got {alpha}")
-        if eps <= 0:
-            raise ValueError(f"ProportionalPER: eps must be > 0 (zero priorities are never sampled), got {eps}")
         if rebuild not in ("auto", "partial", "full"):
             raise ValueError(f"ProportionalPER: rebuild must be 'auto', 'partial' or 'full', got {rebuild!r}")
         if rebuild == "auto":
             rebuild = "full" if self.device.type == "cuda" else "partial"
-        self.alpha = float(alpha)
-        self.eps = float(eps)
         self.rebuild = rebuild
         self.fused = bool(fused)
         self._kernels = fused_kernels(self.device, "ProportionalPER") if self.fused else None
         self.sum_tree = SegmentTree(self.capacity, "sum", dtype, self.device, search_level, fused=self.fused)
         self.min_tree = SegmentTree(self.capacity, "min", dtype, self.device, fused=self.fused)
-        self.max_priority = torch.ones((), dtype=dtype, device=self.device)
-        """Largest priority written so far (device scalar); new transitions get it by default."""
+        self._init_priorities(alpha, eps, dtype)
 
     # ------------------------------------------------------------------ priorities
-    def priority(self, td_errors: torch.Tensor) -> torch.Tensor:
-        """(|δ| + eps)^alpha, [B] in the tree dtype (non-finite δ count as 0)."""
-        return clean_abs(td_errors).to(self.sum_tree.dtype).add_(self.eps).pow_(self.alpha)
-
-    def _write(self, indices: torch.Tensor, prio: torch.Tensor) -> None:
+    def write_priorities(self, indices: torch.Tensor, prio: torch.Tensor) -> None:
+        """Leaves ``indices`` := ``prio`` (duplicates keep the max), both trees rebuilt, max updated."""
         if self._kernels is not None:  # both trees and max_priority in one launch, the same bits
             self._kernels.write_rebuild(self.sum_tree.tree, indices, prio, depth=self.sum_tree.depth, op="sum",
                                         other=self.min_tree.tree, other_op="min", running_max=self.max_priority)
@@ -112,31 +102,7 @@ class ProportionalPER(SamplerBase):
             self.min_tree.rebuild_full()
         torch.maximum(self.max_priority, prio.max(), out=self.max_priority)
 
-    def on_add(self, slots: torch.Tensor, td_abs: torch.Tensor | None = None) -> None:
-        """Prioritise new transitions at ``slots`` ([N] int64): (|δ|+eps)^alpha from ``td_abs``
-        ([N]) when given, else the max priority seen so far."""
-        if td_abs is None:
-            prio = self.max_priority.expand(slots.shape[0])
-        else:
-            prio = self.priority(td_abs)
-        self._write(slots, prio)
-
-    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
-        """Set p = (|δ| + eps)^alpha at ``indices`` ([B] int64; duplicates keep the max)."""
-        self._write(indices, self.priority(td_errors))
-
-    def clear(self) -> None:
-        """All priorities back to empty (0 in the sum tree, +inf in the min tree); max back to 1."""
-        self.sum_tree.clear()
-        self.min_tree.clear()
-        self.max_priority.fill_(1.0)
-
     # ------------------------------------------------------------------ sampling
-    @property
-    def total(self) -> torch.Tensor:
-        """[1] device view of Σ p over the stored transitions."""
-        return self.sum_tree.root
-
     def sample(self, batch_size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Stratified proportional sample: (indices [B] int64, IS weights [B] float32).
 
@@ -151,7 +117,5 @@ class ProportionalPER(SamplerBase):
             leaf = self.sum_tree.find_prefix(self.stratified(batch_size, self.total))
             idx_out.copy_(leaf)
             p = self.sum_tree.leaves.index_select(0, leaf).to(torch.float64)
-        p_min = self.min_tree.root.to(torch.float64) if self.weight_norm == "buffer" else p.min()
-        torch.pow(p_min / p, self.beta.to(torch.float64), out=p)
-        w_out.copy_(p)
+        self.is_weights(p, w_out)
         return idx_out, w_out

@@ -33,7 +33,7 @@ from typing import Literal
 
 import torch
 
-from foxhunt.agents.replay.base import SamplerBase, clean_abs
+from foxhunt.agents.replay.base import TreePER
 from foxhunt.agents.replay.storage import ReplayStorage
 
 Op = Literal["sum", "min"]
@@ -162,7 +162,7 @@ def descend_torch(tree: WideTree, u: torch.Tensor, out: torch.Tensor, value_out:
 
 
 # ---------------------------------------------------------------------------------------------- sampler
-class WidePER(SamplerBase):
+class WidePER(TreePER):
     """Proportional PER on B-ary trees; see the module docstring. Same arguments as
     ``ProportionalPER`` where they apply (alpha, beta, eps, weight_norm, dtype, seed), plus
     branch (B, default 32) and backend ("auto" | "triton" | "torch")."""
@@ -181,10 +181,6 @@ class WidePER(SamplerBase):
         backend: Literal["auto", "triton", "torch"] = "auto",
     ) -> None:
         super().__init__(storage, beta=beta, seed=seed, weight_norm=weight_norm)
-        if alpha < 0:
-            raise ValueError(f"WidePER: alpha must be >= 0, got {alpha}")
-        if eps <= 0:
-            raise ValueError(f"WidePER: eps must be > 0 (zero priorities are never sampled), got {eps}")
         if backend not in ("auto", "triton", "torch"):
             raise ValueError(f"WidePER: backend must be 'auto', 'triton' or 'torch', got {backend!r}")
         reason = triton_unavailable(self.device)
@@ -197,26 +193,19 @@ class WidePER(SamplerBase):
             self._k = wide_tree_fused
         else:
             self._k = None
-        self.alpha = float(alpha)
-        self.eps = float(eps)
         self.sum_tree = WideTree(self.capacity, "sum", branch, dtype, self.device)
         self.min_tree = WideTree(self.capacity, "min", branch, dtype, self.device)
         self.branch, self.depth = self.sum_tree.branch, self.sum_tree.depth
-        self.max_priority = torch.ones((), dtype=dtype, device=self.device)
-        """Largest priority written so far (device scalar); new transitions get it by default."""
+        self._init_priorities(alpha, eps, dtype)
         self._values: dict[int, torch.Tensor] = {}
 
     # ------------------------------------------------------------------ priorities
-    def priority(self, td_errors: torch.Tensor) -> torch.Tensor:
-        """(|δ| + eps)^alpha, [S] in the tree dtype (non-finite δ count as 0)."""
-        return clean_abs(td_errors).to(self.sum_tree.dtype).add_(self.eps).pow_(self.alpha)
-
     def full_rebuild_pays(self, n: int) -> bool:
         """Whether rebuilding every level reads fewer children than the ancestors of n writes."""
         b = self.branch
         return self.sum_tree.n_leaves * b < n * b * self.depth * (b - 1)
 
-    def write(self, indices: torch.Tensor, prio: torch.Tensor) -> None:
+    def write_priorities(self, indices: torch.Tensor, prio: torch.Tensor) -> None:
         """Leaves ``indices`` ([S] int64) := ``prio`` ([S], duplicates keep the max) in both trees,
         their ancestors (or every node, for bulk writes) rebuilt, max priority updated."""
         n = int(indices.shape[0])
@@ -232,30 +221,7 @@ class WidePER(SamplerBase):
         write_leaves_torch(trees, indices, prio, self.max_priority)
         rebuild_torch(trees, None if full else indices)
 
-    def on_add(self, slots: torch.Tensor, td_abs: torch.Tensor | None = None) -> None:
-        """Prioritise new transitions at ``slots`` ([N] int64): (|δ|+eps)^alpha from ``td_abs``
-        ([N]) when given, else the max priority seen so far."""
-        # A stride-0 view of max_priority: the write also max-updates max_priority, which leaves
-        # it unchanged (max(m, m) = m), so reading it while it is updated is harmless.
-        prio = self.max_priority.expand(slots.shape[0]) if td_abs is None else self.priority(td_abs)
-        self.write(slots, prio)
-
-    def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
-        """Set p = (|δ| + eps)^alpha at ``indices`` ([S] int64; duplicates keep the max)."""
-        self.write(indices, self.priority(td_errors))
-
-    def clear(self) -> None:
-        """All priorities back to empty (0 in the sum tree, +inf in the min tree); max back to 1."""
-        self.sum_tree.clear()
-        self.min_tree.clear()
-        self.max_priority.fill_(1.0)
-
     # ------------------------------------------------------------------ sampling
-    @property
-    def total(self) -> torch.Tensor:
-        """[1] device view of Σ p over the stored transitions."""
-        return self.sum_tree.root
-
     def descend(self, u: torch.Tensor, out: torch.Tensor, value_out: torch.Tensor) -> None:
         """Leaves of prefixes ``u`` ([S] float64) into out [S] int64, their priorities into value_out [S] f64."""
         if self._k is not None:
@@ -272,8 +238,7 @@ class WidePER(SamplerBase):
         if p is None:
             p = self._values[batch_size] = torch.empty(batch_size, dtype=torch.float64, device=self.device)
         self.descend(self.stratified(batch_size, self.total), idx_out, p)
-        p_min = self.min_tree.root.to(torch.float64) if self.weight_norm == "buffer" else p.min()
-        w_out.copy_(torch.pow(p_min / p, self.beta.to(torch.float64)))
+        self.is_weights(p, w_out)
         return idx_out, w_out
 
 
