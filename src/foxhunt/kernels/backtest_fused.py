@@ -57,9 +57,6 @@ imported. The adapter from MarketData / EnvParams / DuelingQNet is ``foxhunt.bac
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import NamedTuple
-
 import torch
 import triton
 import triton.language as tl
@@ -67,160 +64,25 @@ import triton.language as tl
 from foxhunt.kernels._backtest_env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_kelly,
 )
+from foxhunt.kernels._backtest_host import (
+    DuelingWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, pack_dueling,
+)
 from foxhunt.kernels._backtest_mlp import greedy_action, greedy_action_row
 
 PRECOMPUTE_MAX_BYTES = 1 << 30
 """The row path precomputes layer 1's feature part when [W, n_steps, H1] float32 fits this."""
 
-ROW_MAX_WINDOWS = 64
-"""Below this many windows the default is one window per program (``greedy_action_row``): to be
-confirmed by bench/bench_backtest.py's block_w sweep on the device."""
+ROW_MAX_WINDOWS = 265
+"""Below this many windows the default is one window per program (``greedy_action_row``). Measured
+on the H200: 8 windows 1.14 s (rows) vs 2.10 s (16-window tiles), 256 windows 1.59 s vs 2.12 s.
+A row program uses 254 registers × 128 threads, so two fit an SM: 264 windows run in one wave on
+132 SMs; beyond that each further wave adds about a window's whole time, while the tiles stay at
+one wave up to 2,112 windows."""
 
 PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16")
 """Dot precision: float32 weights with Triton's ``input_precision`` ("ieee" = exact float32 FMA,
 "tf32" = tensor cores with 10-bit mantissa inputs, "tf32x3" = three tf32 products, ~float32), or
 bf16 weights and activations with float32 accumulation."""
-
-
-class MarketArrays(NamedTuple):
-    """Device-resident market arrays (``MarketData``'s): features [T, F] f32, ohlc [T, 4] f32,
-    volume [T] f32, log_return [T] f32, bar_range [T] f32, median_range and median_abs_return 0-d
-    f32 tensors (read on the device), has_volume a host fact."""
-
-    features: torch.Tensor
-    ohlc: torch.Tensor
-    volume: torch.Tensor
-    log_return: torch.Tensor
-    bar_range: torch.Tensor
-    median_range: torch.Tensor
-    median_abs_return: torch.Tensor
-    has_volume: bool
-
-
-@dataclass(frozen=True)
-class ExecParams:
-    """The execution parameters the step reads (EnvTensors' derived values, as host floats)."""
-
-    capital: float
-    max_position: float
-    reserve: float
-    cost_rate: float  # cost_bps · 1e-4
-    half_spread: float  # ½ · spread_bps · 1e-4
-    impact_eta: float
-    max_impact: float
-    participation: float
-    vol_lambda: float
-    max_holding: float
-    kelly_fraction: float
-    kelly_min_mult: float
-    kelly_alpha: float
-    kelly_min_trades: int
-    bust_level: float  # bust_fraction · capital
-
-
-@dataclass
-class DuelingWeights:
-    """A dueling net as four padded dense layers, weights transposed [K, N] (see _backtest_mlp)."""
-
-    w1: torch.Tensor
-    b1: torch.Tensor
-    w2: torch.Tensor
-    b2: torch.Tensor
-    w3: torch.Tensor
-    b3: torch.Tensor
-    w4: torch.Tensor
-    b4: torch.Tensor
-    obs_dim: int
-    n_actions: int
-    slope: float
-    head_hidden: int = 0  # unpadded width of each head's hidden layer (0: H3 / 2)
-
-    @property
-    def dims(self) -> tuple[int, int, int, int, int]:
-        """Padded (D, H1, H2, H3, A)."""
-        return self.w1.shape[0], self.w1.shape[1], self.w2.shape[1], self.w3.shape[1], self.w4.shape[1]
-
-
-@dataclass
-class FusedOutputs:
-    """Kernel outputs. [W, T] unless noted; columns past a window's length (or after a bust) are 0."""
-
-    returns: torch.Tensor  # f32, the env's reward with shaping off: ΔE / E
-    positions: torch.Tensor  # f32, exposure q·C/E after the step
-    trade_return: torch.Tensor  # f32, return of the round trip closed on the step (0 if none)
-    trade_closed: torch.Tensor  # bool
-    final_equity: torch.Tensor  # [W] f32
-    actions: torch.Tensor | None = None  # int32, the greedy action (store_debug)
-    fill_status: torch.Tensor | None = None  # int8, 0 none, 1 filled, 2 partial, 3 missed (store_debug)
-    trade_side: torch.Tensor | None = None  # int8 (store_trades)
-    trade_size: torch.Tensor | None = None  # f32 units (store_trades)
-    trade_costs: torch.Tensor | None = None  # f32 currency (store_trades)
-    trade_entry_bar: torch.Tensor | None = None  # int64 (store_trades)
-
-
-def _pow2(n: int, floor: int = 16) -> int:
-    return max(floor, 1 << (max(1, int(n)) - 1).bit_length())
-
-
-def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tuple[torch.Tensor, torch.Tensor]],
-                 advantage: list[tuple[torch.Tensor, torch.Tensor]], slope: float,
-                 dtype: torch.dtype = torch.float32) -> DuelingWeights:
-    """Pack (weight [out, in], bias [out]) pairs of nn.Linear layers: two trunk layers, the value
-    head (hidden, 1 output) and the advantage head (hidden, n_actions outputs)."""
-    if len(trunk) != 2 or len(value) != 2 or len(advantage) != 2:
-        raise ValueError("pack_dueling: expected 2 trunk layers and 2 layers per head")
-    (t1w, t1b), (t2w, t2b) = trunk
-    (v1w, v1b), (v2w, v2b) = value
-    (a1w, a1b), (a2w, a2b) = advantage
-    obs_dim, h1, h2, hh, n_act = t1w.shape[1], t1w.shape[0], t2w.shape[0], v1w.shape[0], a2w.shape[0]
-    if (t2w.shape[1] != h1 or v1w.shape[1] != h2 or a1w.shape != (hh, h2) or v2w.shape != (1, hh)
-            or a2w.shape[1] != hh):
-        raise ValueError("pack_dueling: layer shapes do not chain")
-    D, H1, H2, H3, A = _pow2(obs_dim), _pow2(h1), _pow2(h2), _pow2(2 * hh), _pow2(n_act + 1)
-    dev = t1w.device
-    f32 = dict(dtype=torch.float32, device=dev)
-    w1 = torch.zeros(D, H1, **f32)
-    w1[:obs_dim, :h1] = t1w.detach().T
-    w2 = torch.zeros(H1, H2, **f32)
-    w2[:h1, :h2] = t2w.detach().T
-    w3 = torch.zeros(H2, H3, **f32)
-    w3[:h2, :hh] = v1w.detach().T
-    w3[:h2, hh:2 * hh] = a1w.detach().T
-    w4 = torch.zeros(H3, A, **f32)
-    w4[hh:2 * hh, :n_act] = a2w.detach().T
-    w4[:hh, n_act] = v2w.detach()[0]
-    b1, b2, b3, b4 = (torch.zeros(n, **f32) for n in (H1, H2, H3, A))
-    b1[:h1], b2[:h2] = t1b.detach(), t2b.detach()
-    b3[:hh], b3[hh:2 * hh] = v1b.detach(), a1b.detach()
-    b4[:n_act], b4[n_act] = a2b.detach(), v2b.detach()[0]
-    ws = [w.to(dtype).contiguous() for w in (w1, w2, w3, w4)]
-    return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope), hh)
-
-
-def _layer1_features(market: MarketArrays, starts: torch.Tensor, mean: torch.Tensor, inv: torch.Tensor,
-                     net: DuelingWeights, n_steps: int) -> torch.Tensor:
-    """[W, n_steps, H1] float32: b1 + Σ_f ((feature_f(bar) − mean_wf) · inv_wf) · W1[f, :] for bar =
-    starts[w] + i (clamped to the data), i.e. layer 1's pre-activation without the 3 portfolio inputs.
-
-    The row path's bar loop then adds the portfolio rows of W1 and skips the first layer (its
-    weights are a tenth of the bytes streamed per bar). The normalised features and the product
-    are computed in float64 and rounded once, so the result does not depend on TF32 settings."""
-    n_bars, f = market.features.shape
-    bars = (starts.to(torch.int64)[:, None] + torch.arange(n_steps, device=starts.device)[None, :]).clamp(max=n_bars - 1)
-    x = (market.features[bars].to(torch.float64) - mean[:, None, :].to(torch.float64)) * inv[:, None, :].to(torch.float64)
-    w1 = net.w1[:f].to(torch.float64)  # [F, H1]
-    return (x @ w1 + net.b1.to(torch.float64)).to(torch.float32).contiguous()
-
-
-def _given_actions_net(n_feat: int, precision: str, device: torch.device) -> DuelingWeights:
-    """A stand-in network for fixed actions: never evaluated, it only fixes the kernel's shapes
-    (the observation width D covers the features; every other dimension is the smallest tile)."""
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    d = _pow2(n_feat + 3)
-    z = lambda *shape: torch.zeros(*shape, dtype=dtype, device=device)  # noqa: E731
-    b = lambda n: torch.zeros(n, dtype=torch.float32, device=device)  # noqa: E731
-    return DuelingWeights(z(d, 16), b(16), z(16, 16), b(16), z(16, 16), b(16), z(16, 16), b(16),
-                          n_feat + 3, 1, 0.01)
 
 
 def is_interpreted() -> bool:
@@ -400,7 +262,7 @@ def fused_backtest(
     bar loop skips the first layer's weights; None = when that array fits PRECOMPUTE_MAX_BYTES.
     """
     if actions is not None:
-        net = _given_actions_net(market.features.shape[1], precision, market.features.device)
+        net = given_actions_net(market.features.shape[1], precision, market.features.device)
     elif net is None:
         raise ValueError("fused_backtest: pass a network or an action array")
     if precision not in PRECISIONS:
@@ -434,7 +296,7 @@ def fused_backtest(
     if precompute and not pre_ok:
         raise ValueError("precompute needs the row path (block_w = 1), a network and float32 weights")
     use_pre = pre_ok and (fits if precompute is None else bool(precompute))
-    pre = _layer1_features(market, starts, norm_mean, norm_inv_std, net, n_steps) if use_pre else None
+    pre = layer1_features(market, starts, norm_mean, norm_inv_std, net, n_steps) if use_pre else None
 
     grid = triton.cdiv(w, block_w)
     scratch = torch.empty(1 if row else grid * 2 * block_w * hmax, dtype=want, device=dev)
@@ -482,5 +344,5 @@ def fused_backtest(
     return out
 
 
-__all__ = ["PRECISIONS", "DuelingWeights", "ExecParams", "FusedOutputs", "MarketArrays", "fused_backtest",
-           "is_interpreted", "pack_dueling"]
+__all__ = ["PRECISIONS", "PRECOMPUTE_MAX_BYTES", "ROW_MAX_WINDOWS", "DuelingWeights", "ExecParams", "FusedOutputs",
+           "MarketArrays", "fused_backtest", "is_interpreted", "pack_dueling"]
