@@ -61,3 +61,35 @@ def test_backtest_cli_rejects_a_bad_model_file_in_one_line_and_writes_nothing(tm
     assert res.exit_code == 2
     assert "bad.safetensors" in res.output and "not a foxhunt model" in res.output
     assert not out.exists()
+
+
+def test_backtest_of_a_run_directory_reproduces_the_runs_fold_metrics(tmp_path):
+    """`foxhunt backtest --run RUN_DIR` rebuilds the run's market from its config.toml and backtests
+    each fold's saved model on its validation window: on the CPU the agent and buy-and-hold metrics
+    equal the ones the training run wrote (same normalisation, medians and evaluation settings)."""
+    from tests.train.conftest import tiny_config
+
+    cfg = tiny_config(tmp_path, epochs=1)
+    res = CliRunner().invoke(app, ["train", "--config", str(cfg), "--name", "r"])
+    assert res.exit_code == 0, res.output
+    run = tmp_path / "runs" / "r"
+    res = CliRunner().invoke(app, ["backtest", "--run", str(run)])
+    assert res.exit_code == 0, res.output
+    rows = json.loads((run / "backtest" / "metrics.json").read_text())
+    folds = sorted(int(p.name[5:]) for p in (run / "folds").glob("fold_*"))
+    assert [(r["window"], r["label"]) for r in rows] == [(k, lab) for k in folds for lab in ("agent", "buy & hold")]
+    for r in rows:
+        saved = json.loads((run / "folds" / f"fold_{r['window']}" / "metrics.json").read_text())
+        want = saved["agent" if r["label"] == "agent" else "buy_and_hold"]
+        for key in ("sharpe", "total_return", "max_drawdown", "trade_count", "bars"):
+            assert r[key] == want[key], (r["window"], r["label"], key)
+    assert (run / "backtest" / "report.html").is_file() and (run / "backtest" / "trades.json").is_file()
+
+
+def test_backtest_needs_exactly_one_of_model_and_run_and_a_real_run_directory(tmp_path):
+    res = CliRunner().invoke(app, ["backtest"])
+    assert res.exit_code == 2 and "--model" in res.output and "--run" in res.output
+    (tmp_path / "empty").mkdir()
+    res = CliRunner().invoke(app, ["backtest", "--run", str(tmp_path / "empty")])
+    assert res.exit_code == 2 and "not a training run directory" in res.output
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == []

@@ -14,12 +14,14 @@ console = Console()
 
 
 def backtest(
-    model: list[Path] = typer.Option(..., "--model", help="model file(s) (.safetensors); several make an ensemble"),
+    model: list[Path] = typer.Option([], "--model", help="model file(s) (.safetensors); several make an ensemble"),
+    run: Optional[Path] = typer.Option(None, "--run", help="a `foxhunt train` run directory: each fold's model on its "
+                                       "validation window of the run's own data (instead of --model)"),
     data: Optional[Path] = typer.Option(None, help="bar file (CSV/Parquet); default: --sample"),
     sample: str = typer.Option("sp500", help="built-in data when --data is absent: synthetic | sp500 | nasdaq"),
     windows: int = typer.Option(1, min=1, help="split the usable data into this many equal windows"),
     ensemble_mode: str = typer.Option("vote", help="ensemble: vote | mean"),
-    out: Path = typer.Option(Path("backtests/latest"), help="output directory"),
+    out: Optional[Path] = typer.Option(None, help="output directory [default: backtests/latest; RUN_DIR/backtest with --run]"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     cache_dir: Path = typer.Option(Path(".foxhunt-cache"), help="feature cache directory"),
 ) -> None:
@@ -41,6 +43,12 @@ def backtest(
 
     if ensemble_mode not in ("vote", "mean"):
         raise ConfigError(f"--ensemble-mode {ensemble_mode!r}: expected vote or mean")
+    if (run is None) == (not model):
+        raise ConfigError("foxhunt backtest: pass --model FILE (one or more) or --run RUN_DIR, not both")
+    if run is not None:
+        _backtest_run(run, out or run / "backtest", device)
+        return
+    out = out or Path("backtests/latest")
     dev = resolve_device(device)
     loaded = [load_model(p, dev) for p in model]  # validates every file before anything is written
     src = {"source": "file", "path": str(data)} if data is not None else {"source": sample}
@@ -92,11 +100,41 @@ def backtest(
     (out / "trades.json").write_text(__import__("json").dumps(res.trades, indent=1))
     report = write_backtest_report(out / "report.html", "foxhunt backtest", rows, curves, times,
                                    notes=f"models: {', '.join(str(p) for p in model)}; data: {data or sample}")
+    _print(rows, report)
+
+
+def _backtest_run(run: Path, out: Path, device: str) -> None:
+    """``--run``: every finished fold's model on its validation window (see ``backtest.run_dir``)."""
+    import json
+
+    from foxhunt.backtest.report import write_backtest_report, write_metrics
+    from foxhunt.backtest.run_dir import backtest_run_dir
+
+    folds, market = backtest_run_dir(run, device)
+    ts = market.timestamps_host
+    rows, curves, times = [], [], []
+    for fb in folds:
+        f, start, n = fb.fold, fb.fold.val_start, fb.fold.val_len - 1
+        for label, r in (("agent", fb.agent), ("buy & hold", fb.buy_and_hold)):
+            rows.append({"window": f.fold, "label": label, "start": _iso(ts[start]), "end": _iso(ts[start + n]), **r.metrics[0]})
+        curves.append([("agent", fb.agent.equity(0)), ("buy & hold", fb.buy_and_hold.equity(0))])
+        times.append(ts[start: start + n + 1])
+    out.mkdir(parents=True, exist_ok=True)
+    write_metrics(out, rows)
+    trades = [{"fold": fb.fold.fold, **t} for fb in folds for t in (fb.agent.trades or [])]
+    (out / "trades.json").write_text(json.dumps(trades, indent=1))
+    report = write_backtest_report(out / "report.html", f"foxhunt backtest — run {run.name}", rows, curves, times,
+                                   notes=f"run: {run}; each fold's model on its validation window (window = fold)")
+    _print(rows, report)
+
+
+def _print(rows: list[dict], report: Path) -> None:
+    cols = ("window", "label", "sharpe", "total_return", "max_drawdown", "trade_count")
     table = Table(title="backtest")
-    for c in ("window", "label", "sharpe", "total_return", "max_drawdown", "trade_count"):
+    for c in cols:
         table.add_column(c)
     for r in rows:
-        table.add_row(*(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in ("window", "label", "sharpe", "total_return", "max_drawdown", "trade_count")))
+        table.add_row(*(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
     console.print(table)
     console.print(f"report: {report}", highlight=False, soft_wrap=True)
 

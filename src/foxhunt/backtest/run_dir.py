@@ -1,0 +1,96 @@
+"""`foxhunt backtest --run RUN_DIR`: a training run's per-fold models on their validation windows.
+
+The run directory holds the resolved configuration (``config.toml``: the data, features, env and
+evaluation settings) and one model file per finished fold (``folds/fold_k/model.safetensors``,
+which records its fold's index ranges, normalisation and the data's sha256). This rebuilds the
+market from the run's own configuration, checks that the data is the one the run trained on, and
+backtests each fold's greedy policy on that fold's validation window exactly as the runner's
+evaluation does (the fold's normalisation and medians; buy-and-hold once for every window under the
+first fold's statistics), so on the CPU the agent metrics equal the run's ``metrics.json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class FoldBacktest:
+    """One fold's backtest: the fold, its agent and buy-and-hold results (BacktestResult)."""
+
+    fold: Any
+    agent: Any
+    buy_and_hold: Any
+
+
+def backtest_run_dir(run_dir: Path, device: str = "auto") -> tuple[list[FoldBacktest], Any]:
+    """Backtest every saved fold model of ``run_dir``; returns (per-fold results, the market).
+
+    device: "auto" keeps the run's device setting, else "cpu" / "cuda" overrides it.
+    Raises ConfigError (one line) for a directory that is not a run, has no fold model yet, or whose
+    data no longer matches the run's.
+    """
+    import torch
+
+    from foxhunt.agents.model_io import load_model
+    from foxhunt.backtest.evaluator import Backtester
+    from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
+    from foxhunt.config import load_config
+    from foxhunt.errors import ConfigError
+    from foxhunt.folds import FoldRange
+    from foxhunt.pipeline import prepare_market
+
+    cfg_path = run_dir / "config.toml"
+    if not cfg_path.is_file():
+        raise ConfigError(f"--run {run_dir}: not a training run directory (no config.toml)")
+    models = sorted((run_dir / "folds").glob("fold_*/model.safetensors"), key=lambda p: int(p.parent.name[5:]))
+    if not models:
+        raise ConfigError(f"--run {run_dir}: no folds/fold_k/model.safetensors yet (no fold has finished)")
+    overrides = [] if device == "auto" else [f'run.device="{device}"']
+    cfg = load_config(cfg_path, overrides)
+    prepared = prepare_market(cfg)
+    market = prepared.market
+    loaded = []
+    for p in models:
+        net, _, meta = load_model(p, market.device)
+        if meta.extra.get("data_sha256") not in (None, market.source_sha256):
+            raise ConfigError(f"model {p}: trained on data with sha256 {meta.extra['data_sha256'][:12]}…, "
+                              f"the run's data source now gives {market.source_sha256[:12]}… (the data changed)")
+        if tuple(meta.feature_names) != tuple(market.names) or meta.spec_version != market.spec_version:
+            raise ConfigError(f"model {p}: trained on feature spec {meta.spec_version}; the cache now has "
+                              f"{market.spec_version}: rebuild the features or retrain")
+        loaded.append((FoldRange(**meta.extra["fold"]), net))
+    bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
+    fused = "auto" if market.device.type == "cuda" and cfg.train.eval_fused else False
+    # Buy-and-hold: one lockstep run of every window under the first fold's statistics (the runner's rule).
+    market.set_fold(loaded[0][0])
+    starts = [f.val_start for f, _ in loaded]
+    lengths = [f.val_len - 1 for f, _ in loaded]
+    ones = torch.ones((len(loaded), max(lengths)), dtype=torch.float32, device=market.device)
+    bh = bt.run(starts, lengths, ExposurePolicy(ones, cfg.env.n_actions), keep_curves=True, fused=fused)
+    out = []
+    for i, (fold, net) in enumerate(loaded):
+        market.set_fold(fold)  # the fold's normalisation and medians, as in training
+        agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net), keep_curves=True, keep_trades=True,
+                       fused=fused)
+        out.append(FoldBacktest(fold, agent, _window(bh, i)))
+    return out, market
+
+
+def _window(res: Any, i: int) -> Any:
+    """Window i of a multi-window BacktestResult as a one-window view (metrics, curves)."""
+    import copy
+
+    one = copy.copy(res)
+    one.metrics = [res.metrics[i]]
+    n = int(res.lengths[i])
+    one.lengths = np.asarray([n])
+    one.starts = np.asarray([res.starts[i]])
+    one.returns = res.returns[i : i + 1, :n] if res.returns is not None else None
+    one.positions = res.positions[i : i + 1, :n] if res.positions is not None else None
+    one.metrics_tensor = res.metrics_tensor[i : i + 1] if res.metrics_tensor is not None else None
+    return one
