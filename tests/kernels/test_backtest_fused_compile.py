@@ -6,14 +6,10 @@ a subprocess with the interpreter off (it must be off when the kernel module is 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.kernels.cross_compile import ROOT, run_interpreter_off
+
 SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
@@ -26,17 +22,10 @@ for cfg in ({cfgs}):
 
 @pytest.mark.slow
 def test_backtest_kernel_compiles_for_sm90_in_tf32_bf16_row_given_and_exposure_kelly_variants():
-    ptxas = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    if not ptxas.exists():
-        pytest.skip("this Triton has no bundled ptxas")
     cfgs = ("dict(prec='tf32'), dict(prec='bf16'), "
             "dict(prec='tf32', exposure=True, kelly=True, debug=True, trades=True, n_actions=5, dims=(64, 256, 256, 256, 16)), "
             "dict(prec='tf32', block_w=1, pre=True), dict(prec='bf16', block_w=1), dict(prec='tf32', given=True)")
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT), cfgs=cfgs)], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 6, proc.stdout
+    lines = run_interpreter_off(SCRIPT.format(root=str(ROOT), cfgs=cfgs))
+    assert len(lines) == 6, lines
     for line in lines:
         assert "shared" in line and int(line.split("shared")[1].split()[0]) <= 227 * 1024, line

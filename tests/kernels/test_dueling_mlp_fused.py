@@ -20,6 +20,8 @@ if not torch.cuda.is_available():
 
 import pytest  # noqa: E402
 
+from tests.kernels.cross_compile import run_interpreter_off  # noqa: E402
+
 from foxhunt.agents.dqn import collector as collector_mod  # noqa: E402
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.kernels import dueling_mlp_fused as dmf  # noqa: E402
@@ -234,19 +236,10 @@ def test_default_launches_compile_for_sm90_on_tensor_cores_and_bf16_does_not_spi
     """Cross-compiled with the bundled ptxas (no GPU needed): the default launch parameters use
     wgmma, fit the 227 KB of shared memory, and the bf16 kernel (the fast path) keeps every
     activation in registers (no spill stack). tf32 spills by design (see the module docstring)."""
-    import subprocess
-    import sys
-    from pathlib import Path
+    from tests.kernels.cross_compile import ROOT
 
-    triton = pytest.importorskip("triton")
-    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas").exists():
-        pytest.skip("this Triton has no bundled ptxas")
-    root = str(Path(__file__).resolve().parents[2])
-    proc = subprocess.run([sys.executable, "-c", COMPILE_SCRIPT.format(root=root)], capture_output=True, text=True,
-                          env={**os.environ, "TRITON_INTERPRET": "0"}, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 3, proc.stdout
+    lines = run_interpreter_off(COMPILE_SCRIPT.format(root=str(ROOT)))
+    assert len(lines) == 3, lines
     for line in lines:
         name, counts, usage = line.split("|")
         wgmma, shared = map(int, counts.split())

@@ -9,14 +9,10 @@ no register spills.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.kernels.cross_compile import ROOT, run_interpreter_off
+
 SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
@@ -31,16 +27,8 @@ for cfg in (dict(), dict(mode=2, exposure=True, curiosity=False), dict(mode=1, h
 
 @pytest.mark.slow
 def test_env_step_kernel_compiles_for_sm90_with_ieee_division_and_no_fma_contraction():
-    triton = pytest.importorskip("triton")
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    if not ptxas.exists():
-        pytest.skip("this Triton has no bundled ptxas")
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT))], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 3, proc.stdout
+    lines = run_interpreter_off(SCRIPT.format(root=str(ROOT)))
+    assert len(lines) == 3, lines
     for line in lines:
         _, counts, usage = line.split("|")
         div_full, div_approx, sqrt_approx, fma, div_rn = map(int, counts.split())

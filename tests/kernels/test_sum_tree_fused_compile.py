@@ -9,14 +9,10 @@ load could be hoisted above a barrier), no contracted fma in the descent, no reg
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.kernels.cross_compile import ROOT, run_interpreter_off
+
 SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
@@ -35,16 +31,8 @@ for dtype in ("fp32", "fp64"):
 
 @pytest.mark.slow
 def test_sum_tree_kernels_compile_for_sm90_with_barriers_atomic_max_and_no_prefetch():
-    triton = pytest.importorskip("triton")
-    ptxas = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    if not ptxas.exists():
-        pytest.skip("this Triton has no bundled ptxas")
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT))], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 8, proc.stdout
+    lines = run_interpreter_off(SCRIPT.format(root=str(ROOT)))
+    assert len(lines) == 8, lines
     for line in lines:
         head, usage = line.split("|")
         kind, *counts = head.split()

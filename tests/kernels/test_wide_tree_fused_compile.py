@@ -6,14 +6,10 @@ launchers use in a subprocess with the interpreter off (it must be off when the 
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.kernels.cross_compile import ROOT, run_interpreter_off
+
 SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
@@ -45,15 +41,8 @@ for full, idx in ((False, "*i64"), (True, "*fp32")):
 
 @pytest.mark.slow
 def test_wide_tree_kernels_compile_for_sm90_without_spills():
-    ptxas = Path(__import__("triton").__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
-    if not ptxas.exists():
-        pytest.skip("this Triton has no bundled ptxas")
-    env = {**os.environ, "TRITON_INTERPRET": "0"}
-    proc = subprocess.run([sys.executable, "-c", SCRIPT.format(root=str(ROOT))], env=env, capture_output=True,
-                          text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    lines = proc.stdout.strip().splitlines()
-    assert len(lines) == 5, proc.stdout
+    lines = run_interpreter_off(SCRIPT.format(root=str(ROOT)))
+    assert len(lines) == 5, lines
     for line in lines:
         if "STACK:" in line:
             assert "STACK:0 " in line, line  # no register spills

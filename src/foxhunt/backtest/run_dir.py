@@ -82,15 +82,11 @@ def backtest_run_dir(run_dir: Path, device: str = "auto") -> tuple[list[FoldBack
 
 
 def _window(res: Any, i: int) -> Any:
-    """Window i of a multi-window BacktestResult as a one-window view (metrics, curves)."""
-    import copy
+    """Window i of a multi-window BacktestResult as a one-window result (metrics, curves)."""
+    from dataclasses import replace
 
-    one = copy.copy(res)
-    one.metrics = [res.metrics[i]]
     n = int(res.lengths[i])
-    one.lengths = np.asarray([n])
-    one.starts = np.asarray([res.starts[i]])
-    one.returns = res.returns[i : i + 1, :n] if res.returns is not None else None
-    one.positions = res.positions[i : i + 1, :n] if res.positions is not None else None
-    one.metrics_tensor = res.metrics_tensor[i : i + 1] if res.metrics_tensor is not None else None
-    return one
+    cut = lambda a: a[i : i + 1, :n] if a is not None else None  # noqa: E731
+    return replace(res, metrics=[res.metrics[i]], starts=res.starts[i : i + 1], lengths=res.lengths[i : i + 1],
+                   returns=cut(res.returns), positions=cut(res.positions),
+                   metrics_tensor=res.metrics_tensor[i : i + 1] if res.metrics_tensor is not None else None)

@@ -61,7 +61,6 @@ class DuelingWeights:
     obs_dim: int
     n_actions: int
     slope: float
-    head_hidden: int = 0  # unpadded width of each head's hidden layer (0: H3 / 2)
 
     @property
     def dims(self) -> tuple[int, int, int, int, int]:
@@ -122,7 +121,7 @@ def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tup
     b3[:hh], b3[hh:2 * hh] = v1b.detach(), a1b.detach()
     b4[:n_act], b4[n_act] = a2b.detach(), v2b.detach()[0]
     ws = [w.to(dtype).contiguous() for w in (w1, w2, w3, w4)]
-    return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope), hh)
+    return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope))
 
 
 def layer1_features(market: MarketArrays, starts: torch.Tensor, mean: torch.Tensor, inv: torch.Tensor,

@@ -139,8 +139,9 @@ class Collector:
         # (foxhunt.env.fused, same results to float32 rounding); compile_env lets inductor fuse them.
         # Acting passes: bias + LeakyReLU chains over [N, 256] activations are memory-bound at large N;
         # compiling them (compile_learner) lets inductor fuse the elementwise work into fewer passes.
-        self._online = torch.compile(learner.online, dynamic=False) if cfg.compile_learner else learner.online
-        self._target = torch.compile(learner.target, dynamic=False) if cfg.compile_learner else learner.target
+        compile_nets = cfg.compile_learner and not cfg.fused_acting  # fused acting replaces the nets' passes
+        self._online = torch.compile(learner.online, dynamic=False) if compile_nets else learner.online
+        self._target = torch.compile(learner.target, dynamic=False) if compile_nets else learner.target
         # fused_acting: both forward passes as one Triton kernel each (ValueError when it cannot run).
         self._fused = FusedActing(learner, n, env.n_actions, cfg.matmul_precision) if cfg.fused_acting else None
         if self._fused is not None:
