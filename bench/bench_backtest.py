@@ -180,18 +180,23 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
                 for pre in ((None, False) if p == "tf32" else (None,))]
     if quick:
         configs = [("tf32", 4, 16, 64, None), ("bf16", 4, 1, 64, None), ("tf32", 4, 1, 64, False)]
+    # A sixth field: row-path extras (adv_only: the advantage head alone with its exact fallback,
+    # the default; l1_keep: cache hints keeping the head weights in L1).
+    configs = [c + ({},) for c in configs]
     if args.fast:  # few compiled configurations: fits a short device lease
-        configs = [("tf32", 4, 16, 64, None), ("tf32", 4, 1, 64, False), ("tf32", 8, 1, 64, False)]
-        configs += [("tf32", nw, 1, bn, None) for nw in (4, 8) for bn in (32, 64, 128)]
-    for prec, nw, bw, bn, pre in configs:
+        configs = [("tf32", 4, 1, 64, None, dict(adv_only=False)), ("tf32", 4, 1, 64, None, {}),
+                   ("tf32", 4, 1, 32, None, {}), ("tf32", 4, 1, 128, None, {}), ("tf32", 8, 1, 64, None, {}),
+                   ("tf32", 4, 1, 64, None, dict(l1_keep=True)), ("tf32", 4, 1, 64, None, dict(adv_only=False, l1_keep=True))]
+    for prec, nw, bw, bn, pre, extra in configs:
         holder: dict = {}
 
-        def go(prec=prec, nw=nw, bw=bw, bn=bn, pre=pre, holder=holder):
+        def go(prec=prec, nw=nw, bw=bw, bn=bn, pre=pre, extra=extra, holder=holder):
             holder["out"] = launch(bt, st8, ln8, net, precision=prec, num_warps=nw, block_w=bw, bn=bn, precompute=pre,
-                                   store_debug=True)
+                                   store_debug=True, **extra)
 
         s = timed(go, device, reps)
         row = {"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn, "precompute": pre, "windows": 8,
+               "adv_only": extra.get("adv_only", bw == 1), "l1_keep": extra.get("l1_keep", False),
                "bars": small_t, "kernel_s": s,
                "us_per_bar": s / small_t * 1e6, **agreement(torch_actions, holder["out"].actions.cpu().numpy())}
         result["sweep"].append(row)
@@ -202,13 +207,16 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
         for bw in sorted({r["block_w"] for r in result["sweep"] if r["precision"] == p}):
             best = min((r for r in result["sweep"] if r["precision"] == p and r["block_w"] == bw),
                        key=lambda r: r["kernel_s"])
-            big += [(p, best["num_warps"], bw, best["bn"], best["precompute"], w, s)
+            extra = {"adv_only": best["adv_only"], "l1_keep": best["l1_keep"]} if bw == 1 else {}
+            big += [(p, best["num_warps"], bw, best["bn"], best["precompute"], extra, w, s)
                     for w, s in ((8, starts8), (big_w, starts_big))]
+            if bw == 1 and args.fast and (best["adv_only"] or best["l1_keep"]):  # the previous default beside it
+                big.append((p, 4, 1, 64, None, {"adv_only": False}, 8, starts8))
     metrics_inputs = None
-    for prec, nw, bw, bn, pre, w, starts in big:
+    for prec, nw, bw, bn, pre, extra, w, starts in big:
         st, ln = check_windows(market, starts, [big_t] * w)
         holder = {}
-        tune = dict(precision=prec, num_warps=nw, block_w=bw, bn=bn, precompute=pre)
+        tune = dict(precision=prec, num_warps=nw, block_w=bw, bn=bn, precompute=pre, **extra)
 
         def kern(st=st, ln=ln, holder=holder, tune=tune):
             holder["out"] = launch(bt, st, ln, net, **tune)
@@ -218,6 +226,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
         result["rows"].append({"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn,
                                "precompute": bool(bw == 1 and prec != "bf16" and pre is not False
                                                   and w * big_t * 256 * 4 <= PRECOMPUTE_MAX_BYTES),
+                               "adv_only": bool(extra.get("adv_only", False)), "l1_keep": bool(extra.get("l1_keep", False)),
                                "windows": w, "bars": big_t,
                                "kernel_s": k_s, "run_fused_s": e2e, "us_per_bar": k_s / big_t * 1e6,
                                "model_8x100k": MODEL[prec] if bw > 1 else "-"})
@@ -252,15 +261,17 @@ def _print(res: dict) -> None:
           f"= {tr['us_per_bar']:.1f} µs/bar; 8 × 100 K: {tr['extrapolated_100k_s']:.2f} s{label}; "
           f"{tr['distinct_actions']} distinct greedy actions")
     print(f"(b) fused sweep, 8 × {res['sweep'][0]['bars']} bars:")
-    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'BN':>4} {'pre':>5} {'kernel s':>10} {'µs/bar':>9} {'agree':>7} {'differ':>7}")
+    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'BN':>4} {'pre':>5} {'adv':>5} {'L1':>5} {'kernel s':>10} {'µs/bar':>9} {'agree':>7} {'differ':>7}")
     for r in res["sweep"]:
-        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r.get('bn', '-'):>4} {str(r.get('precompute')):>5} {r['kernel_s']:10.4f} {r['us_per_bar']:9.2f} "
+        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r.get('bn', '-'):>4} {str(r.get('precompute')):>5} "
+              f"{str(r.get('adv_only', '-')):>5} {str(r.get('l1_keep', '-')):>5} {r['kernel_s']:10.4f} {r['us_per_bar']:9.2f} "
               f"{r['bars_before_first_difference']:7.1%} {r['windows_differing']:>5}/8")
-    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'BN':>4} {'pre':>5} {'W':>5} {'T':>8} {'kernel s':>10} {'run_fused s':>12} {'µs/bar':>9} "
+    print(f"{'precision':>10} {'warps':>6} {'BW':>4} {'BN':>4} {'pre':>5} {'adv':>5} {'L1':>5} {'W':>5} {'T':>8} {'kernel s':>10} {'run_fused s':>12} {'µs/bar':>9} "
           f"{'torch/fused':>12} {'model 8×100K':>13}")  # torch/fused: ratio of µs per bar
     for r in res["rows"]:
         speed = f"{tr['us_per_bar'] / r['us_per_bar']:12.1f}" if r["windows"] == 8 else f"{'-':>12}"
-        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r.get('bn', '-'):>4} {str(r.get('precompute')):>5} {r['windows']:>5} {r['bars']:>8} {r['kernel_s']:10.3f} "
+        print(f"{r['precision']:>10} {r['num_warps']:>6} {r['block_w']:>4} {r.get('bn', '-'):>4} {str(r.get('precompute')):>5} "
+              f"{str(r.get('adv_only', '-')):>5} {str(r.get('l1_keep', '-')):>5} {r['windows']:>5} {r['bars']:>8} {r['kernel_s']:10.3f} "
               f"{r['run_fused_s']:12.3f} {r['us_per_bar']:9.2f} {speed} {r['model_8x100k']:>13}")
     mt = res["metrics"]
     g = f"{mt['graphed_s'] * 1e6:.0f} µs" if mt["graphed_s"] else "-"

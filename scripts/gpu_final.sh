@@ -19,7 +19,8 @@ STEPS=${STEPS:-tests ktests ftests prof envf dqn bt replay train trainfast}
 want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
 want tests && TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
 want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
-want ftests && TAILN=30 step ${T_FTESTS:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_sum_tree_fused.py tests/agents/test_dqn_fused_step.py tests/kernels/test_dueling_mlp_fused.py tests/kernels/test_wide_tree_fused.py tests/agents/test_replay_wide_per.py -s
+# ftests: the fused learner's GPU tests outside tests/kernels (ktests runs the kernels' own).
+want ftests && TAILN=30 step ${T_FTESTS:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/agents/test_dqn_fused_step.py tests/agents/test_replay_wide_per.py -s
 want kbts && TAILN=10 step ${T_KBTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -k small_exact
 want replay && step ${T_REPLAY:-90} python3 bench/bench_replay.py
 want kbt && TAILN=30 step ${T_KBT:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -s

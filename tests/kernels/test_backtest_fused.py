@@ -186,9 +186,13 @@ CASES = {
 }
 
 
-PATHS = {"row": dict(block_w=1), "row-no-precompute": dict(block_w=1, precompute=False), "tiles": dict(block_w=16)}
-"""The kernel's MLP paths: one window per program with layer 1's feature part precomputed (the
-default for few windows), the same without the precompute, and tl.dot tiles of 16 windows."""
+PATHS = {"row": dict(block_w=1), "row-no-precompute": dict(block_w=1, precompute=False),
+         "row-both-heads": dict(block_w=1, adv_only=False), "tiles": dict(block_w=16)}
+"""The kernel's MLP paths: one window per program with layer 1's feature part precomputed and the
+advantage head alone (the default for few windows), the same without the precompute, the same with
+both heads on every bar, and tl.dot tiles of 16 windows."""
+GPU_ONLY_PATHS = {"row-l1keep": dict(block_w=1, l1_keep=True)}
+"""Cache hints (the interpreter ignores them): checked compiled, on the GPU."""
 
 
 @pytest.mark.parametrize("path", list(PATHS))
@@ -200,7 +204,7 @@ def test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, path):
     bt = Backtester(market, params, chunk=16, cuda_graphs=False)
     ref = torch_run(bt, STARTS, LENGTHS, net)
     st, ln = check_windows(market, STARTS, LENGTHS)
-    out = launch(bt, st, ln, net, precision="ieee", store_debug=True, **PATHS[path])
+    out = launch(bt, st, ln, net, precision="ieee", store_debug=True, **{**PATHS, **GPU_ONLY_PATHS}[path])
     assert_same_actions(ref, out.actions.cpu().numpy())
     compare(ref, out)
     np.testing.assert_array_equal(out.fill_status.cpu().numpy(), np.where(ref["stepped"], ref["status"], 0))
@@ -372,10 +376,11 @@ def test_gpu_compiled_kernel_passes_the_small_exact_cases():
     """The small cases above, compiled for the GPU (div_rn / sqrt_rn, no FMA contraction)."""
     if is_interpreted():
         pytest.skip("runs the compiled kernel")
-    for path in PATHS:
+    for path in [*PATHS, *GPU_ONLY_PATHS]:
         for case in CASES:
             test_fused_kernel_equals_the_torch_backtester_bar_for_bar(case, path)
-        test_odd_layer_widths_are_padded_exactly(path)
+        if path in PATHS:
+            test_odd_layer_widths_are_padded_exactly(path)
     for block_w in (1, 16):
         test_bf16_kernel_equals_a_torch_net_with_bf16_weights_and_activations(block_w)
     test_a_bust_ends_the_window_and_finished_windows_stop_changing()

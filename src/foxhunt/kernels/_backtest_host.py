@@ -48,7 +48,9 @@ class ExecParams:
 
 @dataclass
 class DuelingWeights:
-    """A dueling net as four padded dense layers, weights transposed [K, N] (see _backtest_mlp)."""
+    """A dueling net as four padded dense layers, weights transposed [K, N] (see _backtest_mlp).
+    The head-hidden layer holds the value head's units in columns [0, H3 / 2) and the advantage
+    head's in [H3 / 2, H3), so either head alone is a power-of-two block."""
 
     w1: torch.Tensor
     b1: torch.Tensor
@@ -111,17 +113,29 @@ def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tup
     w2 = torch.zeros(H1, H2, **f32)
     w2[:h1, :h2] = t2w.detach().T
     w3 = torch.zeros(H2, H3, **f32)
+    hp = H3 // 2  # the advantage head's hidden units start at the middle (a power-of-two block each)
     w3[:h2, :hh] = v1w.detach().T
-    w3[:h2, hh:2 * hh] = a1w.detach().T
+    w3[:h2, hp:hp + hh] = a1w.detach().T
     w4 = torch.zeros(H3, A, **f32)
-    w4[hh:2 * hh, :n_act] = a2w.detach().T
+    w4[hp:hp + hh, :n_act] = a2w.detach().T
     w4[:hh, n_act] = v2w.detach()[0]
     b1, b2, b3, b4 = (torch.zeros(n, **f32) for n in (H1, H2, H3, A))
     b1[:h1], b2[:h2] = t1b.detach(), t2b.detach()
-    b3[:hh], b3[hh:2 * hh] = v1b.detach(), a1b.detach()
+    b3[:hh], b3[hp:hp + hh] = v1b.detach(), a1b.detach()
     b4[:n_act], b4[n_act] = a2b.detach(), v2b.detach()[0]
     ws = [w.to(dtype).contiguous() for w in (w1, w2, w3, w4)]
     return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope))
+
+
+def value_bound(net: DuelingWeights) -> torch.Tensor:
+    """[4] float32 on the net's device: (Σ|w_v2|, max_j Σ_k |W_v1[k, j]|, max|b_v1|, |b_v2|), so
+    that |V| ≤ b0 · (b1 · max|h2| + b2) + b3 for any trunk output h2 (Hölder; LeakyReLU is
+    1-Lipschitz with LeakyReLU(0) = 0). Computed in float64 and rounded up; no host read."""
+    hp, n = net.dims[3] // 2, net.n_actions
+    w3v = net.w3[:, :hp].to(torch.float64).abs()
+    parts = [net.w4[:hp, n].to(torch.float64).abs().sum(), w3v.sum(0).max(),
+             net.b3[:hp].to(torch.float64).abs().max(), net.b4[n].to(torch.float64).abs()]
+    return (torch.stack(parts) * (1 + 1e-6)).to(torch.float32)
 
 
 def layer1_features(market: MarketArrays, starts: torch.Tensor, mean: torch.Tensor, inv: torch.Tensor,

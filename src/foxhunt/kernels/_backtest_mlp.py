@@ -98,31 +98,87 @@ def dueling_argmax(out, N_ACTIONS: tl.constexpr, A: tl.constexpr):
 
 
 @triton.jit
-def _matvec(v, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, n0, BN: tl.constexpr, ROUND: tl.constexpr):
+def _matvec(v, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, n0, BN: tl.constexpr, ROUND: tl.constexpr,
+            CG: tl.constexpr = False):
     """v[K] @ W[:, n0:n0 + BN] + b[n0:n0 + BN] → [BN] float32 (float32 FMA; W is [K, N] row-major).
 
-    ROUND: round the input to bf16 first (the bf16 path's layer inputs, as ``dense`` casts them)."""
+    ROUND: round the input to bf16 first (the bf16 path's layer inputs, as ``dense`` casts them).
+    CG: load W through L2 only (``ld.global.cg``), leaving L1 to the weights kept there."""
     k = tl.arange(0, K)
     n = n0 + tl.arange(0, BN)
     if ROUND:
         v = v.to(tl.bfloat16).to(tl.float32)
-    w = tl.load(w_ptr + k[:, None] * N + n[None, :]).to(tl.float32)
+    if CG:
+        w = tl.load(w_ptr + k[:, None] * N + n[None, :], cache_modifier=".cg").to(tl.float32)
+    else:
+        w = tl.load(w_ptr + k[:, None] * N + n[None, :]).to(tl.float32)
     return tl.sum(v[:, None] * w, axis=0) + tl.load(b_ptr + n)
 
 
 @triton.jit
-def greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS: tl.constexpr,
+def _heads_row(h1, w2, b2, w3, b3, w4, b4, slope, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr,
+               A: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, C0, HC: tl.constexpr,
+               L1KEEP: tl.constexpr):
+    """Layers 2-4 of one window from h1 [H1]: the packed head outputs [A] of the head-hidden columns
+    [C0, C0 + HC) (C0 = 0, HC = H3: both heads; C0 = H3 / 2, HC = H3 / 2: the advantage head alone,
+    whose rows of W4 hold only advantages (its value column is the value bias); C0 = 0, HC = H3 / 2:
+    the value head alone (its advantage columns are the advantage biases)), and max |h2| (for the
+    value bound). C0 may be a runtime value.
+
+    Layers 2 and 3 are fused over BN-wide column chunks of layer 2 (h2[c] feeds layer 3's sum
+    directly), so no activation is written to memory and no register tensor is ever sliced.
+    L1KEEP: W2 streams through L2 only and W3 / W4 are loaded with evict_last, so the head weights
+    can stay in the SM's L1 across bars instead of being evicted by W2's stream."""
+    j = C0 + tl.arange(0, HC)
+    acc3 = tl.zeros([HC], dtype=tl.float32)
+    h2max = tl.max(tl.zeros([HC], dtype=tl.float32), axis=0)
+    for c in tl.static_range(0, H2, BN):
+        h2c = leaky(_matvec(h1, w2, b2, H1, H2, c, BN, ROUND, L1KEEP), slope)  # [BN]
+        if ROUND:
+            h2c = h2c.to(tl.bfloat16).to(tl.float32)
+        h2max = tl.maximum(h2max, tl.max(tl.abs(h2c), axis=0))
+        rows3 = (c + tl.arange(0, BN))[:, None] * H3 + j[None, :]
+        if L1KEEP:
+            w3c = tl.load(w3 + rows3, eviction_policy="evict_last").to(tl.float32)  # [BN, HC]
+        else:
+            w3c = tl.load(w3 + rows3).to(tl.float32)
+        acc3 += tl.sum(h2c[:, None] * w3c, axis=0)
+    h3 = leaky(acc3 + tl.load(b3 + j), slope)
+    if ROUND:
+        h3 = h3.to(tl.bfloat16).to(tl.float32)
+    n = tl.arange(0, A)
+    if L1KEEP:
+        w4r = tl.load(w4 + j[:, None] * A + n[None, :], eviction_policy="evict_last").to(tl.float32)  # [HC, A]
+    else:
+        w4r = tl.load(w4 + j[:, None] * A + n[None, :]).to(tl.float32)
+    return tl.sum(h3[:, None] * w4r, axis=0) + tl.load(b4 + n), h2max
+
+
+ADV_SLACK = tl.constexpr(8.0 * 2.0 ** -24 * 1.01)
+"""The advantage-only argmax is certain when the top two advantages differ by more than
+ADV_SLACK · (|V| bound + 2 max|A|): float32's V + A_i − mean(A) (two roundings, each at most
+2^-24 relative) cannot reorder them (4u needed; 8u leaves room for V's own rounding)."""
+
+
+@triton.jit
+def greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS: tl.constexpr,
                       D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr, A: tl.constexpr,
-                      BN: tl.constexpr, ROUND: tl.constexpr, PRE: tl.constexpr):
+                      BN: tl.constexpr, ROUND: tl.constexpr, PRE: tl.constexpr, ADV: tl.constexpr,
+                      L1KEEP: tl.constexpr):
     """``greedy_action`` for ONE window (x: [1, D]) as matrix-vector products on the CUDA cores.
 
     Why: a window's bars form a dependent chain, so one window's time per bar is what counts, and
     tl.dot's smallest tile (16 rows) would leave 15 of 16 rows empty. One window per program puts
-    W windows on W SMs, each streaming the weights from L2 on its own. Layers 2 and 3 are fused
-    over BN-wide column chunks of layer 2 (h2[:, c] feeds layer 3's sum directly), so no activation
-    is written to memory and no chunk of a register tensor is ever sliced.
+    W windows on W SMs, each streaming the weights from L2 on its own.
     PRE: layer 1's pre-activation arrives as ``h1_pre`` [H1] (its feature part precomputed for all
     bars before the loop, the portfolio part added by the caller) and ``x`` is unused.
+    ADV: compute the advantage head only (Q = V + A − mean(A), so argmax Q = argmax A in exact
+    arithmetic; it skips the value head's half of W3, ~28 % of the bytes per bar). Float32 rounding
+    of V + A_i − mean(A) could only merge two advantages closer than ADV_SLACK · (|V| + 2 max|A|),
+    with |V| ≤ vb0 · (vb1 · max|h2| + vb2) + vb3 (``value_bound``: Hölder bounds of the value head,
+    LeakyReLU being 1-Lipschitz; × 1.05 covers the bf16 path's rounded inputs). When the top two
+    are that close (or not finite) the bar runs layers 2-4 again for the value half and takes the
+    full dueling argmax, so the action is always the one the full float32 computation gives.
     Returns int32 [1] (the first maximal index on exact ties).
     """
     if PRE:
@@ -130,14 +186,33 @@ def greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTION
     else:
         xv = tl.sum(x, axis=0)  # [D]: drops the single row
         h1 = leaky(_matvec(xv, w1, b1, D, H1, 0, H1, ROUND), slope)
-    acc3 = tl.zeros([H3], dtype=tl.float32)
-    j = tl.arange(0, H3)
-    for c in tl.static_range(0, H2, BN):
-        h2c = leaky(_matvec(h1, w2, b2, H1, H2, c, BN, ROUND), slope)  # [BN]
-        if ROUND:
-            h2c = h2c.to(tl.bfloat16).to(tl.float32)
-        w3c = tl.load(w3 + (c + tl.arange(0, BN))[:, None] * H3 + j[None, :]).to(tl.float32)  # [BN, H3]
-        acc3 += tl.sum(h2c[:, None] * w3c, axis=0)
-    h3 = leaky(acc3 + tl.load(b3 + j), slope)
-    out = _matvec(h3, w4, b4, H3, A, 0, A, ROUND)  # [A]
-    return dueling_argmax(out[None, :], N_ACTIONS, A)
+    if ADV:
+        # One copy of the head code, run once (advantage half) or twice (then the value half): a
+        # second inlined copy inside an `if` made the compile 300× slower and spilled registers.
+        c = tl.arange(0, A)
+        c0 = tl.full((), H3 // 2, tl.int32)
+        adv_out = tl.zeros([A], dtype=tl.float32)
+        a = tl.zeros([1], dtype=tl.int32)
+        again = c0 > 0
+        while again:
+            out, h2max = _heads_row(h1, w2, b2, w3, b3, w4, b4, slope, H1, H2, H3, A, BN, ROUND, c0, H3 // 2, L1KEEP)
+            if c0 > 0:  # advantage half: columns [H3/2, H3) of W3, advantage rows of W4
+                adv = tl.where(c < N_ACTIONS, out, float("-inf"))
+                top = tl.argmax(adv, axis=0, tie_break_left=True)
+                m1 = tl.max(adv, axis=0)
+                m2 = tl.max(tl.where(c == top, float("-inf"), adv), axis=0)
+                amax = tl.max(tl.where(c < N_ACTIONS, tl.abs(out), 0.0), axis=0)
+                v_bound = tl.load(vb_ptr) * (tl.load(vb_ptr + 1) * h2max + tl.load(vb_ptr + 2)) + tl.load(vb_ptr + 3)
+                certain = m1 - m2 > ADV_SLACK * (v_bound * 1.05 + 2.0 * amax)  # false for NaN too
+                adv_out = out
+                a = tl.zeros([1], dtype=tl.int32) + top.to(tl.int32)
+                again = not certain
+                c0 = tl.full((), 0, tl.int32)
+            else:  # value half: V sits in column N_ACTIONS (its advantage columns are biases only)
+                full = tl.where(c == N_ACTIONS, out, adv_out)
+                a = dueling_argmax(full[None, :], N_ACTIONS, A)
+                again = c0 > 0
+    else:
+        out, h2max = _heads_row(h1, w2, b2, w3, b3, w4, b4, slope, H1, H2, H3, A, BN, ROUND, 0, H3, L1KEEP)
+        a = dueling_argmax(out[None, :], N_ACTIONS, A)
+    return a

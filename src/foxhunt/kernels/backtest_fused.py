@@ -66,6 +66,7 @@ from foxhunt.kernels._backtest_env import (
 )
 from foxhunt.kernels._backtest_host import (
     DuelingWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, pack_dueling,
+    value_bound,
 )
 from foxhunt.kernels._backtest_mlp import greedy_action, greedy_action_row
 
@@ -94,7 +95,7 @@ def is_interpreted() -> bool:
 def _backtest_kernel(
     feat_ptr, ohlc_ptr, volume_ptr, logret_ptr, range_ptr, med_range_ptr, med_absret_ptr,
     start_ptr, len_ptr, mean_ptr, inv_ptr,
-    w1, b1, w2, b2, w3, b3, w4, b4, scratch_ptr,
+    w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, scratch_ptr,
     ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr,
     act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr, given_ptr, given_cols, pre_ptr,
     n_windows, n_bars, n_steps, n_feat,
@@ -105,6 +106,7 @@ def _backtest_kernel(
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
     ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
+    ADV: tl.constexpr, L1KEEP: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -179,8 +181,8 @@ def _backtest_kernel(
             h1_pre = pre_cur
             if PRE:
                 h1_pre = ((pre_cur + tl.sum(expo) * wp0) + tl.sum(unreal) * wp1) + tl.sum(held) * wp2
-            a = greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS, D, H1, H2, H3, A,
-                                  BN, ROUND, PRE)
+            a = greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS, D, H1, H2,
+                                  H3, A, BN, ROUND, PRE, ADV, L1KEEP)
         else:
             a = greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS,
                               D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, STAGES, PREC, F32_DOT)
@@ -243,6 +245,7 @@ def fused_backtest(
     exposure_mode: bool, kelly: bool, precision: str = "tf32", block_w: int | None = None, bk: int | None = None,
     stages: int = 3, num_warps: int | None = None, store_debug: bool = False, store_trades: bool = False,
     bn: int = 64, actions: torch.Tensor | None = None, precompute: bool | None = None,
+    adv_only: bool = True, l1_keep: bool = False,
 ) -> FusedOutputs:
     """Backtest W windows (bars starts[w] … starts[w] + lengths[w]) with the greedy action of ``net``.
 
@@ -260,6 +263,10 @@ def fused_backtest(
     precompute: (row path, float32 weights) compute layer 1's feature part for every bar of every
     window before the loop, as one float64 GEMM ([W, n_steps, H1] float32 in device memory), so the
     bar loop skips the first layer's weights; None = when that array fits PRECOMPUTE_MAX_BYTES.
+    adv_only: (row path) evaluate the advantage head alone and fall back to both heads on the rare
+    bars where float32 rounding could make the dueling argmax differ (``greedy_action_row``): the
+    same actions, fewer weight bytes per bar. l1_keep: (row path) stream W2 through L2 only and
+    keep the head weights in L1 across bars (cache hints; a tuning knob).
     """
     if actions is not None:
         net = given_actions_net(market.features.shape[1], precision, market.features.device)
@@ -298,6 +305,9 @@ def fused_backtest(
     use_pre = pre_ok and (fits if precompute is None else bool(precompute))
     pre = layer1_features(market, starts, norm_mean, norm_inv_std, net, n_steps) if use_pre else None
 
+    use_adv = bool(adv_only) and row and actions is None
+    vb = value_bound(net) if use_adv else torch.zeros(4, dtype=torch.float32, device=dev)
+
     grid = triton.cdiv(w, block_w)
     scratch = torch.empty(1 if row else grid * 2 * block_w * hmax, dtype=want, device=dev)
     f32 = dict(dtype=torch.float32, device=dev)
@@ -321,7 +331,7 @@ def fused_backtest(
         market.features, market.ohlc, market.volume, market.log_return, market.bar_range,
         market.median_range, market.median_abs_return,
         starts, lengths, norm_mean.contiguous(), norm_inv_std.contiguous(),
-        net.w1, net.b1, net.w2, net.b2, net.w3, net.b3, net.w4, net.b4, scratch,
+        net.w1, net.b1, net.w2, net.b2, net.w3, net.b3, net.w4, net.b4, vb, scratch,
         out.returns, out.positions, out.trade_return, out.trade_closed, out.final_equity,
         out.actions if store_debug else dummy, out.fill_status if store_debug else dummy,
         out.trade_side if store_trades else dummy, out.trade_size if store_trades else dummy,
@@ -337,7 +347,7 @@ def fused_backtest(
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
-        PRE=pre is not None,
+        PRE=pre is not None, ADV=use_adv, L1KEEP=bool(l1_keep),
         num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)

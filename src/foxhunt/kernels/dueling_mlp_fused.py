@@ -271,14 +271,15 @@ def pack_dueling_into(trunk: Pairs, value: Pairs, advantage: Pairs, out: Dueling
         raise ValueError("pack_dueling_into: the network does not match the packed buffers")
     out.w1[:obs_dim, :h1].copy_(t1w.T)
     out.w2[:h1, :h2].copy_(t2w.T)
+    hp = H3 // 2  # pack_dueling's layout: the advantage hidden units start at the middle
     out.w3[:h2, :hh].copy_(v1w.T)
-    out.w3[:h2, hh:2 * hh].copy_(a1w.T)
-    out.w4[hh:2 * hh, :n_act].copy_(a2w.T)
+    out.w3[:h2, hp:hp + hh].copy_(a1w.T)
+    out.w4[hp:hp + hh, :n_act].copy_(a2w.T)
     out.w4[:hh, n_act].copy_(v2w[0])
     out.b1[:h1].copy_(t1b)
     out.b2[:h2].copy_(t2b)
     out.b3[:hh].copy_(v1b)
-    out.b3[hh:2 * hh].copy_(a1b)
+    out.b3[hp:hp + hh].copy_(a1b)
     out.b4[:n_act].copy_(a2b)
     out.b4[n_act:n_act + 1].copy_(v2b)
 
