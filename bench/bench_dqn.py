@@ -117,6 +117,8 @@ def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
         return real(self)
 
     epochs = 5
+    per_epoch: list[int] = []  # implicit syncs of each epoch (a one-off shows where it happens)
+    sources: list[str] = []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
@@ -124,15 +126,19 @@ def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
         try:
             t0 = time.perf_counter()
             for _ in range(epochs):
+                before = len(caught)
                 tr.train_epoch()
+                new = [w for w in caught[before:] if "synchroniz" in str(w.message).lower()]
+                per_epoch.append(len(new))
+                sources += [f"{w.filename}:{w.lineno}" for w in new]
             loop_waits = waits["n"]
+            wall = time.perf_counter() - t0
         finally:
             torch.cuda.Event.synchronize = real
             torch.cuda.set_sync_debug_mode("default")
-        tr.drain()  # the end of training: outside the epoch loop
-        wall = time.perf_counter() - t0
-    implicit = sum(1 for w in caught if "synchroniz" in str(w.message).lower())
-    return {"lagged": lagged, "epochs": epochs, "implicit_syncs_per_epoch": implicit / epochs,
+    tr.drain()  # the end of training: outside the epoch loop and outside the count
+    return {"lagged": lagged, "epochs": epochs, "implicit_syncs_per_epoch": sum(per_epoch) / epochs,
+            "implicit_syncs_by_epoch": per_epoch, "implicit_sync_sources": sources,
             "blocking_event_waits_per_epoch": loop_waits / epochs, "epoch_s": wall / epochs}
 
 
@@ -190,6 +196,8 @@ def main() -> None:
     ap.add_argument("--only", default="abcd")
     ap.add_argument("--sizes", default="", help="comma-separated N for (a), e.g. 65536")
     ap.add_argument("--variants", default="", help="comma-separated collection variants to run")
+    ap.add_argument("--name", default="", help="result file stem (default dqn_<device>): a partial run (--only) "
+                    "beside the full one")
     args = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -199,7 +207,7 @@ def main() -> None:
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]
 
-    name = f"dqn_{dev.type}{'_quick' if args.quick else ''}"
+    name = args.name or f"dqn_{dev.type}{'_quick' if args.quick else ''}"
 
     def guarded(section: str, fn, *a):
         try:
@@ -269,7 +277,7 @@ def main() -> None:
               f"fused={r['fused']}{''.join(f' {k}={v}' for k, v in r['over'].items())}: {r['updates_per_s']:,.0f} updates/s "
               f"(setup {r['setup_s']:.1f} s)")
     for r in res["syncs"]:
-        print(f"syncs/epoch lagged={r['lagged']}: implicit {r['implicit_syncs_per_epoch']}, blocking waits {r['blocking_event_waits_per_epoch']}")
+        print(f"syncs/epoch lagged={r['lagged']}: implicit {r['implicit_syncs_per_epoch']} (by epoch {r.get('implicit_syncs_by_epoch')}, from {r.get('implicit_sync_sources')}), blocking waits {r['blocking_event_waits_per_epoch']}")
     if res.get("sb3"):
         print("sb3 comparison:", res["sb3"])
     if res["errors"]:
