@@ -198,7 +198,7 @@ def test_a_crash_after_a_committed_checkpoint_resumes_to_the_uninterrupted_resul
 
 def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path):
     """configs/h200-fast.toml's switches (fused env step, fused acting MLP, compiled train step with
-    the hand-written backward, Triton PER trees, fused validation backtests) in one walk-forward
+    the hand-written backward, 32-ary Triton PER trees, fused validation backtests) in one walk-forward
     run; without CUDA the Triton kernels run in the interpreter, in a subprocess so that
     TRITON_INTERPRET is set before Triton is imported."""
     import os
@@ -207,7 +207,7 @@ def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path
 
     sets = ["dqn.n_envs=16", "dqn.hidden=[16,16]", "dqn.head_hidden=8", "dqn.rounds_per_epoch=2", "dqn.batch_size=32",
             "dqn.buffer_capacity=4096", "dqn.warmup_transitions=64", "dqn.fused_env=true", "dqn.fused_acting=true",
-            "dqn.fused_train_step=true", "dqn.fused_replay=true", "train.eval_fused=true", "data.bars=6000", "folds.train=3000", "folds.val=600",
+            "dqn.fused_train_step=true", "dqn.sampler=\"proportional_wide\"", "train.eval_fused=true", "data.bars=6000", "folds.train=3000", "folds.val=600",
             f"run.out_dir=\"{(tmp_path / 'runs').as_posix()}\""]
     cmd = [sys.executable, "-m", "foxhunt.cli", "train", "--folds", "2", "--epochs", "2", "--name", "fast"]
     for s in sets:
