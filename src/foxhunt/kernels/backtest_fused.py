@@ -79,7 +79,7 @@ PRECOMPUTE_MAX_BYTES = 1 << 30
 ROW_MAX_WINDOWS = 265
 """Below this many windows the default is one window per program (``greedy_action_row``). Measured
 on the H200: 8 windows 1.14 s (rows) vs 2.10 s (16-window tiles), 256 windows 1.59 s vs 2.12 s.
-A row program uses 254 registers × 128 threads, so two fit an SM: 264 windows run in one wave on
+A row program uses 187 registers × 128 threads (255 with both heads), so two fit an SM: 264 windows run in one wave on
 132 SMs; beyond that each further wave adds about a window's whole time, while the tiles stay at
 one wave up to 2,112 windows."""
 
