@@ -196,6 +196,9 @@ def main() -> None:
     ap.add_argument("--only", default="abcd")
     ap.add_argument("--sizes", default="", help="comma-separated N for (a), e.g. 65536")
     ap.add_argument("--variants", default="", help="comma-separated collection variants to run")
+    ap.add_argument("--train-variants", default="", help="comma-separated labels of (b) rows, e.g. "
+                    "graph-fused-proportional_wide,graph-fused-uniform")
+    ap.add_argument("--repeat", type=int, default=1, help="run the (b) rows this many times (fresh trainers)")
     ap.add_argument("--name", default="", help="result file stem (default dqn_<device>): a partial run (--only) "
                     "beside the full one")
     args = ap.parse_args()
@@ -236,29 +239,25 @@ def main() -> None:
                     write_result(name, res)  # partial results survive a timeout
     if "b" in args.only:
         cap, batch = (1 << 20, 4096) if dev.type == "cuda" else (4096, 256)
-        # (graphs, compiled, fused); on the CPU (--quick) the fused row smoke-tests the compiled program.
-        variants = ([(False, False, False), (True, False, False), (True, True, False), (True, False, True)]
-                    if dev.type == "cuda" else [(False, False, False), (False, False, True)])
-        for graphs, compiled, fused in variants:
-            for sampler in ("proportional", "uniform"):
-                if compiled and sampler == "uniform":
-                    continue
-                if fused and dev.type != "cuda" and sampler == "proportional":
-                    continue
-                r = guarded("training", training, market, graphs, cap, batch, sampler, compiled, fused)
+        # (label, graphs, compiled, fused, sampler, extra config); on the CPU (--quick) the fused
+        # uniform row smoke-tests the compiled program.
+        rows = [(f"{'graph' if g else 'eager'}{'-compiled' if c else ''}{'-fused' if f else ''}-{smp}", g, c, f, smp, None)
+                for g, c, f in ([(False, False, False), (True, False, False), (True, True, False), (True, False, True)]
+                                if dev.type == "cuda" else [(False, False, False), (False, False, True)])
+                for smp in ("proportional", "uniform")
+                if not (c and smp == "uniform") and not (f and dev.type != "cuda" and smp == "proportional")]
+        if dev.type == "cuda":
+            rows.append(("graph-fused-proportional-fused_replay", True, False, True, "proportional", {"fused_replay": True}))
+            rows.append(("graph-fused-proportional_wide", True, False, True, "proportional_wide", None))
+        if args.train_variants:
+            rows = [r for r in rows if r[0] in args.train_variants.split(",")]
+        for rep in range(args.repeat):
+            for label, graphs, compiled, fused, sampler, over in rows:
+                r = guarded("training", training, market, graphs, cap, batch, sampler, compiled, fused, over)
                 if r:
+                    r.update(label=label, repeat=rep)
                     res["training"].append(r)
                     write_result(name, res)
-        if dev.type == "cuda" and "fused_replay" in DQNConfig.model_fields:  # fused step + fused PER trees
-            r = guarded("training", training, market, True, cap, batch, "proportional", False, True, {"fused_replay": True})
-            if r:
-                res["training"].append(r)
-                write_result(name, res)
-        if dev.type == "cuda":  # fused step + WidePER (32-ary Triton trees)
-            r = guarded("training", training, market, True, cap, batch, "proportional_wide", False, True)
-            if r:
-                res["training"].append(r)
-                write_result(name, res)
     if "c" in args.only and dev.type == "cuda":
         for lagged in (False, True):
             r = guarded("syncs", syncs_per_epoch, market, lagged)
