@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One device call that runs every GPU test and the benchmarks, each bounded by a timeout so that the
 # whole call fits the lease; results (JSON) come back in $OUT/results_final.tgz, logs in $OUT/*.log.
+# Before the call: git rev-parse HEAD > bench/results/.revision (git-ignored, so carry it to the
+# device with .whl): the copy there has no usable .git and the JSON records this revision.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
