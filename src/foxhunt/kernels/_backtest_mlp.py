@@ -178,7 +178,8 @@ def greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, 
     with |V| ≤ vb0 · (vb1 · max|h2| + vb2) + vb3 (``value_bound``: Hölder bounds of the value head,
     LeakyReLU being 1-Lipschitz; × 1.05 covers the bf16 path's rounded inputs). When the top two
     are that close (or not finite) the bar runs layers 2-4 again for the value half and takes the
-    full dueling argmax, so the action is always the one the full float32 computation gives.
+    full dueling argmax: the action is always float32's argmax of V + A − mean(A) for this
+    kernel's V and A (a rounding tie included), never an artefact of skipping V.
     Returns int32 [1] (the first maximal index on exact ties).
     """
     if PRE:
