@@ -186,7 +186,10 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
     if args.fast:  # few compiled configurations: fits a short device lease
         configs = [("tf32", 4, 1, 64, None, dict(adv_only=False)), ("tf32", 4, 1, 64, None, {}),
                    ("tf32", 4, 1, 32, None, {}), ("tf32", 4, 1, 128, None, {}), ("tf32", 8, 1, 64, None, {}),
-                   ("tf32", 4, 1, 64, None, dict(l1_keep=True)), ("tf32", 4, 1, 64, None, dict(adv_only=False, l1_keep=True))]
+                   ("tf32", 4, 1, 64, None, dict(l1_keep=True)), ("tf32", 4, 1, 64, None, dict(adv_only=False, l1_keep=True)),
+                   ("tf32", 4, 16, 64, None, {}), ("tf32", 4, 16, 64, None, dict(adv_only=False))]
+        if args.tiles:  # the tile path only (windows >= ROW_MAX_WINDOWS): advantage head only vs both heads
+            configs = configs[-2:]
     for prec, nw, bw, bn, pre, extra in configs:
         holder: dict = {}
 
@@ -196,7 +199,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
 
         s = timed(go, device, reps)
         row = {"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn, "precompute": pre, "windows": 8,
-               "adv_only": extra.get("adv_only", bw == 1), "l1_keep": extra.get("l1_keep", False),
+               "adv_only": extra.get("adv_only", True), "l1_keep": extra.get("l1_keep", False),
                "bars": small_t, "kernel_s": s,
                "us_per_bar": s / small_t * 1e6, **agreement(torch_actions, holder["out"].actions.cpu().numpy())}
         result["sweep"].append(row)
@@ -207,11 +210,12 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
         for bw in sorted({r["block_w"] for r in result["sweep"] if r["precision"] == p}):
             best = min((r for r in result["sweep"] if r["precision"] == p and r["block_w"] == bw),
                        key=lambda r: r["kernel_s"])
-            extra = {"adv_only": best["adv_only"], "l1_keep": best["l1_keep"]} if bw == 1 else {}
+            extra = {"adv_only": best["adv_only"], "l1_keep": best["l1_keep"]}
             big += [(p, best["num_warps"], bw, best["bn"], best["precompute"], extra, w, s)
                     for w, s in ((8, starts8), (big_w, starts_big))]
-            if bw == 1 and args.fast and (best["adv_only"] or best["l1_keep"]):  # the previous default beside it
-                big.append((p, 4, 1, 64, None, {"adv_only": False}, 8, starts8))
+            if args.fast and (best["adv_only"] or best["l1_keep"]):  # both heads beside it
+                big += [(p, 4, bw, 64, None, {"adv_only": False}, w, s)
+                        for w, s in ((8, starts8), (big_w, starts_big)) if (bw == 1) == (w == 8)]
     metrics_inputs = None
     for prec, nw, bw, bn, pre, extra, w, starts in big:
         st, ln = check_windows(market, starts, [big_t] * w)
@@ -284,7 +288,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="tiny shapes on the CPU (Triton interpreter)")
     ap.add_argument("--torch-bars", type=int, default=0, help="bars per window for the torch path (default 10 K)")
-    ap.add_argument("--fast", action="store_true", help="one kernel configuration (tf32), one repetition")
+    ap.add_argument("--fast", action="store_true", help="few kernel configurations (tf32), one repetition")
+    ap.add_argument("--tiles", action="store_true", help="with --fast: the tile path's two configurations only")
     args = ap.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
     if device.type == "cpu" and not args.quick:

@@ -52,7 +52,8 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
                   BK1=min(bk, D), BK=bkh, STAGES=stages, PREC="ieee" if prec == "bf16" else prec,
                   F32_DOT=prec != "bf16", EXPOSURE=exposure, HAS_VOLUME=has_volume, KELLY=kelly,
                   STORE_DEBUG=debug, STORE_TRADES=trades, ROW=block_w == 1, BN=min(bn, H2), ROUND=prec == "bf16",
-                  GIVEN=given, PRE=pre, ADV=adv and block_w == 1 and not given, L1KEEP=l1keep)
+                  GIVEN=given, PRE=pre, ADV=adv and not given and (block_w == 1 or H3 // 2 >= 16), L1KEEP=l1keep,
+                  BKH=min(bkh, max(16, H3 // 2)))
     fn = bf._backtest_kernel
     if type(fn).__name__ != "JITFunction":
         raise RuntimeError("the kernel module was imported with TRITON_INTERPRET=1; run with it unset or 0")

@@ -187,10 +187,11 @@ CASES = {
 
 
 PATHS = {"row": dict(block_w=1), "row-no-precompute": dict(block_w=1, precompute=False),
-         "row-both-heads": dict(block_w=1, adv_only=False), "tiles": dict(block_w=16)}
+         "row-both-heads": dict(block_w=1, adv_only=False), "tiles": dict(block_w=16),
+         "tiles-both-heads": dict(block_w=16, adv_only=False)}
 """The kernel's MLP paths: one window per program with layer 1's feature part precomputed and the
 advantage head alone (the default for few windows), the same without the precompute, the same with
-both heads on every bar, and tl.dot tiles of 16 windows."""
+both heads on every bar, and tl.dot tiles of 16 windows (advantage head only, and both heads)."""
 GPU_ONLY_PATHS = {"row-l1keep": dict(block_w=1, l1_keep=True)}
 """Cache hints (the interpreter ignores them): checked compiled, on the GPU."""
 

@@ -1,4 +1,4 @@
-"""The row path's advantage-only argmax: the value-head bound it relies on, and its fallback to both
+"""The advantage-only argmax (row and tile paths): the value-head bound it relies on, and its fallback to both
 heads where float32 rounding of V + A − mean(A) decides the action.
 
 Interpreted without CUDA (TRITON_INTERPRET=1, set by ``test_backtest_fused`` before Triton loads).
@@ -65,8 +65,9 @@ def test_advantage_only_path_falls_back_to_both_heads_where_rounding_decides_the
     bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
     ref = torch_run(bt, STARTS, LENGTHS, net)
     st, ln = check_windows(market, STARTS, LENGTHS)
-    for path in (dict(adv_only=True), dict(adv_only=True, precompute=False), dict(adv_only=False)):
-        out = launch(bt, st, ln, net, precision="ieee", store_debug=True, block_w=1, **path)
+    for path in (dict(block_w=1), dict(block_w=1, precompute=False), dict(block_w=1, adv_only=False),
+                 dict(block_w=16), dict(block_w=16, adv_only=False)):
+        out = launch(bt, st, ln, net, precision="ieee", store_debug=True, **path)
         acts = out.actions.cpu().numpy()
         for w in range(len(STARTS)):
             np.testing.assert_array_equal(acts[w, : ln[w]], ref["actions"][w, : ln[w]], err_msg=str(path))
@@ -77,10 +78,10 @@ def test_advantage_only_path_takes_the_same_actions_as_both_heads_on_random_nets
     market = small_market(6)
     bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
     st, ln = check_windows(market, STARTS, LENGTHS)
-    for seed in (6, 7):
+    for seed, block_w in ((6, 1), (7, 1), (6, 16)):
         net = varied_net(market.obs_dim, 45, seed=seed, hidden=(24, 40), head_hidden=20)
-        a = launch(bt, st, ln, net, precision="ieee", store_debug=True, block_w=1, adv_only=True)
-        b = launch(bt, st, ln, net, precision="ieee", store_debug=True, block_w=1, adv_only=False)
+        a = launch(bt, st, ln, net, precision="ieee", store_debug=True, block_w=block_w, adv_only=True)
+        b = launch(bt, st, ln, net, precision="ieee", store_debug=True, block_w=block_w, adv_only=False)
         np.testing.assert_array_equal(a.actions.cpu().numpy(), b.actions.cpu().numpy())
         np.testing.assert_array_equal(a.returns.cpu().numpy(), b.returns.cpu().numpy())
         assert len(np.unique(a.actions.cpu().numpy())) >= 5

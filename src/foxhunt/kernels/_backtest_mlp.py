@@ -34,9 +34,10 @@ def store_rows(buf, x, N: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexp
 
 
 @triton.jit
-def dense(src, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr,
-          BK: tl.constexpr, STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr):
-    """src[:, :K] @ W[K, N] + b → [BLOCK_W, N] float32 (accumulated in float32).
+def dense(src, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, LD: tl.constexpr, HMAX: tl.constexpr,
+          BLOCK_W: tl.constexpr, BK: tl.constexpr, STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr):
+    """src[:, :K] @ W[K, N] + b → [BLOCK_W, N] float32 (accumulated in float32); W's rows are LD
+    elements apart (LD = N for a whole packed layer, more for a block of its columns).
 
     F32_DOT: operands are (converted to) float32 and multiplied with input precision PREC ("ieee",
     "tf32", "tf32x3"); otherwise they are bf16 on the bf16 tensor-core path. (The interpreter
@@ -48,7 +49,7 @@ def dense(src, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, HMAX: tl.constexp
     acc = tl.zeros([BLOCK_W, N], dtype=tl.float32)
     for k in tl.range(0, K, BK, num_stages=STAGES):
         a = tl.load(src + r[:, None] * HMAX + (k + kk)[None, :])
-        b = tl.load(w_ptr + (k + kk)[:, None] * N + n[None, :])
+        b = tl.load(w_ptr + (k + kk)[:, None] * LD + n[None, :])
         if F32_DOT:
             acc = tl.dot(a.to(tl.float32), b.to(tl.float32), acc, input_precision=PREC)
         else:
@@ -64,23 +65,59 @@ def leaky(x, slope):
 
 
 @triton.jit
-def greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS: tl.constexpr,
+def greedy_action(x, valid, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS: tl.constexpr,
                   D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr, A: tl.constexpr,
                   HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr,
-                  STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr):
+                  BKH: tl.constexpr, STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr,
+                  ADV: tl.constexpr):
     """argmax_a Q(x, a) for the observations x [BLOCK_W, D]; Q = V + A − mean(A) as DuelingQNet.
 
+    ADV: the advantage head alone, with the value half computed for the whole block only when some
+    row's top two advantages are too close for float32 to be sure (``greedy_action_row``'s rule;
+    BKH: the K-step of the head layers, ≤ H3 / 2; padding rows, ``valid`` False, never ask for it).
     Returns int32 [BLOCK_W] (the first maximal index on exact ties, as torch.argmax).
     """
     store_rows(buf0, x, D, HMAX, BLOCK_W)
-    h = leaky(dense(buf0, w1, b1, D, H1, HMAX, BLOCK_W, BK1, STAGES, PREC, F32_DOT), slope)
+    h = leaky(dense(buf0, w1, b1, D, H1, H1, HMAX, BLOCK_W, BK1, STAGES, PREC, F32_DOT), slope)
     store_rows(buf1, h, H1, HMAX, BLOCK_W)
-    h = leaky(dense(buf1, w2, b2, H1, H2, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT), slope)
-    store_rows(buf0, h, H2, HMAX, BLOCK_W)
-    h = leaky(dense(buf0, w3, b3, H2, H3, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT), slope)
-    store_rows(buf1, h, H3, HMAX, BLOCK_W)
-    out = dense(buf1, w4, b4, H3, A, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT)
-    return dueling_argmax(out, N_ACTIONS, A)
+    h = leaky(dense(buf1, w2, b2, H1, H2, H2, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT), slope)
+    store_rows(buf0, h, H2, HMAX, BLOCK_W)  # h2 stays in buf0 for the value half
+    if ADV:
+        # One copy of the head layers in a loop over head halves (advantage, then value if needed):
+        # an inlined second copy made the compiler spill 10x more (cf. greedy_action_row).
+        h2max = tl.max(tl.abs(h), axis=1)  # [BLOCK_W]
+        c = tl.arange(0, A)[None, :]
+        c0 = tl.full((), H3 // 2, tl.int32)
+        out_a = tl.zeros([BLOCK_W, A], dtype=tl.float32)
+        a = tl.zeros([BLOCK_W], dtype=tl.int32)
+        certain = valid == 0
+        again = c0 > 0
+        while again:
+            hh = leaky(dense(buf0, w3 + c0, b3 + c0, H2, H3 // 2, H3, HMAX, BLOCK_W, BKH, STAGES, PREC, F32_DOT), slope)
+            store_rows(buf1, hh, H3 // 2, HMAX, BLOCK_W)
+            out = dense(buf1, w4 + c0 * A, b4, H3 // 2, A, A, HMAX, BLOCK_W, BKH, STAGES, PREC, F32_DOT)
+            if c0 > 0:  # advantage half
+                adv = tl.where(c < N_ACTIONS, out, float("-inf"))
+                top = tl.argmax(adv, axis=1, tie_break_left=True).to(tl.int32)
+                m1 = tl.max(adv, axis=1)
+                m2 = tl.max(tl.where(c == top[:, None], float("-inf"), adv), axis=1)
+                amax = tl.max(tl.where(c < N_ACTIONS, tl.abs(out), 0.0), axis=1)
+                v_bound = tl.load(vb_ptr) * (tl.load(vb_ptr + 1) * h2max + tl.load(vb_ptr + 2)) + tl.load(vb_ptr + 3)
+                certain = (m1 - m2 > ADV_SLACK * (v_bound * 1.05 + 2.0 * amax)) | (valid == 0)  # false for NaN
+                out_a = out
+                a = top
+                again = tl.min(certain.to(tl.int32), axis=0) == 0  # some row needs V: the value half
+                c0 = tl.full((), 0, tl.int32)
+            else:  # value half, for the whole block: V in column N_ACTIONS
+                full = tl.where(c == N_ACTIONS, out, out_a)
+                a = tl.where(certain, a, dueling_argmax(full, N_ACTIONS, A))
+                again = c0 > 0
+    else:
+        h = leaky(dense(buf0, w3, b3, H2, H3, H3, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT), slope)
+        store_rows(buf1, h, H3, HMAX, BLOCK_W)
+        out = dense(buf1, w4, b4, H3, A, A, HMAX, BLOCK_W, BK, STAGES, PREC, F32_DOT)
+        a = dueling_argmax(out, N_ACTIONS, A)
+    return a
 
 
 @triton.jit

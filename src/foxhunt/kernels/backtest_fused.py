@@ -105,7 +105,7 @@ def _backtest_kernel(
     capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
     vol_lambda, max_holding_f, kelly_fraction, kelly_min_mult, kelly_alpha, kelly_min_trades, bust_level, slope,
     N_ACTIONS: tl.constexpr, D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr,
-    A: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr,
+    A: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr, BKH: tl.constexpr,
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
     ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
@@ -187,8 +187,8 @@ def _backtest_kernel(
             a = greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS, D, H1, H2,
                                   H3, A, BN, ROUND, PRE, ADV, L1KEEP)
         else:
-            a = greedy_action(x, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, slope, N_ACTIONS,
-                              D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, STAGES, PREC, F32_DOT)
+            a = greedy_action(x, valid, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS,
+                              D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, BKH, STAGES, PREC, F32_DOT, ADV)
 
         # The env step (vec_env.step with shaping off).
         e, o, m = decode(a, range_t, med_range, vol, med_absret, EXPOSURE)
@@ -266,9 +266,9 @@ def fused_backtest(
     precompute: (row path, float32 weights) compute layer 1's feature part for every bar of every
     window before the loop, as one float64 GEMM ([W, n_steps, H1] float32 in device memory), so the
     bar loop skips the first layer's weights; None = when that array fits PRECOMPUTE_MAX_BYTES.
-    adv_only: (row path) evaluate the advantage head alone and fall back to both heads on the rare
-    bars where float32 rounding could make the dueling argmax differ (``greedy_action_row``): the
-    same actions, fewer weight bytes per bar. l1_keep: (row path) stream W2 through L2 only and
+    adv_only: evaluate the advantage head alone and add the value head only on the rare bars where
+    float32 rounding could make the dueling argmax differ (``greedy_action_row``; the tile path
+    does it per block of windows): the same actions, fewer weight bytes per bar. l1_keep: (row path) stream W2 through L2 only and
     keep the head weights in L1 across bars (cache hints). Both defaults are the configuration
     measured fastest on the H200 (bench/results/backtest_cuda.json: 8 × 100 K in 0.887 s).
     """
@@ -309,7 +309,8 @@ def fused_backtest(
     use_pre = pre_ok and (fits if precompute is None else bool(precompute))
     pre = layer1_features(market, starts, norm_mean, norm_inv_std, net, n_steps) if use_pre else None
 
-    use_adv = bool(adv_only) and row and actions is None
+    # The tile path's head layers are tl.dot tiles: each head half must be >= 16 wide.
+    use_adv = bool(adv_only) and actions is None and (row or H3 // 2 >= 16)
     vb = value_bound(net) if use_adv else torch.zeros(4, dtype=torch.float32, device=dev)
 
     grid = triton.cdiv(w, block_w)
@@ -347,7 +348,7 @@ def fused_backtest(
         p.participation, p.vol_lambda, p.max_holding, p.kelly_fraction, p.kelly_min_mult, p.kelly_alpha,
         int(p.kelly_min_trades), p.bust_level, net.slope,
         N_ACTIONS=net.n_actions, D=D, H1=H1, H2=H2, H3=H3, A=A, HMAX=hmax, BLOCK_W=block_w,
-        BK1=min(bk, D), BK=bk_hidden, STAGES=stages, PREC=prec, F32_DOT=f32_dot,
+        BK1=min(bk, D), BK=bk_hidden, BKH=min(bk_hidden, max(16, H3 // 2)), STAGES=stages, PREC=prec, F32_DOT=f32_dot,
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
