@@ -9,6 +9,7 @@ registered here, so this module stays the one place that knows the file layout.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import sys
 from pathlib import Path
@@ -93,12 +94,25 @@ _SECTIONS: dict[str, type[Section]] = {
 }
 
 
+SECTION_ORDER = ("run", "data", "features", "folds", "env", "dqn", "train", "backtest")
+"""Canonical order of the sections in a written config.toml (others follow, sorted by name).
+
+The order never depends on which module happened to be imported first: a section registry filled
+at import time is ordered by import order, and that order differs between ``foxhunt train`` and
+``foxhunt train --resume`` (the bug of issue 11, where the config hash differed between them)."""
+
+
 def register_section(name: str, model: type[Section]) -> None:
-    """Add a config section (called by later layers at import time)."""
+    """Add a config section (called by later layers at import time).
+
+    The owning module must also be listed in ``_registered_sections`` so that every process sees
+    the same section set whatever it imported first (tests/test_config.py checks this).
+    """
     _SECTIONS[name] = model
 
 
 def _registered_sections() -> dict[str, type[Section]]:
+    """Every config section, in the canonical order (``SECTION_ORDER``, then by name)."""
     # Import the layers that own sections so that they register themselves.
     for mod in ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.train.config", "foxhunt.backtest.config"):
         try:
@@ -106,7 +120,11 @@ def _registered_sections() -> dict[str, type[Section]]:
         except ModuleNotFoundError as exc:  # layer not built yet
             if exc.name is None or not mod.startswith(exc.name):
                 raise
-    return _SECTIONS
+    return {name: _SECTIONS[name] for name in sorted(_SECTIONS, key=_section_rank)}
+
+
+def _section_rank(name: str) -> tuple[int, str]:
+    return (SECTION_ORDER.index(name), "") if name in SECTION_ORDER else (len(SECTION_ORDER), name)
 
 
 class Config:
@@ -125,13 +143,20 @@ class Config:
         return dict(self._sections)
 
     def to_dict(self) -> dict[str, dict[str, Any]]:
-        return {name: _drop_none(sec.model_dump(mode="json")) for name, sec in self._sections.items()}
+        """The resolved values, sections in the canonical order (None values left out)."""
+        names = sorted(self._sections, key=_section_rank)
+        return {name: _drop_none(self._sections[name].model_dump(mode="json")) for name in names}
 
     def to_toml(self) -> str:
         return tomli_w.dumps(self.to_dict())
 
     def hash(self) -> str:
-        return hashlib.sha256(self.to_toml().encode()).hexdigest()
+        """sha256 of the resolved values only: canonical JSON with every key sorted.
+
+        Independent of section registration / import order, of key order in the TOML file and of
+        whether a value was written out or left at its default.
+        """
+        return hashlib.sha256(canonical_json(self.to_dict()).encode()).hexdigest()
 
     def write(self, directory: str | os.PathLike[str], filename: str = "config.toml") -> Path:
         """Write the resolved TOML into ``directory`` (temporary name, then rename)."""
@@ -147,6 +172,11 @@ class Config:
         for name, upd in section_updates.items():
             data.setdefault(name, {}).update(upd)
         return build_config(data, source="<replace>")
+
+
+def canonical_json(obj: Any) -> str:
+    """One canonical text per value: keys sorted at every level, no whitespace, UTF-8 kept."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True)
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
@@ -206,9 +236,13 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
         if not p.is_file():
             raise ConfigError(f"config file {p} does not exist")
         try:
-            data = tomllib.loads(p.read_text())
+            data = tomllib.loads(p.read_text(encoding="utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{p}: not a TOML text file (byte {exc.start} is not UTF-8)") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+        except OSError as exc:
+            raise ConfigError(f"{p}: cannot be read ({exc.strerror or exc})") from None
     if overrides:
         apply_overrides(data, overrides)
         source = f"{source} + overrides"
