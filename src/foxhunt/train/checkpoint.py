@@ -35,11 +35,9 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 import foxhunt
-from foxhunt.errors import CacheError
+from foxhunt.train.manifest import FILES, FORMAT_VERSION, CheckpointError, check_headers, check_restored_values, parse_manifest
 
-FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-FILES = ("trainer.safetensors", "replay.safetensors", "rng.safetensors")
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".trash-"
 SLEEP_ENV = "FOXHUNT_TEST_CHECKPOINT_SLEEP"
@@ -47,10 +45,6 @@ SLEEP_ENV = "FOXHUNT_TEST_CHECKPOINT_SLEEP"
 
 _NAME_RE = re.compile(r"^f(\d{3,})-e(\d{5,})-(epoch|end)$")
 _STORAGE_FIELDS = ("bar", "portfolio", "action", "reward", "done", "next_bar", "next_portfolio", "discount", "pos_t", "size_t")
-
-
-class CheckpointError(CacheError):
-    """A checkpoint is missing, torn, corrupt or does not belong to this run (names the file)."""
 
 
 # --------------------------------------------------------------------------- what is saved
@@ -216,32 +210,32 @@ def save(ckpt_dir: Path, trainer: Any, *, fold: int, epoch: int, fold_done: bool
 
 # --------------------------------------------------------------------------- loading
 def read_manifest(path: Path) -> dict[str, Any]:
-    """The manifest of checkpoint ``path``, with every file's sha256 verified (CheckpointError)."""
+    """The manifest of checkpoint ``path``, schema-checked (``foxhunt.train.manifest.Manifest``),
+    with every file's length and sha256 verified (CheckpointError naming the file otherwise)."""
     mpath = path / MANIFEST
     if not mpath.is_file():
         raise CheckpointError(f"checkpoint {path}: {MANIFEST} is missing (torn or not a checkpoint)")
-    try:
-        manifest = json.loads(mpath.read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CheckpointError(f"checkpoint {mpath}: unreadable manifest ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {mpath}: unknown format {manifest.get('format') if isinstance(manifest, dict) else '?'!r} (expected {FORMAT_VERSION})")
-    files = manifest.get("files", {})
+    manifest = parse_manifest(mpath)
+    files = manifest["files"]
     for fname in FILES:
         fpath = path / fname
-        if fname not in files:
-            raise CheckpointError(f"checkpoint {mpath}: no entry for {fname}")
         if not fpath.is_file():
             raise CheckpointError(f"checkpoint file {fpath} is missing")
+        size = fpath.stat().st_size
+        if size != files[fname]["bytes"]:
+            raise CheckpointError(f"checkpoint file {fpath} is {size} bytes, the manifest says {files[fname]['bytes']}")
         digest = hashlib.sha256(fpath.read_bytes()).hexdigest()
         if digest != files[fname]["sha256"]:
             raise CheckpointError(f"checkpoint file {fpath} is corrupt: sha256 {digest[:12]}… does not match the manifest's {files[fname]['sha256'][:12]}…")
     return manifest
 
 
-def check_identity(path: Path, manifest: dict[str, Any], config_hash: str, data_hash: str) -> None:
-    """The checkpoint belongs to this configuration and this data (CheckpointError otherwise)."""
-    if manifest.get("config_sha256") != config_hash:
+def check_identity(path: Path, manifest: dict[str, Any], config_hash: str | tuple[str, ...], data_hash: str) -> None:
+    """The checkpoint belongs to this configuration and this data (CheckpointError otherwise).
+
+    config_hash: the config's hash, or every hash that identifies it (the current one first)."""
+    accepted = (config_hash,) if isinstance(config_hash, str) else config_hash
+    if manifest.get("config_sha256") not in accepted:
         raise CheckpointError(f"checkpoint {path}: written with another configuration (config hash differs from the run's config.toml)")
     if manifest.get("data_sha256") != data_hash:
         raise CheckpointError(f"checkpoint {path}: written for other data (data sha256 {str(manifest.get('data_sha256'))[:12]}… ≠ {data_hash[:12]}…)")
@@ -273,9 +267,14 @@ def restore(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
     The trainer must be built with the same configuration and have the checkpoint's fold set
     (``reset_for_fold``); every tensor, generator and host counter is then overwritten.
     """
-    for fname, live in trainer_tensors(trainer).items():
-        _copy_group(path, fname, live)
+    groups = trainer_tensors(trainer)
     gens = generators(trainer)
+    want = {fname: {k: (t.dtype, tuple(t.shape)) for k, t in live.items()} for fname, live in groups.items()}
+    want["rng.safetensors"] = {k: (torch.uint8, tuple(g.get_state().shape)) for k, g in gens.items()}
+    for fname in FILES:  # headers only: nothing is read or copied until every file matches
+        check_headers(path / fname, want[fname])
+    for fname, live in groups.items():
+        _copy_group(path, fname, live)
     rng_path = path / "rng.safetensors"
     states = st_load(rng_path.read_bytes())
     if set(states) != set(gens):
@@ -290,5 +289,6 @@ def restore(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
     trainer.rounds = int(host["trainer_rounds"])
     trainer.replay.storage.pos = int(host["replay_pos"])
     trainer.replay.storage.size = int(host["replay_size"])
-    if "sampler_n_updates" in host:
+    if host.get("sampler_n_updates") is not None:
         trainer.replay.sampler.n_updates = int(host["sampler_n_updates"])
+    check_restored_values(path, trainer)

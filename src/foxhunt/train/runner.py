@@ -38,10 +38,11 @@ from foxhunt.backtest.evaluator import Backtester, bars_per_year
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.config import Config, load_config
 from foxhunt.env.params import check_episode_length
-from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange, folds_to_json
 from foxhunt.pipeline import Prepared
 from foxhunt.train import checkpoint as ckpt
+from foxhunt.train.manifest import RunDirError, check_manifest, read_folds_json
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog, clean_floats
 
 
@@ -52,10 +53,6 @@ class BuyHold:
     metrics: dict[str, float]
     returns: np.ndarray
     positions: np.ndarray
-
-
-class RunDirError(FoxhuntError):
-    """A run directory cannot be created or resumed (exists, missing files, wrong data...)."""
 
 
 @dataclass
@@ -120,20 +117,27 @@ def read_run_dir(run_dir: Path) -> tuple[Config, ResumePoint]:
         config = load_config(run_dir / "config.toml")
     except ConfigError as exc:
         raise RunDirError(f"--resume {run_dir}: {exc}") from None
+    folds = read_folds_json(run_dir)  # schema-checked before anything is built
     last = ckpt.latest(run_dir / "checkpoints")
     if last is None:
         return config, ResumePoint(None)
-    return config, ResumePoint(last, ckpt.read_manifest(last))
+    manifest = ckpt.read_manifest(last)  # schema + every file's length and sha256
+    check_manifest(last, manifest, config, len(folds), run_dir / "metrics.jsonl")
+    return config, ResumePoint(last, manifest)
 
 
 def check_resume(run_dir: Path, config: Config, prepared: Prepared, point: ResumePoint) -> None:
     """The data and folds are those the run started with (RunDirError / CheckpointError)."""
-    saved = json.loads((run_dir / "folds.json").read_text())
+    import hashlib
+
+    saved = read_folds_json(run_dir)
     now = [f.to_dict() for f in prepared.folds]
-    if [{k: row[k] for k in now[0]} for row in saved] != now:
+    if saved != now:
         raise RunDirError(f"--resume {run_dir}: the folds differ from folds.json (the data changed since the run started)")
     if point.path is not None:
-        ckpt.check_identity(point.path, point.manifest, config.hash(), prepared.market.source_sha256)
+        # Checkpoints written before the canonical config hash carry sha256(config.toml's bytes).
+        legacy = hashlib.sha256((run_dir / "config.toml").read_bytes()).hexdigest()
+        ckpt.check_identity(point.path, point.manifest, (config.hash(), legacy), prepared.market.source_sha256)
 
 
 # --------------------------------------------------------------------------- the runner
