@@ -162,6 +162,9 @@ class WalkForwardRunner:
             check_episode_length(cfg.env.episode_length, f.train_start, f.train_end)
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
+        from foxhunt.budget import check_trainer_fits
+
+        check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device)  # before allocating
         self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed)
         self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
         self.bars_per_year = bars_per_year(self.market)

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
 from foxhunt.config import Section, register_section
+
+
+MAX_WIDTH = 65_536
+"""Largest layer width (also the bound of a model file's architecture)."""
+Width = Annotated[int, Field(ge=1, le=MAX_WIDTH)]
 
 
 class DQNConfig(Section):
@@ -20,11 +25,11 @@ class DQNConfig(Section):
     # Collection
     n_envs: int = Field(256, ge=1, le=1 << 20, description="environments stepped in lockstep")
     rollout_len: int = Field(16, ge=1, le=4096, description="env steps per collection round")
-    rounds_per_epoch: int = Field(24, ge=1)
-    train_steps_per_round: int = Field(8, ge=0)
+    rounds_per_epoch: int = Field(24, ge=1, le=1_000_000)
+    train_steps_per_round: int = Field(8, ge=0, le=100_000)
     # Replay
-    buffer_capacity: int = Field(200_000, ge=64, description="transitions (rounded down to a multiple of n_envs)")
-    warmup_transitions: int = Field(4_096, ge=0, description="transitions collected before training starts")
+    buffer_capacity: int = Field(200_000, ge=64, le=1 << 34, description="transitions (rounded down to a multiple of n_envs)")
+    warmup_transitions: int = Field(4_096, ge=0, le=1 << 34, description="transitions collected before training starts")
     sampler: Literal["uniform", "proportional", "rank", "proportional_wide"] = Field(
         "proportional", description="replay sampler; proportional_wide: proportional PER on 32-ary sum/min trees (WidePER: 4 levels for 1 M slots; Triton on CUDA or TRITON_INTERPRET=1, else torch)")
     per_alpha: float = Field(0.6, ge=0.0, le=1.0)
@@ -34,7 +39,7 @@ class DQNConfig(Section):
     per_eps: float = Field(1e-3, gt=0.0)
     rank_refresh: int = Field(64, ge=1, description="rank PER: re-sort priorities every this many updates")
     # Learning
-    batch_size: int = Field(256, ge=1)
+    batch_size: int = Field(256, ge=1, le=1 << 24)
     gamma: float = Field(0.9, ge=0.0, lt=1.0)
     n_step: int = Field(1, ge=1, le=16)
     lr: float = Field(5e-4, gt=0.0, le=1.0)
@@ -48,8 +53,8 @@ class DQNConfig(Section):
     target_update: Literal["polyak", "hard"] = "polyak"
     target_tau: float = Field(0.01, gt=0.0, le=1.0)
     target_hard_every: int = Field(500, ge=1, description="gradient steps between hard target copies")
-    hidden: tuple[int, ...] = Field((256, 256), min_length=1, max_length=6)
-    head_hidden: int = Field(128, ge=1)
+    hidden: tuple[Width, ...] = Field((256, 256), min_length=1, max_length=6, description=f"trunk layer widths (1…{MAX_WIDTH} each)")
+    head_hidden: int = Field(128, ge=1, le=MAX_WIDTH)
     # Guard
     loss_clip: float = Field(1e6, gt=0.0, description="a loss above this is a bad step (skipped)")
     grad_collapse: float = Field(1e-10, ge=0.0, description="grad norm below this counts toward collapse")
@@ -60,7 +65,7 @@ class DQNConfig(Section):
     curiosity: bool = False
     curiosity_every: int = Field(4, ge=1, description="rounds between forward-model training steps")
     curiosity_lr: float = Field(1e-3, gt=0.0)
-    curiosity_batch: int = Field(1024, ge=1)
+    curiosity_batch: int = Field(1024, ge=1, le=1 << 24)
     # Device
     cuda_graphs: bool = Field(True, description="capture collection rounds and train steps (CUDA only)")
     matmul_precision: Literal["fp32", "tf32", "bf16"] = "tf32"
@@ -82,6 +87,11 @@ class DQNConfig(Section):
             raise ValueError(
                 f"buffer_capacity {self.buffer_capacity} must hold one round: n_envs × rollout_len = "
                 f"{self.n_envs * self.rollout_len}"
+            )
+        if self.rounds_per_epoch * max(1, self.train_steps_per_round) > 1 << 26:
+            raise ValueError(
+                f"rounds_per_epoch × train_steps_per_round = {self.rounds_per_epoch * self.train_steps_per_round} "
+                f"exceeds {1 << 26} gradient steps per epoch (one record row each)"
             )
         if self.eps_end > self.eps_start:
             raise ValueError("eps_end must be <= eps_start")
