@@ -9,9 +9,10 @@ the total with the memory the device has free (``torch.cuda.mem_get_info`` on CU
 available memory on the CPU). A run that does not fit is one ``ConfigError`` line stating the
 estimate, its largest part and the limit, instead of the allocator's failure minutes later.
 
-The estimate counts every buffer sized by the config (to within a few per cent on the default
-configs: measured on the CPU by tests/test_budget.py against the tensors a trainer holds) and
-adds a fixed 25 % margin for the allocator, kernels' scratch and what the count leaves out.
+The estimate is an upper bound: it counts every buffer sized by the config plus the transient
+activations of a training step (tests/test_budget.py checks on the CPU that it is at least the
+bytes of every tensor a trained trainer holds and at most 4× that), and a fixed 25 % margin is
+added for the allocator, kernels' scratch and what the count leaves out.
 """
 
 from __future__ import annotations
@@ -63,9 +64,9 @@ def dueling_params(obs_dim: int, hidden: tuple[int, ...] | list[int], head_hidde
 
 def _sampler_bytes(sampler: str, capacity: int) -> int:
     leaves = 1 << max(0, math.ceil(math.log2(max(1, capacity))))
-    if sampler == "proportional":  # sum tree + min tree, float64, 2 × leaves nodes each
+    if sampler == "proportional":  # sum tree + min tree (float32; float64 offered), 2 × leaves nodes each
         return 2 * 2 * leaves * 8
-    if sampler == "proportional_wide":  # 32-ary trees: ~C × 32/31 nodes, two of them, float64
+    if sampler == "proportional_wide":  # 32-ary trees: ~C × 32/31 nodes, two of them (float64 bound)
         return 2 * (capacity * 32 // 31 + 64) * 8
     if sampler == "rank":  # priorities + sorted copy (float32) + order (int64)
         return capacity * (4 + 4 + 8)
