@@ -292,14 +292,14 @@ class WalkForwardRunner:
         t_run = time.perf_counter()
         tcfg, trainer, folds = self.tcfg, self.trainer, self.folds
         ckpt_dir = run_dir / "checkpoints"
-        ckpt.clean_temporaries(ckpt_dir)
         t0 = time.perf_counter()
         self.buy_and_hold()  # before any restore: always under the first fold's market statistics
         self.buy_and_hold_s = time.perf_counter() - t0
         first_fold, first_epoch, resumed_mid = 0, 0, False
         if resume is not None and resume.path is not None:
-            first_fold, first_epoch = self._restore(resume)
+            first_fold, first_epoch = self._restore(resume)  # verified before anything is written
             resumed_mid = first_epoch > 0 or not resume.manifest["fold_done"]
+        ckpt.clean_temporaries(ckpt_dir)
         metrics_bytes = int(resume.manifest.get("run", {}).get("metrics_bytes", 0)) if resume is not None else 0
         log = MetricsLog(run_dir / "metrics.jsonl")
         log.truncate(metrics_bytes)

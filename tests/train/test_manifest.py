@@ -1,0 +1,191 @@
+"""`foxhunt train --resume` reads a run directory as untrusted input: every damaged or out-of-range
+value of a checkpoint manifest, folds.json, config.toml or saved tensor is one line naming the file,
+key and rule, exit code 2, with nothing written: never a traceback, never silently accepted."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+import torch
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+from typer.testing import CliRunner
+
+from foxhunt.cli import app
+from foxhunt.train import checkpoint as ckpt
+from tests.train.conftest import CLI, snapshot, tiny_config
+
+MID = "f001-e00001-epoch"  # the checkpoint every test resumes from (inside fold 1; train.epochs = 2)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished tiny run whose fold-end checkpoint is removed: --resume continues from MID."""
+    root = tmp_path_factory.mktemp("manifest")
+    cfg = tiny_config(root, epochs=2, every=1)
+    res = CliRunner().invoke(app, ["train", "--config", str(cfg), "--name", "r"])
+    assert res.exit_code == 0, res.output
+    run = root / "runs" / "r"
+    shutil.rmtree(run / "checkpoints" / "f001-e00002-end")
+    assert ckpt.latest(run / "checkpoints").name == MID
+    return run
+
+
+@pytest.fixture
+def run(trained: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "r"
+    shutil.copytree(trained, dst)
+    return dst
+
+
+def _edit_manifest(run: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
+    path = run / "checkpoints" / MID / "manifest.json"
+    m = json.loads(path.read_text())
+    edit(m)
+    path.write_text(json.dumps(m))
+    return path
+
+
+def _rewrite_tensors(run: Path, fname: str, edit: Callable[[dict[str, torch.Tensor]], None]) -> None:
+    """Change a saved tensor file and record its new sha256 and length (an attacker's edit)."""
+    path = run / "checkpoints" / MID / fname
+    tensors = st_load(path.read_bytes())
+    edit(tensors)
+    data = st_save(tensors)
+    path.write_bytes(data)
+    import hashlib
+
+    _edit_manifest(run, lambda m: m["files"][fname].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data)))
+
+
+def _resume_refused(run: Path) -> str:
+    before = snapshot(run)
+    res = CliRunner().invoke(app, ["train", "--resume", str(run)])
+    lines = res.output.strip().splitlines()
+    assert res.exit_code == 2, res.output
+    # One error line, last; before it at most the "resuming … from checkpoint …" notice.
+    assert lines[-1].startswith("error: ") and all(ln.startswith("resuming ") for ln in lines[:-1]), res.output
+    assert "Traceback" not in res.output
+    assert snapshot(run) == before  # nothing written, nothing removed
+    return lines[-1][len("error: "):]
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    def edit(m: dict[str, Any]) -> None:
+        *parents, last = path.split("/")
+        node = m
+        for p in parents:
+            node = node[p]
+        if value is _DELETE:
+            del node[last]
+        else:
+            node[last] = value
+    return edit
+
+
+_DELETE = object()
+_M = "checkpoint manifest {run}/checkpoints/" + MID + "/manifest.json: "
+_C = "checkpoint {run}/checkpoints/" + MID + ": "
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("files/trainer.safetensors", "x", _M + "files.trainer.safetensors: Input should be a valid dictionary or instance of FileEntry (got 'x')"),
+    ("files/rng.safetensors", _DELETE, _M + "files: Value error, must list exactly trainer.safetensors, replay.safetensors, rng.safetensors"),
+    ("files/replay.safetensors/bytes", "150656", _M + "files.replay.safetensors.bytes: Input should be a valid integer (got '150656')"),
+    ("host", _DELETE, _M + "host: Field required"),
+    ("fold_done", _DELETE, _M + "fold_done: Field required"),
+    ("fold_done", 1, _M + "fold_done: Input should be a valid boolean (got 1)"),
+    ("fold", 1.5, _M + "fold: Input should be a valid integer (got 1.5)"),
+    ("run/metrics_bytes", -1, _M + "run.metrics_bytes: Input should be greater than or equal to 0 (got -1)"),
+    ("host/replay_size", 1e9, _M + "host.replay_size: Input should be a valid integer (got 1000000000.0)"),
+    ("host/replay_size", 10**9, _C + "host.replay_size = 1000000000 exceeds dqn.buffer_capacity = 2048"),
+    ("host/replay_pos", -7, _M + "host.replay_pos: Input should be greater than or equal to 0 (got -7)"),
+    ("epoch", -5, _M + "epoch: Input should be greater than or equal to 0 (got -5)"),
+    ("epoch", 1e6, _M + "epoch: Input should be a valid integer (got 1000000.0)"),
+    ("epoch", 2, _C + "epoch = 2 inside a fold must be in 1…1 (train.epochs = 2)"),
+    ("fold", 7, _C + "fold = 7 is not one of this run's 2 folds (0…1)"),
+    ("run/metrics_bytes", 10**9, _C + "run.metrics_bytes = 1000000000 exceeds the"),
+    ("config_sha256", "0" * 64, _C + "written with another configuration"),
+    ("surprise", 1, _M + "surprise: unknown key"),
+])
+def test_a_bad_manifest_value_is_one_line_and_writes_nothing(run, key, value, message):
+    _edit_manifest(run, _set(key, value))
+    assert _resume_refused(run).startswith(message.format(run=run))
+
+
+def test_a_manifest_that_is_a_list_or_not_json_is_one_line(run):
+    path = run / "checkpoints" / MID / "manifest.json"
+    path.write_text("[1, 2]")
+    assert _resume_refused(run) == f"checkpoint manifest {path}: expected a JSON object, got list"
+    path.write_bytes(b"\xff{")
+    assert _resume_refused(run).startswith(f"checkpoint manifest {path}: not JSON (")
+
+
+def test_an_rng_state_of_the_wrong_dtype_is_refused_before_anything_is_restored(run):
+    _rewrite_tensors(run, "rng.safetensors", lambda t: t.update({k: v.float() for k, v in t.items()}))
+    text = _resume_refused(run)
+    assert re.fullmatch(rf"checkpoint file {run}/checkpoints/{MID}/rng.safetensors: tensor 'env_start_sampler' is F32 "
+                        r"\[\d+\], this trainer has U8 \[\d+\]", text), text
+
+
+def test_a_saved_tensor_of_another_shape_is_refused_by_its_header(run):
+    _rewrite_tensors(run, "replay.safetensors", lambda t: t.update({"storage.bar": t["storage.bar"][:-1].clone()}))
+    assert _resume_refused(run) == (f"checkpoint file {run}/checkpoints/{MID}/replay.safetensors: tensor 'storage.bar' "
+                                    f"is I64 [2047], this trainer has I64 [2048]")
+
+
+@pytest.mark.parametrize("field, value", [("storage.bar", 10**9), ("storage.next_bar", -3), ("storage.action", 5)])
+def test_out_of_range_replay_indices_are_refused(run, field, value):
+    def edit(t: dict[str, torch.Tensor]) -> None:
+        t[field][0] = value
+    _rewrite_tensors(run, "replay.safetensors", edit)
+    text = _resume_refused(run)
+    assert re.fullmatch(rf"checkpoint {run}/checkpoints/{MID}: replay.safetensors {field} holds {value}, outside 0…\d+", text), text
+
+
+def test_nan_weights_in_a_checkpoint_are_refused(run):
+    def edit(t: dict[str, torch.Tensor]) -> None:
+        k = next(k for k, v in t.items() if v.is_floating_point() and v.numel() > 1)
+        t[k].view(-1)[0] = float("nan")
+    _rewrite_tensors(run, "trainer.safetensors", edit)
+    assert "holds NaN or infinite values" in _resume_refused(run)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"not json", "not JSON ("),
+    (b"{}", "expected a non-empty JSON list of folds"),
+    (b'[{"fold": 0, "train_start": 1}]', "row 0: train_end: Field required"),
+    (b'[{"fold": 0, "train_start": 1, "train_end": 2, "val_start": 3, "val_end": "9"}]', "row 0: val_end: Input should be a valid integer"),
+])
+def test_a_bad_folds_json_is_one_line(run, content, message):
+    (run / "folds.json").write_bytes(content)
+    assert _resume_refused(run).startswith(f"--resume: folds file {run}/folds.json: {message}")
+
+
+def test_a_binary_config_toml_is_one_line(run):
+    (run / "config.toml").write_bytes(b"\x00\x01\xfe\xff" * 8)
+    assert _resume_refused(run) == f"--resume {run}: {run}/config.toml: not a TOML text file (byte 2 is not UTF-8)"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", ["epoch", "folds", "replay"])
+def test_the_cli_process_exits_2_with_one_line(run, damage):
+    """The same refusals from a fresh `foxhunt` process: exit code 2, one line on stderr, no traceback."""
+    if damage == "epoch":
+        _edit_manifest(run, _set("epoch", -5))
+    elif damage == "folds":
+        (run / "folds.json").write_text("[")
+    else:
+        _rewrite_tensors(run, "replay.safetensors", lambda t: t["storage.bar"].fill_(-1))
+    before = snapshot(run)
+    res = subprocess.run(CLI + ["--resume", str(run)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2, res.stderr + res.stdout
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.stdout, res.stderr
+    assert snapshot(run) == before
