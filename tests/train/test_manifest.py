@@ -11,14 +11,17 @@ import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
+import hypothesis.strategies as st
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 from typer.testing import CliRunner
 
 from foxhunt.cli import app
 from foxhunt.train import checkpoint as ckpt
+from tests.json_mutation import mutate
 from tests.train.conftest import CLI, snapshot, tiny_config
 
 MID = "f001-e00001-epoch"  # the checkpoint every test resumes from (inside fold 1; train.epochs = 2)
@@ -189,3 +192,35 @@ def test_the_cli_process_exits_2_with_one_line(run, damage):
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in res.stdout, res.stderr
     assert snapshot(run) == before
+
+
+# --------------------------------------------------------------------------- property test
+@pytest.fixture(scope="module")
+def checkpoint_copy(trained: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any], Any]:
+    from foxhunt.config import load_config
+
+    d = tmp_path_factory.mktemp("prop") / MID
+    shutil.copytree(trained / "checkpoints" / MID, d)
+    return d, json.loads((d / "manifest.json").read_text()), load_config(trained / "config.toml")
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_mutated_manifest_validates_or_is_a_checkpoint_error(checkpoint_copy, trained, data):
+    from foxhunt.train.manifest import check_manifest
+
+    d, manifest, config = checkpoint_copy
+    (d / "manifest.json").write_text(json.dumps(mutate(manifest, data)))
+    try:
+        m = ckpt.read_manifest(d)
+        check_manifest(d, m, config, 2, trained / "metrics.jsonl")
+    except ckpt.CheckpointError as exc:
+        assert "\n" not in str(exc)
+        return
+    # Accepted: every counter is an int in range for this run (what decides how it continues).
+    assert type(m["fold"]) is int and 0 <= m["fold"] < 2 and type(m["fold_done"]) is bool
+    assert 1 <= m["epoch"] <= config.train.epochs and m["host"]["trainer_epoch"] == m["epoch"]
+    h = m["host"]
+    assert 0 <= h["replay_pos"] <= h["replay_size"] <= config.dqn.buffer_capacity
+    assert 0 <= m["run"]["metrics_bytes"] <= (trained / "metrics.jsonl").stat().st_size
+    assert set(m["files"]) == set(ckpt.FILES)
