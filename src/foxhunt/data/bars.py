@@ -102,7 +102,10 @@ class Bars:
         import hashlib
 
         h = hashlib.sha256()
-        for arr in (self.timestamps, self.open, self.high, self.low, self.close, self.volume):
-            h.update(np.ascontiguousarray(arr).tobytes())
+        # Fixed little-endian dtypes: the hash names the values, whatever dtype / byte order /
+        # memory layout a loader produced (it decides feature-cache hits and --resume's data check).
+        h.update(np.ascontiguousarray(self.timestamps, dtype="<i8").tobytes())
+        for arr in (self.open, self.high, self.low, self.close, self.volume):
+            h.update(np.ascontiguousarray(arr, dtype="<f8").tobytes())
         h.update(b"vol" if self.has_volume else b"novol")
         return h.hexdigest()
