@@ -224,3 +224,14 @@ def test_a_mutated_manifest_validates_or_is_a_checkpoint_error(checkpoint_copy, 
     assert 0 <= h["replay_pos"] <= h["replay_size"] <= config.dqn.buffer_capacity
     assert 0 <= m["run"]["metrics_bytes"] <= (trained / "metrics.jsonl").stat().st_size
     assert set(m["files"]) == set(ckpt.FILES)
+
+
+def test_a_checkpoint_recording_the_pre_canonical_config_hash_still_resumes(run):
+    """Checkpoints written before the canonical hash recorded sha256(config.toml's bytes)."""
+    import hashlib
+
+    legacy = hashlib.sha256((run / "config.toml").read_bytes()).hexdigest()
+    _edit_manifest(run, _set("config_sha256", legacy))
+    res = CliRunner().invoke(app, ["train", "--resume", str(run)])
+    assert res.exit_code == 0, res.output
+    assert ckpt.latest(run / "checkpoints").name == "f001-e00002-end"
