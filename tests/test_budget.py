@@ -89,3 +89,30 @@ def test_size_fields_out_of_bounds_are_config_errors(override, rule):
     with pytest.raises(ConfigError, match=None) as exc:
         load_config(None, [override] + (["dqn.train_steps_per_round=100"] if "=1000000" in override else []))
     assert rule in str(exc.value) and "\n" not in str(exc.value)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("toml", ["configs/h200.toml", "configs/h200-fast.toml"])
+def test_on_cuda_the_estimate_bounds_the_peak_memory_of_building_and_training_a_trainer(toml):
+    """Peak CUDA memory (allocator high-water mark, graphs captured, one epoch) <= the estimate × margin."""
+    from pathlib import Path
+
+    from foxhunt.agents.dqn.trainer import DQNTrainer
+    from foxhunt.budget import MARGIN
+    from foxhunt.config import load_config
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = load_config(root / toml)
+    market = MarketData(random_feature_set(200_000, 51, seed=1), "cuda")
+    market.set_fold(FoldRange(0, 1_000, 150_000, 150_100, 199_000))
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    trainer = DQNTrainer(market, cfg.env, cfg.dqn, seed=0)
+    trainer.train_epoch()
+    trainer.train_epoch()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    est = sum(dqn_trainer_bytes(cfg.dqn, market.n_features, cfg.env.n_actions).values())
+    print(f"{toml}: peak {peak / 2**20:.1f} MiB, estimate {est / 2**20:.1f} MiB")  # shown with -s
+    assert peak <= MARGIN * est, (peak, est)
