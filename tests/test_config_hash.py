@@ -3,10 +3,10 @@ first (section registration order), on key order in the file, or on defaults bei
 
 from __future__ import annotations
 
+import pytest
+
 from foxhunt.config import build_config, load_config
 from foxhunt.errors import ConfigError
-
-import pytest
 
 def test_hash_and_section_order_are_the_same_whatever_order_sections_registered_in(monkeypatch):
     """`foxhunt train` registered [train] before [env]/[dqn]; `--resume` did not (issue 11)."""

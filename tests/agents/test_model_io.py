@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from safetensors.torch import load_file, save_file
 
 from foxhunt.agents import model_io
-from foxhunt.agents.model_io import FORMAT, ModelFileError, content_sha256, load_model, save_model
+from foxhunt.agents.model_io import ModelFileError, content_sha256, load_model, save_model
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.market import NormStats
 from tests.json_mutation import mutate
