@@ -35,7 +35,7 @@ def test_every_section_registered_by_any_module_is_registered_by_build_config():
     for info in pkgutil.walk_packages(foxhunt.__path__, "foxhunt."):
         try:
             importlib.import_module(info.name)
-        except ImportError:  # optional extras (e.g. a GPU-only module) are not sections
+        except Exception:  # a module that cannot import here (optional extra, GPU only) registers nothing here
             continue
     assert set(config_mod._SECTIONS) == before
 
