@@ -13,7 +13,9 @@ Writing: everything goes into ``checkpoints/.tmp-<name>-<pid>``; each file is fs
 is written last; the directory is fsynced, renamed to its final name, and the parent fsynced. A
 kill at any moment leaves either the previous checkpoints untouched plus a temporary directory
 (removed by ``clean_temporaries`` at the next start), or the complete new checkpoint. Loading
-verifies the manifest and every file's sha256 first and names the bad file on a mismatch.
+parses the manifest with a strict schema and verifies every file's length and sha256 first, then
+compares every tensor header with the trainer before copying anything, and range-checks the
+restored values (``foxhunt.train.manifest``); errors name the bad file and key.
 Nothing is pickled: tensors go through ``safetensors.torch.save`` / ``load``; ``torch.load`` is
 never used.
 """
