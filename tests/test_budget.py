@@ -35,6 +35,7 @@ def _storages(root: object) -> dict[int, int]:
     return out
 
 
+@pytest.mark.slow
 def test_the_estimate_is_at_least_what_a_trained_trainer_holds_and_at_most_four_times_it():
     dqn = {"n_envs": 32, "buffer_capacity": 20_000, "hidden": [64, 32], "head_hidden": 16, "batch_size": 64, "curiosity": True}
     from foxhunt.agents.dqn.trainer import DQNTrainer
@@ -64,7 +65,8 @@ def test_a_trainer_larger_than_the_device_is_one_line_stating_estimate_and_limit
         check_trainer_fits(cfg.dqn, 50, 45, "cpu", available=1 << 30)
     msg = str(exc.value)
     assert "\n" not in msg
-    assert msg.startswith("[dqn] (buffer_capacity=10000000, hidden=[4096, 4096], batch_size=256, n_envs=256) needs ~")
+    assert msg.startswith("the DQN trainer (dqn.buffer_capacity=10000000, dqn.hidden=[4096, 4096], dqn.batch_size=256, "
+                          "dqn.n_envs=256) needs ~")
     assert "largest part: replay" in msg and "but cpu has 1.00 GiB free: reduce it" in msg
     check_trainer_fits(build_config({}).dqn, 50, 45, "cpu", available=1 << 30)  # the defaults fit in 1 GiB
 
@@ -116,3 +118,24 @@ def test_on_cuda_the_estimate_bounds_the_peak_memory_of_building_and_training_a_
     est = sum(dqn_trainer_bytes(cfg.dqn, market.n_features, cfg.env.n_actions).values())
     print(f"{toml}: peak {peak / 2**20:.1f} MiB, estimate {est / 2**20:.1f} MiB")  # shown with -s
     assert peak <= MARGIN * est, (peak, est)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("override, message", [
+    ("dqn.hidden=[-4]", "error: <built-in train defaults> + overrides: dqn.hidden.0: Input should be greater than or equal to 1 (got -4)"),
+    # 2^34 slots × ~90 B ≈ 1.4 TB: more than any test machine's memory, yet within the static bound
+    ("dqn.buffer_capacity=17179869184", "error: the DQN trainer (dqn.buffer_capacity=17179869184, dqn.hidden=[128, 128], dqn.batch_size=256, dqn.n_envs=128) needs ~"),
+])
+def test_foxhunt_train_refuses_bad_sizes_in_one_line_with_exit_2_and_writes_nothing(tmp_path, override, message):
+    import subprocess
+
+    from tests.train.conftest import CLI
+
+    res = subprocess.run(CLI + ["--set", override, "--set", f'run.out_dir="{tmp_path / "runs"}"', "--set",
+                                f'features.cache_dir="{tmp_path / "cache"}"', "--set", "data.bars=3000",
+                                "--set", "folds.train=1000", "--set", "folds.val=300"],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert res.returncode == 2, res.stderr + res.stdout
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(message), res.stderr
+    assert not (tmp_path / "runs").exists()

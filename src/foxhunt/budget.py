@@ -115,8 +115,9 @@ def check_fits(parts: dict[str, int], device: torch.device | str, what: str, ava
 def check_trainer_fits(dqn: Any, n_features: int, n_actions: int, device: torch.device | str, available: int | None = None) -> None:
     """The DQN trainer of this config fits ``device`` (ConfigError naming the limit otherwise)."""
     parts = dqn_trainer_bytes(dqn, n_features, n_actions)
-    what = (f"[dqn] (buffer_capacity={dqn.buffer_capacity}, hidden={list(dqn.hidden)}, batch_size={dqn.batch_size}, "
-            f"n_envs={dqn.n_envs})")
+    # No square brackets: the CLI prints errors through rich, whose markup would swallow "[dqn]".
+    what = (f"the DQN trainer (dqn.buffer_capacity={dqn.buffer_capacity}, dqn.hidden={list(dqn.hidden)}, "
+            f"dqn.batch_size={dqn.batch_size}, dqn.n_envs={dqn.n_envs})")
     check_fits(parts, device, what, available)
 
 

@@ -226,6 +226,7 @@ def test_a_mutated_manifest_validates_or_is_a_checkpoint_error(checkpoint_copy, 
     assert set(m["files"]) == set(ckpt.FILES)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_recording_the_pre_canonical_config_hash_still_resumes(run):
     """Checkpoints written before the canonical hash recorded sha256(config.toml's bytes)."""
     import hashlib
