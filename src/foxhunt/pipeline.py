@@ -30,20 +30,32 @@ def prepare_market(
     config: str | Path | Config | None = None,
     overrides: Sequence[str] = (),
     console: Any = None,
+    values: dict[str, dict[str, Any]] | None = None,
 ) -> Prepared:
-    """Load (or generate) bars, build or reuse the feature cache, lay out folds, upload once."""
+    """Load (or generate) bars, build or reuse the feature cache, lay out folds, upload once.
+
+    overrides: ``section.key=value`` texts (TOML values); values: {section: {key: value}} set as
+    they are (CLI options such as paths). Both apply only when ``config`` is not a Config.
+    """
     import time
 
-    cfg = config if isinstance(config, Config) else load_config(config, overrides)
+    cfg = config if isinstance(config, Config) else load_config(config, list(overrides), values=values)
+    from foxhunt.features import spec
+    from foxhunt.features.cache import load_or_build, require_formed_rows
+    from foxhunt.paths import check_output_dir
+
+    check_output_dir(cfg.features.cache_dir, "features.cache_dir")
     device = resolve_device(cfg.run.device)
     t0 = time.perf_counter()
     bars = load_source(cfg.data, limit_samples=True)
     t1 = time.perf_counter()
-    from foxhunt.features.cache import load_or_build
-
+    # Every check on the bars comes before the cache is written: too few bars, a fold layout
+    # that does not fit (the folds start after the spec's warm-up, known before building).
+    require_formed_rows(bars)
+    folds = folds_from_config(bars.timestamps, cfg.folds, origin=spec.WARMUP)
     res = load_or_build(bars, cfg.features.cache_dir, device=device)
     t2 = time.perf_counter()
-    folds = folds_from_config(bars.timestamps, cfg.folds, origin=res.features.warmup)
+    assert res.features.warmup == spec.WARMUP, "a cache entry of this spec version has another warm-up"
     market = MarketData(res.features, device)
     if device.type == "cuda":
         import torch

@@ -45,10 +45,14 @@ def backtest(
         raise ConfigError(f"--ensemble-mode {ensemble_mode!r}: expected vote or mean")
     if (run is None) == (not model):
         raise ConfigError("foxhunt backtest: pass --model FILE (one or more) or --run RUN_DIR, not both")
+    from foxhunt.paths import check_output_dir
+
+    # Output paths are checked before the backtest runs (a file as --out fails now, not after).
     if run is not None:
-        _backtest_run(run, out or run / "backtest", device)
+        _backtest_run(run, check_output_dir(out or run / "backtest", "--out"), device)
         return
-    out = out or Path("backtests/latest")
+    out = check_output_dir(out or Path("backtests/latest"), "--out")
+    check_output_dir(cache_dir, "--cache-dir")
     dev = resolve_device(device)
     loaded = [load_model(p, dev) for p in model]  # validates every file before anything is written
     src = {"source": "file", "path": str(data)} if data is not None else {"source": sample}

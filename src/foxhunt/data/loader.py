@@ -190,9 +190,12 @@ def _read_parquet(p: Path, label: str) -> tuple[dict[str, str], dict[str, pd.Ser
 
     try:
         table = pq.read_table(p)
-    except (pa.ArrowException, OSError, ValueError) as exc:
+        # Full validation catches what a damaged file can still decode to (e.g. text that is not
+        # UTF-8, in cells or in column names), which would otherwise fail later in conversions.
+        table.validate(full=True)
+        header = list(table.column_names)
+    except (pa.ArrowException, OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise BarDataError("unreadable", f"not a readable Parquet file ({exc})", path=label) from None
-    header = list(table.column_names)
     cols = _resolve(header, label)
     if table.num_rows == 0:
         raise BarDataError("empty-file", "no data rows", path=label)
