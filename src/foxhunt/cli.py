@@ -124,12 +124,13 @@ def features_build(
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
 ) -> None:
     """Build (or reuse) the feature cache for a bar file and print where it is."""
+    from foxhunt.paths import check_output_dir
+
+    check_output_dir(cache_dir, "--cache-dir")  # first: before the (torch) imports and any work
     from foxhunt.data.loader import load_bars
     from foxhunt.device import resolve_device
     from foxhunt.features.cache import load_or_build, require_formed_rows
-    from foxhunt.paths import check_output_dir
 
-    check_output_dir(cache_dir, "--cache-dir")
     dev = resolve_device(device)
     bars = load_bars(file)
     require_formed_rows(bars)

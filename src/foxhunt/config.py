@@ -212,6 +212,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
             data = tomllib.loads(p.read_text())
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ConfigError(f"{p}: not valid TOML: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     if overrides:
         apply_overrides(data, overrides)
         source = f"{source} + overrides"

@@ -49,6 +49,8 @@ def backtest(
 
     # Output paths are checked before the backtest runs (a file as --out fails now, not after).
     if run is not None:
+        if not run.is_dir():
+            raise ConfigError(f"--run {run}: not a training run directory (not a directory)")
         _backtest_run(run, check_output_dir(out or run / "backtest", "--out"), device)
         return
     out = check_output_dir(out or Path("backtests/latest"), "--out")

@@ -84,6 +84,8 @@ def load_bars(path: str | Path, *, repair: bool = False) -> Bars:
     p = Path(path)
     label = str(p)
     fmt = file_format(p)
+    if "\0" in label:
+        raise BarDataError("unreadable", "a path cannot contain a NUL byte", path=repr(label))
     if not p.exists():
         raise BarDataError("unreadable", "no such file", path=label)
     if not p.is_file():
