@@ -207,7 +207,7 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
         p = Path(path)
         source = str(p)
         if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist")
+            raise ConfigError(f"config file {p} {'is not a regular file' if p.exists() else 'does not exist'}")
         try:
             data = tomllib.loads(p.read_text())
         except tomllib.TOMLDecodeError as exc:
