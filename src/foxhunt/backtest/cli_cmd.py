@@ -8,6 +8,7 @@ from typing import Optional
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console()
@@ -142,7 +143,7 @@ def _print(rows: list[dict], report: Path) -> None:
     for r in rows:
         table.add_row(*(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
     console.print(table)
-    console.print(f"report: {report}", highlight=False, soft_wrap=True)
+    console.print(f"report: {escape(str(report))}", highlight=False, soft_wrap=True)  # a path is not markup
 
 
 def _iso(ns: int) -> str:
