@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from foxhunt.config import Config, load_config
 from foxhunt.data import Bars, load_source
 from foxhunt.device import resolve_device
+from foxhunt.errors import CacheError
 from foxhunt.features.featureset import FeatureSet
 from foxhunt.folds import FoldRange, folds_from_config
 from foxhunt.market import MarketData
@@ -55,7 +56,8 @@ def prepare_market(
     folds = folds_from_config(bars.timestamps, cfg.folds, origin=spec.WARMUP)
     res = load_or_build(bars, cfg.features.cache_dir, device=device)
     t2 = time.perf_counter()
-    assert res.features.warmup == spec.WARMUP, "a cache entry of this spec version has another warm-up"
+    if res.features.warmup != spec.WARMUP:  # the folds above were laid out after spec.WARMUP
+        raise CacheError(f"feature cache {res.path}: warm-up {res.features.warmup} recorded, the spec's is {spec.WARMUP}")
     market = MarketData(res.features, device)
     if device.type == "cuda":
         import torch
