@@ -1,45 +1,77 @@
 """The `foxhunt` command line (typer + rich).
 
-Every user-facing error (bad data, bad config, bad run directory) is one red line and exit code 2;
-nothing is written when input is bad.
+One error boundary, at the top-level command group (:class:`ErrorBoundary`), covers every
+command: a user-facing failure (a ``FoxhuntError``: bad data, config, run directory, model file or
+path; an ``OSError`` on a path the user gave) is one red line naming the path and the rule, and
+exit code 2. Commands check their inputs and output paths before they compute or write anything,
+so nothing is written when input is bad. Any other exception is a bug and shows a traceback.
 """
 
 from __future__ import annotations
 
-import functools
+import errno
 import sys
 from pathlib import Path
-from typing import Callable, Optional, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from foxhunt.errors import FoxhuntError
-
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="GPU-resident RL trading agents: data, features, folds, training, backtests.")
-data_app = typer.Typer(no_args_is_help=True, help="Load, validate and generate bar data.")
-features_app = typer.Typer(no_args_is_help=True, help="Build the content-hashed feature cache.")
-app.add_typer(data_app, name="data")
-app.add_typer(features_app, name="features")
 
 console = Console()
 err_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., object])
 
 
-def user_errors(fn: F) -> F:
-    """Turn FoxhuntError into one clear line on stderr and exit code 2."""
+def one_line(text: str) -> str:
+    """``text`` with control characters (newlines in a file name...) escaped: one line."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
-    @functools.wraps(fn)
-    def wrapper(*args: object, **kwargs: object) -> object:
+
+def error_line(exc: BaseException) -> str | None:
+    """The one-line message of a user-facing failure, or None when ``exc`` is a bug."""
+    if isinstance(exc, FoxhuntError):
+        return one_line(str(exc))
+    if isinstance(exc, OSError) and exc.errno not in (None, errno.EPIPE):
+        where = str(exc.filename) if exc.filename is not None else ""
+        if exc.filename2 is not None:
+            where += f" -> {exc.filename2}"
+        rule = exc.strerror or str(exc)
+        return one_line(f"{where}: {rule}" if where else rule)
+    return None
+
+
+class ErrorBoundary(TyperGroup):
+    """The top-level group: every subcommand runs inside its ``invoke``, so this is the one place
+    that turns user-facing failures into one line and exit code 2 (see the module docstring)."""
+
+    def invoke(self, ctx: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
-        except FoxhuntError as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            return super().invoke(ctx)
+        except (FoxhuntError, OSError) as exc:
+            line = error_line(exc)
+            if line is None:
+                raise
+            err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
 
-    return wrapper  # type: ignore[return-value]
+
+def user_errors(fn: F) -> F:
+    """Kept for commands registered as ``app.command(...)(user_errors(fn))``: the boundary is now
+    :class:`ErrorBoundary`, so this returns ``fn`` unchanged."""
+    return fn
+
+
+app = typer.Typer(cls=ErrorBoundary, add_completion=False, no_args_is_help=True,
+                  help="GPU-resident RL trading agents: data, features, folds, training, backtests.")
+data_app = typer.Typer(no_args_is_help=True, help="Load, validate and generate bar data.")
+features_app = typer.Typer(no_args_is_help=True, help="Build the content-hashed feature cache.")
+app.add_typer(data_app, name="data")
+app.add_typer(features_app, name="features")
 
 
 OverrideOpt = typer.Option([], "--set", help="config override section.key=value (repeatable)")
@@ -47,7 +79,6 @@ OverrideOpt = typer.Option([], "--set", help="config override section.key=value 
 
 # --------------------------------------------------------------------------- data
 @data_app.command("validate")
-@user_errors
 def data_validate(
     file: Path = typer.Argument(..., help="CSV or Parquet bar file"),
     repair: bool = typer.Option(False, help="sort rows and drop bad rows instead of failing (logged)"),
@@ -59,11 +90,10 @@ def data_validate(
     vol = "volume present" if bars.has_volume else "volume MISSING (volume features are constant)"
     first = _iso(bars.timestamps[0])
     last = _iso(bars.timestamps[-1])
-    console.print(f"[green]ok[/] {file}: {len(bars)} bars, {first} → {last}, {vol}", highlight=False, soft_wrap=True)
+    console.print(f"[green]ok[/] {_show(file)}: {len(bars)} bars, {first} → {last}, {vol}", highlight=False, soft_wrap=True)
 
 
 @data_app.command("sample")
-@user_errors
 def data_sample(
     out: Path = typer.Option(..., "--out", help="output file (.csv or .parquet)"),
     source: str = typer.Option("synthetic", help="synthetic | sp500 | nasdaq"),
@@ -74,40 +104,47 @@ def data_sample(
     """Write built-in data to a file: the synthetic market or a real daily index series."""
     from foxhunt.config import build_config
     from foxhunt.data import load_source
+    from foxhunt.data.loader import file_format
     from foxhunt.data.writer import write_bars
+    from foxhunt.paths import check_output_file
 
+    check_output_file(out, "--out")  # before generating: a directory or unwritable place fails now
+    file_format(out)
     cfg = build_config({"data": {"source": source, "seed": seed, "bar_seconds": bar_seconds, **({"bars": bars} if bars else {})}}, source="options")
     b = load_source(cfg.data, limit_samples=bars is not None)
     write_bars(b, out)
-    console.print(f"wrote {len(b)} {source} bars to {out}", highlight=False)
+    console.print(f"wrote {len(b)} {source} bars to {_show(out)}", highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- features
 @features_app.command("build")
-@user_errors
 def features_build(
     file: Path = typer.Argument(..., help="CSV or Parquet bar file"),
     cache_dir: Path = typer.Option(Path(".foxhunt-cache"), help="feature cache directory"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
 ) -> None:
     """Build (or reuse) the feature cache for a bar file and print where it is."""
+    from foxhunt.paths import check_output_dir
+
+    check_output_dir(cache_dir, "--cache-dir")  # first: before the (torch) imports and any work
     from foxhunt.data.loader import load_bars
     from foxhunt.device import resolve_device
-    from foxhunt.features.cache import load_or_build
+    from foxhunt.features.cache import load_or_build, require_formed_rows
 
+    dev = resolve_device(device)
     bars = load_bars(file)
-    res = load_or_build(bars, cache_dir, device=resolve_device(device))
+    require_formed_rows(bars)
+    res = load_or_build(bars, cache_dir, device=dev)
     state = "reused" if not res.built else f"built in {res.seconds:.2f} s"
     fs = res.features
     console.print(
-        f"{state}: {res.path} ({len(fs)} bars × {fs.n_features} features, warm-up {fs.warmup} bars)",
-        highlight=False,
+        f"{state}: {_show(res.path)} ({len(fs)} bars × {fs.n_features} features, warm-up {fs.warmup} bars)",
+        highlight=False, soft_wrap=True,
     )
 
 
 # --------------------------------------------------------------------------- prepare
 @app.command("prepare")
-@user_errors
 def prepare(
     data: Optional[Path] = typer.Option(None, help="bar file (CSV/Parquet); default: built-in sample"),
     sample: str = typer.Option("synthetic", help="built-in data when --data is absent: synthetic | sp500 | nasdaq"),
@@ -118,14 +155,15 @@ def prepare(
     """Run data → features → folds → device-resident market data and print what was built."""
     from foxhunt.pipeline import prepare_market
 
-    ov = list(overrides)
+    # Options are set as values (never pasted into TOML text: a path may hold any character).
+    values: dict[str, dict[str, object]] = {}
     if data is not None:
-        ov += ["data.source=\"file\"", f"data.path=\"{data}\""]
+        values["data"] = {"source": "file", "path": str(data)}
     elif sample != "synthetic":
-        ov += [f"data.source=\"{sample}\""]
+        values["data"] = {"source": sample}
     if device is not None:
-        ov += [f"run.device=\"{device}\""]
-    prepared = prepare_market(config, ov, console=console)
+        values["run"] = {"device": device}
+    prepared = prepare_market(config, list(overrides), console=console, values=values)
     _print_prepared(prepared)
 
 
@@ -146,9 +184,14 @@ def _print_prepared(p: "object") -> None:
     console.print(table)
     console.print(
         f"market data on [bold]{m.device}[/]: {m.n_bars} bars × {m.n_features} features "
-        f"(obs dim {m.obs_dim}), warm-up {m.warmup} bars; cache {p.cache_path}",
-        highlight=False,
+        f"(obs dim {m.obs_dim}), warm-up {m.warmup} bars; cache {_show(p.cache_path)}",
+        highlight=False, soft_wrap=True,
     )
+
+
+def _show(path: object) -> str:
+    """A user's path inside rich markup: markup escaped, control characters made visible."""
+    return escape(one_line(str(path)))
 
 
 def _iso(ns: int) -> str:
@@ -159,12 +202,12 @@ def _iso(ns: int) -> str:
 
 from foxhunt.backtest.cli_cmd import backtest as _backtest  # noqa: E402
 
-app.command("backtest")(user_errors(_backtest))
+app.command("backtest")(_backtest)
 
 
 from foxhunt.train.cli_cmd import train as _train  # noqa: E402
 
-app.command("train")(user_errors(_train))
+app.command("train")(_train)
 
 
 def main() -> None:

@@ -226,15 +226,18 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return parts, value
 
 
-def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """Read a TOML file (or start from defaults) and apply ``section.key=value`` overrides."""
+def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | tuple[str, ...] = (),
+                values: dict[str, dict[str, Any]] | None = None) -> Config:
+    """Read a TOML file (or start from defaults) and apply ``section.key=value`` overrides, then
+    ``values`` ({section: {key: value}}, e.g. CLI options such as a --data path: applied as values,
+    never pasted into TOML text)."""
     data: dict[str, Any] = {}
     source = "<defaults>"
     if path is not None:
         p = Path(path)
         source = str(p)
         if not p.is_file():
-            raise ConfigError(f"config file {p} does not exist")
+            raise ConfigError(f"config file {p} {'is not a regular file' if p.exists() else 'does not exist'}")
         try:
             data = tomllib.loads(p.read_text(encoding="utf-8"))
         except UnicodeDecodeError as exc:
@@ -246,7 +249,19 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
     if overrides:
         apply_overrides(data, overrides)
         source = f"{source} + overrides"
+    if values:
+        apply_values(data, values)
     return build_config(data, source=source)
+
+
+def apply_values(data: dict[str, Any], values: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Set ``data[section][key] = value`` for each entry of ``values`` in place (and return it)."""
+    for section, entries in values.items():
+        node = data.setdefault(section, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"[{section}] must be a table, got {type(node).__name__}")
+        node.update(entries)
+    return data
 
 
 def apply_overrides(data: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
+
 
 class FoxhuntError(Exception):
-    """Base class for user-facing errors (bad data, bad config, bad run directory)."""
+    """Base class for user-facing errors (bad data, bad config, bad run directory, bad paths)."""
 
 
 class ConfigError(FoxhuntError):
@@ -13,3 +15,13 @@ class ConfigError(FoxhuntError):
 
 class CacheError(FoxhuntError):
     """A feature cache or checkpoint file is missing, torn or does not match its hash."""
+
+
+class PathError(FoxhuntError):
+    """A path the user gave cannot be used as asked (a file where a directory is needed, a
+    directory where a file is, no permission, a NUL byte...). ``what`` names where the path came
+    from (an option such as ``--out`` or a config key such as ``run.out_dir``)."""
+
+    def __init__(self, what: str, path: str | os.PathLike[str], rule: str) -> None:
+        self.what, self.path, self.rule = what, str(path), rule
+        super().__init__(f"{what} {self.path}: {rule}")

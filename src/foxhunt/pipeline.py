@@ -9,6 +9,7 @@ from typing import Any, Sequence
 from foxhunt.config import Config, load_config
 from foxhunt.data import Bars, load_source
 from foxhunt.device import resolve_device
+from foxhunt.errors import CacheError
 from foxhunt.features.featureset import FeatureSet
 from foxhunt.folds import FoldRange, folds_from_config
 from foxhunt.market import MarketData
@@ -30,20 +31,33 @@ def prepare_market(
     config: str | Path | Config | None = None,
     overrides: Sequence[str] = (),
     console: Any = None,
+    values: dict[str, dict[str, Any]] | None = None,
 ) -> Prepared:
-    """Load (or generate) bars, build or reuse the feature cache, lay out folds, upload once."""
+    """Load (or generate) bars, build or reuse the feature cache, lay out folds, upload once.
+
+    overrides: ``section.key=value`` texts (TOML values); values: {section: {key: value}} set as
+    they are (CLI options such as paths). Both apply only when ``config`` is not a Config.
+    """
     import time
 
-    cfg = config if isinstance(config, Config) else load_config(config, overrides)
+    cfg = config if isinstance(config, Config) else load_config(config, list(overrides), values=values)
+    from foxhunt.features import spec
+    from foxhunt.features.cache import load_or_build, require_formed_rows
+    from foxhunt.paths import check_output_dir
+
+    check_output_dir(cfg.features.cache_dir, "features.cache_dir")
     device = resolve_device(cfg.run.device)
     t0 = time.perf_counter()
     bars = load_source(cfg.data, limit_samples=True)
     t1 = time.perf_counter()
-    from foxhunt.features.cache import load_or_build
-
+    # Every check on the bars comes before the cache is written: too few bars, a fold layout
+    # that does not fit (the folds start after the spec's warm-up, known before building).
+    require_formed_rows(bars)
+    folds = folds_from_config(bars.timestamps, cfg.folds, origin=spec.WARMUP)
     res = load_or_build(bars, cfg.features.cache_dir, device=device)
     t2 = time.perf_counter()
-    folds = folds_from_config(bars.timestamps, cfg.folds, origin=res.features.warmup)
+    if res.features.warmup != spec.WARMUP:  # the folds above were laid out after spec.WARMUP
+        raise CacheError(f"feature cache {res.path}: warm-up {res.features.warmup} recorded, the spec's is {spec.WARMUP}")
     market = MarketData(res.features, device)
     if device.type == "cuda":
         import torch

@@ -8,6 +8,7 @@ from typing import Optional
 import numpy as np
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console()
@@ -45,10 +46,16 @@ def backtest(
         raise ConfigError(f"--ensemble-mode {ensemble_mode!r}: expected vote or mean")
     if (run is None) == (not model):
         raise ConfigError("foxhunt backtest: pass --model FILE (one or more) or --run RUN_DIR, not both")
+    from foxhunt.paths import check_output_dir
+
+    # Output paths are checked before the backtest runs (a file as --out fails now, not after).
     if run is not None:
-        _backtest_run(run, out or run / "backtest", device)
+        if not run.is_dir():
+            raise ConfigError(f"--run {run}: not a training run directory (not a directory)")
+        _backtest_run(run, check_output_dir(out or run / "backtest", "--out"), device)
         return
-    out = out or Path("backtests/latest")
+    out = check_output_dir(out or Path("backtests/latest"), "--out")
+    check_output_dir(cache_dir, "--cache-dir")
     dev = resolve_device(device)
     loaded = [load_model(p, dev) for p in model]  # validates every file before anything is written
     src = {"source": "file", "path": str(data)} if data is not None else {"source": sample}
@@ -136,7 +143,7 @@ def _print(rows: list[dict], report: Path) -> None:
     for r in rows:
         table.add_row(*(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
     console.print(table)
-    console.print(f"report: {report}", highlight=False, soft_wrap=True)
+    console.print(f"report: {escape(str(report))}", highlight=False, soft_wrap=True)  # a path is not markup
 
 
 def _iso(ns: int) -> str:

@@ -50,8 +50,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto") -> tuple[list[FoldBack
     models = sorted((run_dir / "folds").glob("fold_*/model.safetensors"), key=lambda p: int(p.parent.name[5:]))
     if not models:
         raise ConfigError(f"--run {run_dir}: no folds/fold_k/model.safetensors yet (no fold has finished)")
-    overrides = [] if device == "auto" else [f'run.device="{device}"']
-    cfg = load_config(cfg_path, overrides)
+    cfg = load_config(cfg_path, values=None if device == "auto" else {"run": {"device": device}})
     prepared = prepare_market(cfg)
     market = prepared.market
     loaded = []

@@ -91,7 +91,10 @@ class Bars:
         """Median spacing between bars in seconds (86400 for daily bars); 0 for fewer than 2 bars."""
         if len(self) < 2:
             return 0.0
-        return float(np.median(np.diff(self.timestamps))) / 1e9
+        # Increasing int64 ns: the wrapped int64 difference read as uint64 is exact even where the
+        # true gap exceeds int64 (bars spanning 1677..2262); a plain np.diff would turn negative.
+        gaps = np.diff(np.asarray(self.timestamps, dtype=np.int64)).view(np.uint64)
+        return float(np.median(gaps)) / 1e9
 
     def is_intraday(self) -> bool:
         """True when bars are closer together than 20 hours (time-of-day features apply)."""

@@ -31,6 +31,7 @@ import csv
 import gzip
 import logging
 import re
+import warnings
 import zlib
 from pathlib import Path
 
@@ -83,6 +84,8 @@ def load_bars(path: str | Path, *, repair: bool = False) -> Bars:
     p = Path(path)
     label = str(p)
     fmt = file_format(p)
+    if "\0" in label:
+        raise BarDataError("unreadable", "a path cannot contain a NUL byte", path=repr(label))
     if not p.exists():
         raise BarDataError("unreadable", "no such file", path=label)
     if not p.is_file():
@@ -135,24 +138,37 @@ def _read_csv(p: Path, label: str) -> tuple[dict[str, str], dict[str, pd.Series]
                     header = None  # only blank lines: nothing at all
                 else:
                     raise BarDataError("missing-column", "the first line (the header) is blank", path=label)
+            first_row = next(reader, None) if header is not None else None
         if header is None:
             raise BarDataError("empty-file", "no header and no data rows", path=label)
         header = [h.strip() for h in header]
         cols = _resolve(header, label)
+        # pandas rejects a longer row anywhere but in the first data row, whose extra fields it
+        # silently drops (index_col=False): that row is checked here, as every later row is there.
+        if first_row is not None and len(first_row) > len(header):
+            raise BarDataError(
+                "unreadable", f"malformed CSV: expected {len(header)} fields (the header's), saw {len(first_row)}",
+                path=label, row=1,
+            )
         # All columns are read (no usecols) so that a row with too many fields is an error rather
         # than silently cut; index_col=False stops pandas turning a longer first row into an index.
-        df = pd.read_csv(
-            p,
-            index_col=False,
-            skip_blank_lines=False,  # keep blank lines as rows so that row numbers match lines - 1
-            encoding="utf-8",
-            compression="gzip" if gz else None,
-            low_memory=False,
-        )
+        # A ParserWarning ("loss of data") is an error too: nothing is dropped silently.
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            df = pd.read_csv(
+                p,
+                index_col=False,
+                skip_blank_lines=False,  # keep blank lines as rows so that row numbers match lines - 1
+                encoding="utf-8",
+                compression="gzip" if gz else None,
+                low_memory=False,
+            )
     except UnicodeDecodeError as exc:
         raise BarDataError("unreadable", f"not UTF-8 text ({exc.reason} at byte {exc.start})", path=label) from None
     except pd.errors.EmptyDataError:
         raise BarDataError("empty-file", "no header and no data rows", path=label) from None
+    except pd.errors.ParserWarning as exc:
+        raise BarDataError("unreadable", f"malformed CSV: {str(exc).strip()}", path=label) from None
     except pd.errors.ParserError as exc:
         m = re.search(r"line (\d+)", str(exc))
         row = int(m.group(1)) - 1 if m else None
@@ -176,15 +192,24 @@ def _read_parquet(p: Path, label: str) -> tuple[dict[str, str], dict[str, pd.Ser
 
     try:
         table = pq.read_table(p)
-    except (pa.ArrowException, OSError, ValueError) as exc:
+        # Full validation catches what a damaged file can still decode to (e.g. text that is not
+        # UTF-8, in cells or in column names), which would otherwise fail later in conversions.
+        table.validate(full=True)
+        header = list(table.column_names)
+    except (pa.ArrowException, OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise BarDataError("unreadable", f"not a readable Parquet file ({exc})", path=label) from None
-    header = list(table.column_names)
     cols = _resolve(header, label)
     if table.num_rows == 0:
         raise BarDataError("empty-file", "no data rows", path=label)
     series = {}
     for canon, pos in cols.items():
         col = table.column(pos)
+        if not _parquet_type_ok(canon, col.type):
+            want = "a timestamp, date, number or text" if canon == "timestamp" else "a number or text"
+            raise BarDataError(
+                "bad-column-type", f"Parquet type {col.type} cannot hold {canon} values; expected {want} column",
+                path=label, column=header[pos],
+            )
         if pa.types.is_date(col.type):
             col = col.cast(pa.timestamp("s"))  # a date is that day's UTC midnight
         try:
@@ -192,6 +217,24 @@ def _read_parquet(p: Path, label: str) -> tuple[dict[str, str], dict[str, pd.Ser
         except (pa.ArrowException, ValueError, TypeError) as exc:
             raise BarDataError("unreadable", f"column of type {col.type} ({exc})", path=label, column=header[pos]) from None
     return {canon: header[pos] for canon, pos in cols.items()}, series
+
+
+def _parquet_type_ok(canon: str, typ: "object") -> bool:
+    """Whether a Parquet column of Arrow type ``typ`` can hold the ``canon`` column's values.
+
+    Numbers and text (parsed cell by cell, like CSV) always can; timestamps and dates only in the
+    timestamp column; nested (list, struct, map), boolean, duration and time-of-day types never.
+    """
+    import pyarrow as pa
+
+    t = pa.types
+    if t.is_dictionary(typ):
+        typ = typ.value_type  # type: ignore[attr-defined]
+    text = (t.is_string(typ) or t.is_large_string(typ) or t.is_binary(typ) or t.is_large_binary(typ)
+            or t.is_fixed_size_binary(typ) or getattr(t, "is_string_view", lambda _: False)(typ))
+    if text or t.is_null(typ) or t.is_integer(typ) or t.is_floating(typ) or t.is_decimal(typ):
+        return True
+    return canon == "timestamp" and (t.is_timestamp(typ) or t.is_date(typ))
 
 
 def _raw_columns(label: str, names: dict[str, str], series: dict[str, pd.Series]) -> RawColumns:
@@ -204,7 +247,7 @@ def _raw_columns(label: str, names: dict[str, str], series: dict[str, pd.Series]
 
     def cell_text(canon: str, row: int) -> str | None:
         v = series[canon].iloc[row]
-        return None if pd.isna(v) else str(v)
+        return None if pd.api.types.is_scalar(v) and pd.isna(v) else str(v)
 
     return RawColumns(label, ts, ok, values, non_numeric, names, cell_text)
 

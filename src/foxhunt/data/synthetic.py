@@ -49,6 +49,7 @@ import numpy as np
 import pandas as pd
 
 from foxhunt.data.bars import Bars
+from foxhunt.errors import ConfigError
 
 REGIMES = ("trend_up", "trend_down", "mean_revert", "high_vol", "low_vol")
 _DRIFT = np.array([0.03, -0.03, 0.0, 0.0, 0.0])  # per bar, in units of sigma_bar
@@ -277,6 +278,14 @@ def _timestamps(n: int, bar_seconds: int, start: str) -> np.ndarray:
     """[T] int64 UTC ns; see the module docstring for the calendar."""
     t0 = pd.Timestamp(start)
     t0 = t0.tz_localize("UTC") if t0.tz is None else t0.tz_convert("UTC")
+    # Python ints: the last bar's time must fit int64 ns (the arange below would wrap silently).
+    # n business days span at most ((n - 1) // 5 + 1) weeks.
+    span_s = ((n - 1) // 5 + 1) * 7 * _DAY if bar_seconds == _DAY else (n - 1) * bar_seconds
+    if n > 0 and t0.as_unit("ns").value + span_s * 1_000_000_000 > np.iinfo(np.int64).max:
+        raise ConfigError(
+            f"data: {n} bars of {bar_seconds} s from {start} end after 2262-04-11, the last time int64 "
+            "nanoseconds can hold; use fewer bars (data.bars) or shorter ones (data.bar_seconds)"
+        )
     if bar_seconds == _DAY:
         days = pd.bdate_range(start=t0.normalize(), periods=n)
         return days.as_unit("ns").asi8.astype(np.int64, copy=True)

@@ -10,7 +10,8 @@ Rule ids (stable; tests and messages use them):
 
 file level (``repair`` cannot fix them): ``empty-file``, ``missing-column``, ``ambiguous-column``
 (two columns map to the same field, e.g. ``Date`` and ``timestamp``), ``unreadable``,
-``unsupported-format``, ``mixed-timezones``.
+``unsupported-format``, ``mixed-timezones``, ``bad-column-type`` (a Parquet column whose type cannot
+hold the field, e.g. ``list<double>`` prices).
 
 row level, in the order they are checked within one row (so a row breaking several rules reports
 the first of them): ``bad-timestamp``, ``non-numeric``, ``not-finite``, ``price-not-positive``,
@@ -31,7 +32,8 @@ from foxhunt.data.bars import PRICE_COLUMNS, BarDataError, Bars
 log = logging.getLogger("foxhunt.data")
 
 VALUE_COLUMNS = PRICE_COLUMNS + ("volume",)
-FILE_RULES = ("empty-file", "missing-column", "ambiguous-column", "unreadable", "unsupported-format", "mixed-timezones")
+FILE_RULES = ("empty-file", "missing-column", "ambiguous-column", "unreadable", "unsupported-format", "mixed-timezones",
+              "bad-column-type")
 CELL_RULES = (
     "bad-timestamp",
     "non-numeric",
@@ -130,13 +132,16 @@ def _order_problems(ts: np.ndarray, keep: np.ndarray) -> list[_Problem]:
     neighbours finds the first offending row exactly (the maximum so far is the previous row)."""
     n = ts.shape[0]
     idx = np.flatnonzero(keep)
-    d = np.diff(ts[idx])
+    # Neighbours are compared, never subtracted: np.diff of int64 ns overflows (9e18 then -9e18
+    # would give a positive difference and pass as increasing).
+    kept = ts[idx]
+    later, earlier = kept[1:], kept[:-1]
     prev = np.full(n, -1, dtype=np.int64)
     prev[idx[1:]] = idx[:-1]
     dup = np.zeros(n, dtype=bool)
     dec = np.zeros(n, dtype=bool)
-    dup[idx[1:][d == 0]] = True
-    dec[idx[1:][d < 0]] = True
+    dup[idx[1:][later == earlier]] = True
+    dec[idx[1:][later < earlier]] = True
     return [
         _Problem("duplicate-timestamp", dup, "timestamp", prev),
         _Problem("non-increasing-timestamp", dec, "timestamp", prev),
@@ -223,7 +228,7 @@ def _repair(raw: RawColumns, cells: list[_Problem]) -> np.ndarray:
             keep &= ~p.mask
     idx = np.flatnonzero(keep)
     ts = raw.timestamps[idx]
-    unsorted = int((np.diff(ts) < 0).sum())
+    unsorted = int((ts[1:] < ts[:-1]).sum())  # compared, not subtracted (int64 overflow)
     order = np.argsort(ts, kind="stable")  # stable: among equal timestamps the first in file order stays first
     ts_sorted = ts[order]
     dup = np.zeros(ts_sorted.shape[0], dtype=bool)

@@ -30,7 +30,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file, save_file
 
-from foxhunt.data.bars import Bars
+from foxhunt.data.bars import BarDataError, Bars
 from foxhunt.errors import CacheError
 from foxhunt.features import spec as _spec
 from foxhunt.features.featureset import TARGET_HORIZONS, FeatureSet
@@ -77,6 +77,17 @@ def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
         while block := f.read(chunk):
             h.update(block)
     return h.hexdigest()
+
+
+def require_formed_rows(bars: Bars) -> None:
+    """Raise BarDataError ('too-few-bars') unless the bars give at least one formed feature row:
+    rows before the spec's warm-up are zeros, so fewer than warm-up + 1 bars give no features."""
+    need = _spec.WARMUP + 1
+    if len(bars) < need:
+        raise BarDataError(
+            "too-few-bars", f"{len(bars)} bars; the features need a {_spec.WARMUP}-bar warm-up, so at least {need} bars",
+            path=bars.source,
+        )
 
 
 def load_or_build(bars: Bars, cache_dir: str | os.PathLike[str], device: torch.device | str | None = None) -> CacheResult:

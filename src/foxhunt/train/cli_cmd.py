@@ -1,6 +1,6 @@
 """``foxhunt train``: walk-forward DQN training on the built-in data or a bar file.
 
-Registered in ``foxhunt.cli`` (``app.command("train")(user_errors(train))``). Every input (data,
+Registered in ``foxhunt.cli`` (``app.command("train")(train)``, inside its error boundary). Every input (data,
 config, fold layout, run name, resume directory) is validated before the run directory is
 created; a bad one is one red line and exit code 2 with nothing written into the run directory.
 """
@@ -45,36 +45,41 @@ def train(
     else:
         run_dir, results = _start(data, sample, config, folds, epochs, device, name, list(overrides), console)
     print_results(results, console)
-    console.print(f"report: [bold]{run_dir / 'report.html'}[/]", highlight=False, soft_wrap=True)
+    console.print(f"report: [bold]{_show(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
 
 
 def _start(data: Path | None, sample: str | None, config: Path | None, folds: int | None, epochs: int | None,
            device: str | None, name: str | None, overrides: list[str], console: Any) -> tuple[Path, list[dict[str, Any]]]:
     from foxhunt.config import load_config
+    from foxhunt.paths import check_output_dir
     from foxhunt.pipeline import prepare_market
     from foxhunt.train.config import default_train_config
-    from foxhunt.train.runner import WalkForwardRunner, create_run_dir
+    from foxhunt.train.runner import WalkForwardRunner, check_run_name, create_run_dir
 
     if data is not None and sample is not None:
         raise ConfigError("give either --data FILE or --sample NAME, not both")
-    ov = list(overrides)
+    # Options are set as values after the --set overrides (never pasted into TOML text: a path
+    # may hold quotes, newlines or '#').
+    values: dict[str, dict[str, Any]] = {}
     if data is not None:
-        ov += ['data.source="file"', f'data.path="{data.expanduser().resolve()}"']
+        values.setdefault("data", {}).update(source="file", path=str(data.expanduser().resolve()))
     elif sample is not None:
-        ov += [f'data.source="{sample}"']
+        values.setdefault("data", {})["source"] = sample
     if folds is not None:
-        ov += [f"folds.max_folds={folds}"]
+        values.setdefault("folds", {})["max_folds"] = folds
     if epochs is not None:
-        ov += [f"train.epochs={epochs}"]
+        values.setdefault("train", {})["epochs"] = epochs
     if device is not None:
-        ov += [f'run.device="{device}"']
-    cfg = load_config(config, ov) if config is not None else default_train_config(ov)
+        values.setdefault("run", {})["device"] = device
+    cfg = load_config(config, overrides, values) if config is not None else default_train_config(overrides, values)
+    check_run_name(name or cfg.run.name)  # both before the data is prepared and the trainer built
+    check_output_dir(cfg.run.out_dir, "run.out_dir")
     prepared = prepare_market(cfg, console=console)
     runner = WalkForwardRunner(prepared, console)  # validates folds vs env, builds the trainer
     run_dir, resolved = create_run_dir(cfg, prepared, name)
     runner.use_config(resolved)
     _print_prepared(prepared, console)
-    console.print(f"run directory: {run_dir}", highlight=False, soft_wrap=True)
+    console.print(f"run directory: {_show(run_dir)}", highlight=False, soft_wrap=True)
     return run_dir, runner.run(run_dir)
 
 
@@ -87,16 +92,22 @@ def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
     check_resume(run_dir, cfg, prepared, point)
     runner = WalkForwardRunner(prepared, console)
     if is_complete(point, len(prepared.folds)):
-        console.print(f"run {run_dir} is already complete; rebuilding its summary and report", highlight=False, soft_wrap=True)
+        console.print(f"run {_show(run_dir)} is already complete; rebuilding its summary and report", highlight=False, soft_wrap=True)
         return run_dir, runner.finish(run_dir, None)
     if point.path is None:
-        console.print(f"resuming {run_dir}: no checkpoint yet, starting from fold 0", highlight=False, soft_wrap=True)
+        console.print(f"resuming {_show(run_dir)}: no checkpoint yet, starting from fold 0", highlight=False, soft_wrap=True)
     else:
         m = point.manifest
         where = "end" if m["fold_done"] else f"epoch {m['epoch']}"
-        console.print(f"resuming {run_dir} from checkpoint {point.path.name} (fold {m['fold']}, {where})", highlight=False,
+        console.print(f"resuming {_show(run_dir)} from checkpoint {point.path.name} (fold {m['fold']}, {where})", highlight=False,
                       soft_wrap=True)
     return run_dir, runner.run(run_dir, point)
+
+
+def _show(path: Path) -> str:
+    from foxhunt.cli import _show as show
+
+    return show(path)
 
 
 def _print_prepared(p: Any, console: Any) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from pydantic import Field
 
-from foxhunt.config import Config, Section, apply_overrides, build_config, register_section
+from foxhunt.config import Config, Section, apply_overrides, apply_values, build_config, register_section
 from foxhunt.errors import ConfigError
 
 if sys.version_info >= (3, 11):
@@ -95,10 +95,11 @@ checkpoint_every = 4
 """
 
 
-def default_train_config(overrides: Sequence[str] = ()) -> Config:
-    """The built-in ``foxhunt train`` configuration with ``section.key=value`` overrides applied."""
+def default_train_config(overrides: Sequence[str] = (), values: dict[str, dict[str, Any]] | None = None) -> Config:
+    """The built-in ``foxhunt train`` configuration with ``section.key=value`` overrides applied,
+    then ``values`` ({section: {key: value}}, see ``load_config``)."""
     data: dict[str, Any] = tomllib.loads(DEFAULT_TRAIN_TOML)
-    return config_from_dict(data, overrides, source="<built-in train defaults>")
+    return config_from_dict(data, overrides, source="<built-in train defaults>", values=values)
 
 
 def config_from_text(text: str, overrides: Sequence[str] = (), source: str = "<text>") -> Config:
@@ -110,9 +111,12 @@ def config_from_text(text: str, overrides: Sequence[str] = (), source: str = "<t
     return config_from_dict(data, overrides, source)
 
 
-def config_from_dict(data: dict[str, Any], overrides: Sequence[str] = (), source: str = "<dict>") -> Config:
-    """Apply ``section.key=value`` overrides to a nested dict and validate it into a Config."""
+def config_from_dict(data: dict[str, Any], overrides: Sequence[str] = (), source: str = "<dict>",
+                     values: dict[str, dict[str, Any]] | None = None) -> Config:
+    """Apply ``section.key=value`` overrides, then ``values``, to a nested dict and validate it."""
     apply_overrides(data, overrides)
     if overrides:
         source = f"{source} + overrides"
+    if values:
+        apply_values(data, values)
     return build_config(data, source=source)

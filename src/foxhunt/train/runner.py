@@ -25,6 +25,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -75,15 +76,20 @@ def default_run_name() -> str:
     return time.strftime("%Y%m%d-%H%M%S")
 
 
+def check_run_name(name: str | None) -> str | None:
+    """A run name (``--name`` / ``run.name``) is one plain path component; RunDirError if not."""
+    if name is not None and (not name or "/" in name or "\0" in name or name.startswith(".")):
+        raise RunDirError(f"run name {name!r}: must be non-empty, without '/' or NUL, not starting with '.'")
+    return name
+
+
 def create_run_dir(config: Config, prepared: Prepared, name: str | None) -> tuple[Path, Config]:
     """Make ``<out_dir>/<name>/`` with config.toml (run.name resolved) and folds.json, atomically.
 
     Returns (run directory, resolved config). Raises RunDirError if an explicit name exists.
     """
     out_dir = Path(config.run.out_dir)
-    explicit = name or config.run.name
-    if explicit is not None and (not explicit or "/" in explicit or explicit.startswith(".")):
-        raise RunDirError(f"run name {explicit!r}: must be non-empty, without '/', not starting with '.'")
+    explicit = check_run_name(name or config.run.name)
     base = explicit or default_run_name()
     final = out_dir / base
     if final.exists():
@@ -94,16 +100,29 @@ def create_run_dir(config: Config, prepared: Prepared, name: str | None) -> tupl
             i += 1
         final = out_dir / f"{base}-{i}"
     resolved = config.replace(run={"name": final.name})
+    made: list[Path] = []
+    tmp = out_dir / f".tmp-{final.name}-{os.getpid()}"
     try:
+        made = [d for d in (out_dir, *out_dir.parents) if not d.exists()]  # what mkdir creates, deepest first
         out_dir.mkdir(parents=True, exist_ok=True)
-        tmp = out_dir / f".tmp-{final.name}-{os.getpid()}"
         tmp.mkdir()
         resolved.write(tmp)
         (tmp / "folds.json").write_text(folds_to_json(prepared.folds, prepared.market.timestamps_host) + "\n")
         os.replace(tmp, final)
-    except OSError as exc:
-        raise RunDirError(f"cannot create the run directory {final}: {exc.strerror or exc}") from None
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
+        shutil.rmtree(tmp, ignore_errors=True)
+        for d in made:  # nothing left behind: the directories this call created, if still empty
+            try:
+                d.rmdir()
+            except OSError:
+                break
+        raise RunDirError(f"cannot create the run directory {final}: {getattr(exc, 'strerror', None) or exc}") from None
     return final, resolved
+
+
+RUN_DIR_ENTRIES = {"checkpoints": True, "folds": True, "tb": True, "metrics.jsonl": False, "summary.json": False,
+                   "report.html": False}
+"""Entries of a run directory that a run writes (name -> is a directory)."""
 
 
 def read_run_dir(run_dir: Path) -> tuple[Config, ResumePoint]:
@@ -113,6 +132,12 @@ def read_run_dir(run_dir: Path) -> tuple[Config, ResumePoint]:
     for need in ("config.toml", "folds.json"):
         if not (run_dir / need).is_file():
             raise RunDirError(f"--resume {run_dir}: {need} is missing (not a foxhunt train run directory)")
+    # Entries the run writes into: one of the wrong type would fail mid-run (after metrics.jsonl
+    # was already truncated to the checkpoint), so it is refused now, before anything is touched.
+    for entry, want_dir in RUN_DIR_ENTRIES.items():
+        p = run_dir / entry
+        if (p.exists() or p.is_symlink()) and (p.is_dir() != want_dir or not (p.is_dir() or p.is_file())):
+            raise RunDirError(f"--resume {run_dir}: {entry} is not a {'directory' if want_dir else 'regular file'}")
     try:
         config = load_config(run_dir / "config.toml")
     except ConfigError as exc:

@@ -1,0 +1,33 @@
+"""Run the `foxhunt` CLI as the user does (a fresh `python -m foxhunt.cli` process in a folder) and
+check refusals: the exact one-line error, exit code 2, nothing written (listing before == after)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def run_cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "80"}
+    return subprocess.run([sys.executable, "-m", "foxhunt.cli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def listing(root: Path) -> dict[str, str]:
+    """Relative path -> sha256 of every file under root ('dir' for directories, 'link' for links)."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        kind = "link" if p.is_symlink() else "dir" if p.is_dir() else hashlib.sha256(p.read_bytes()).hexdigest()
+        out[str(p.relative_to(root))] = kind
+    return out
+
+
+def assert_refused(cwd: Path, args: list[str], line: str) -> None:
+    """``foxhunt ARGS`` in ``cwd`` prints exactly ``error: LINE`` on stderr, exits 2, writes nothing."""
+    before = listing(cwd)
+    res = run_cli(cwd, *args)
+    assert (res.returncode, res.stderr) == (2, f"error: {line}\n"), res.stdout + res.stderr
+    assert listing(cwd) == before
