@@ -118,9 +118,9 @@ def _check_key(key: str) -> None:
     section, field = parts
     if section == "tune" or section not in sections:
         known = ", ".join(sorted(s for s in sections if s != "tune"))
-        raise ValueError(f"{key}: unknown key (section [{section}] is not searchable; sections: {known})")
+        raise ValueError(f"{key}: unknown key (section '{section}' is not searchable; sections: {known})")
     if field not in sections[section].model_fields:
-        raise ValueError(f"{key}: unknown key ([{section}] has no key '{field}')")
+        raise ValueError(f"{key}: unknown key (section '{section}' has no key '{field}')")
 
 
 def parse_space(raw: dict[str, Any]) -> dict[str, SpaceEntry]:
