@@ -42,18 +42,19 @@ def fold_sharpe(lr: float, k: int) -> float:
 class SyntheticEvaluator(TrialEvaluator):
     """TrialEvaluator whose folds are the formula above (plus seeded per-bar returns for the DSR)."""
 
-    def __init__(self, cfg: Config, sleep_s: float = 0.0, hang: bool = False) -> None:
+    def __init__(self, cfg: Config, sleep_s: float = 0.0, hang: bool = False, n_folds: int = N_FOLDS) -> None:
         super().__init__(cfg)
+        self.n_folds = n_folds
         self.sleep_s = sleep_s
         self.hang = hang
         self.folds_run = 0
 
-    def evaluate(self, values: dict[str, Any], on_fold: Callable[[int, FoldScores], None] | None = None) -> tuple[FoldScores, float]:
+    def evaluate(self, values: dict[str, Any], on_fold: Callable[[int, FoldScores, bool], None] | None = None) -> tuple[FoldScores, float]:
         scores = FoldScores()
         if self.hang:
             time.sleep(3600)
         lr = values["dqn.lr"]
-        for k in range(N_FOLDS):
+        for k in range(self.n_folds):
             time.sleep(self.sleep_s)
             s = fold_sharpe(lr, k)
             rng = np.random.default_rng(k)
@@ -61,7 +62,7 @@ class SyntheticEvaluator(TrialEvaluator):
             scores.add({"sharpe": s, "trade_count": 10.0, "max_drawdown": 0.1, "total_return": float(r.sum())}, r)
             self.folds_run += 1
             if on_fold is not None:
-                on_fold(k, scores)
+                on_fold(k, scores, k == self.n_folds - 1)
         return scores, 0.0
 
 

@@ -68,6 +68,7 @@ def test_range_ends_must_pass_the_target_keys_own_rules() -> None:
         check_space_bounds(cfg)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("entry, message", [
     ('dqn.lrate = { low = 0.001, high = 0.01 }', "tune.space: dqn.lrate: unknown key (section 'dqn' has no key 'lrate')"),
     ('dqn.lr = { low = 0.01, high = 0.01 }', "tune.space: dqn.lr: empty range (low = high = 0.01); give a fixed value in its own section instead"),

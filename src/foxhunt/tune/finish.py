@@ -18,6 +18,7 @@ from foxhunt.tune.outputs import _atomic, best_config, best_toml, best_trial, ov
 from foxhunt.tune.report import write_study_report
 from foxhunt.tune.session import Session
 from foxhunt.tune.space import decode
+from foxhunt.tune.worker import result_attrs
 from foxhunt.tune.study import counts, open_study
 
 
@@ -41,8 +42,8 @@ def finish(s: Session, console: Any = None) -> dict[str, Any]:
     looks = sorted(p.name for p in d.glob("holdout-*") if (p / "summary.json").is_file())
     if best is not None:
         summary["best"] = {"number": best.number, "value": best.value, "params": best.params,
-                           "fold_sharpe": best.user_attrs.get("fold_sharpe"),
-                           "constraints_broken": best.user_attrs.get("constraints_broken", [])}
+                           "fold_sharpe": result_attrs(best).get("fold_sharpe"),
+                           "constraints_broken": result_attrs(best).get("constraints_broken", [])}
         _atomic(d / "best.toml", best_toml(cfg, best))
         summary["overfitting"] = overfitting_stats(study, best)
         if cfg.tune.holdout > 0:

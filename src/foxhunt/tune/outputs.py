@@ -27,6 +27,7 @@ from foxhunt.config import Config, build_config
 from foxhunt.tune.objective import PowerSums
 from foxhunt.tune.space import apply_params, decode
 from foxhunt.tune.stats import deflated_sharpe, pbo_cscv
+from foxhunt.tune.worker import result_attrs
 
 
 def _atomic(path: Path, text: str) -> None:
@@ -36,7 +37,7 @@ def _atomic(path: Path, text: str) -> None:
 
 
 def feasible(t: optuna.trial.FrozenTrial) -> bool:
-    return not t.user_attrs.get("constraints_broken")
+    return not result_attrs(t).get("constraints_broken")
 
 
 def best_trial(study: optuna.Study) -> optuna.trial.FrozenTrial | None:
@@ -71,13 +72,13 @@ def write_trials_csv(path: Path, study: optuna.Study, keys: list[str], n_folds: 
     w = csv.writer(buf)
     w.writerow(cols)
     for t in study.get_trials(deepcopy=False):
-        fs = list(t.user_attrs.get("fold_sharpe", []))
-        dur = t.user_attrs.get("duration_s")
+        r = result_attrs(t)
+        fs = list(r.get("fold_sharpe", []))
+        dur = r.get("duration_s")
         w.writerow([t.number, t.state.name, "" if t.value is None else repr(t.value), "" if dur is None else f"{dur:.3f}",
-                    t.user_attrs.get("worker", ""), t.system_attrs.get("failed_trial", ""),
+                    r.get("worker", ""), t.system_attrs.get("failed_trial", ""),
                     *[t.params.get(k, "") for k in keys], *[repr(fs[i]) if i < len(fs) else "" for i in range(n_folds)],
-                    t.user_attrs.get("folds_run", ""), "; ".join(t.user_attrs.get("constraints_broken", []) or []),
-                    t.user_attrs.get("error", "")])
+                    r.get("folds_run", ""), "; ".join(r.get("constraints_broken", []) or []), r.get("error", "")])
     _atomic(path, buf.getvalue())
 
 
@@ -91,11 +92,11 @@ def overfitting_stats(study: optuna.Study, best: optuna.trial.FrozenTrial) -> di
     n_tried = len(done) + len(study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.PRUNED,)))
     srs = []
     for t in done:
-        ps = t.user_attrs.get("return_power_sums")
+        ps = result_attrs(t).get("return_power_sums")
         if ps:
             srs.append(PowerSums(list(ps)).moments()["sharpe"])
     out: dict[str, Any] = {"n_trials": n_tried}
-    mom = PowerSums(list(best.user_attrs.get("return_power_sums", [0.0] * 5))).moments()
+    mom = PowerSums(list(result_attrs(best).get("return_power_sums", [0.0] * 5))).moments()
     srs = [s for s in srs if math.isfinite(s)]
     if len(srs) >= 2 and mom["n"] >= 2 and math.isfinite(mom["sharpe"]):
         var = float(np.var(srs, ddof=1))
@@ -104,7 +105,7 @@ def overfitting_stats(study: optuna.Study, best: optuna.trial.FrozenTrial) -> di
                                   "skew": mom["skew"], "kurtosis": mom["kurtosis"], "sharpe_variance": var}
     else:
         out["deflated_sharpe"] = {"dsr": None, "why": "needs >= 2 complete trials with validation returns"}
-    rows = [t.user_attrs.get("fold_sharpe", []) for t in done]
+    rows = [result_attrs(t).get("fold_sharpe", []) for t in done]
     k = max((len(r) for r in rows), default=0)
     full = [r for r in rows if len(r) == k]
     if len(full) >= 2 and k >= 2:

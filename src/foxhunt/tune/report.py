@@ -40,7 +40,9 @@ def _f(v: Any, fmt: str) -> str:
 
 
 def fold_table(best: optuna.trial.FrozenTrial) -> str:
-    a = best.user_attrs
+    from foxhunt.tune.worker import result_attrs
+
+    a = result_attrs(best)
     cols = (("fold_sharpe", "Sharpe", "{:+.2f}"), ("fold_total_return", "total return", "{:+.2%}"),
             ("fold_max_drawdown", "max DD", "{:.2%}"), ("fold_trades", "trades", "{:.0f}"))
     n = len(a.get("fold_sharpe", []))

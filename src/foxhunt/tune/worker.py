@@ -102,8 +102,9 @@ class TrialEvaluator:
         self.stats["runner_builds"] += 1
         return self._runner
 
-    def evaluate(self, values: dict[str, Any], on_fold: Callable[[int, FoldScores], None] | None = None) -> tuple[FoldScores, float]:
-        """Train and score every search fold for ``values``; returns (scores, overhead seconds)."""
+    def evaluate(self, values: dict[str, Any], on_fold: Callable[[int, FoldScores, bool], None] | None = None) -> tuple[FoldScores, float]:
+        """Train and score every search fold for ``values``; returns (scores, overhead seconds).
+        on_fold(k, scores so far, last fold?) runs after each fold and may raise TrialPruned."""
         t0 = time.perf_counter()
         runner = self.runner_for(self.trial_config(values))
         overhead = time.perf_counter() - t0
@@ -113,7 +114,7 @@ class TrialEvaluator:
             n = fold.val_len - 1
             scores.add(agent.metrics[0], None if agent.returns is None else agent.returns[0, :n])
             if on_fold is not None:
-                on_fold(k, scores)
+                on_fold(k, scores, k == len(runner.folds) - 1)
 
         runner.score_folds(fold_done)
         return scores, overhead
@@ -195,47 +196,47 @@ def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: f
         _run_trial(study, trial, ev, tcfg, rep, index, on_event)
         if rep.failed >= max_failures:
             raise FoxhuntError(f"study {tcfg.study}: {rep.failed} trials failed in this worker; the last error: "
-                               f"{study.trials[-1].user_attrs.get('error', '?') if study.trials else '?'}")
+                               f"{result_attrs(study.trials[-1]).get('error', '?') if study.trials else '?'}")
     rep.stats = dict(ev.stats)
     return rep
+
+
+def result_attrs(t: Any) -> dict[str, Any]:
+    """A trial's measured results (one user attribute, written once: each write is a commit)."""
+    return t.user_attrs.get("result", {})
 
 
 def _run_trial(study: optuna.Study, trial: optuna.Trial, ev: TrialEvaluator, tcfg: Any, rep: WorkerReport, index: int,
                on_event: Callable[[str, Any], None] | None) -> None:
     hb = _Heartbeat(study, trial)
     t0 = time.perf_counter()
-    trial.set_user_attr("worker", index)
+    info: dict[str, Any] = {"worker": index}
     state, value = optuna.trial.TrialState.FAIL, None
     try:
         values = decode(ev.entries, trial.params)
 
-        def on_fold(k: int, scores: FoldScores) -> None:
+        def on_fold(k: int, scores: FoldScores, last: bool) -> None:
             v = running_value(scores, tcfg)
             trial.report(v, k)
             if on_event is not None:
                 on_event("fold", (trial.number, k, v))
-            if trial.should_prune():
-                trial.set_user_attr("folds_run", k + 1)
-                for name, val in scores.to_attrs().items():
-                    trial.set_user_attr(name, val)
+            if not last and trial.should_prune():  # after the last fold there is nothing left to save
+                info.update(scores.to_attrs(), folds_run=k + 1)
                 raise optuna.TrialPruned()
 
         scores, overhead = ev.evaluate(values, on_fold)
         value, bad = trial_score(scores, tcfg)
-        for name, val in scores.to_attrs().items():
-            trial.set_user_attr(name, val)
-        trial.set_user_attr("folds_run", len(scores.sharpe))
-        trial.set_user_attr("constraints_broken", bad)
-        trial.set_user_attr("overhead_s", overhead)
+        info.update(scores.to_attrs(), folds_run=len(scores.sharpe), constraints_broken=bad, overhead_s=overhead)
         rep.overhead_s.append(overhead)
         state = optuna.trial.TrialState.COMPLETE if math.isfinite(value) else optuna.trial.TrialState.FAIL
     except optuna.TrialPruned:
         state = optuna.trial.TrialState.PRUNED
     except FoxhuntError as exc:
-        trial.set_user_attr("error", str(exc))
+        info["error"] = str(exc)
     finally:
         hb.stop()
-        trial.set_user_attr("duration_s", time.perf_counter() - t0)
+        info["duration_s"] = time.perf_counter() - t0
+        trial.set_user_attr("result", info)
         frozen = study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
     rep.trial_s.append(time.perf_counter() - t0)
     if state == optuna.trial.TrialState.COMPLETE:
