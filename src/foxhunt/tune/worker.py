@@ -168,7 +168,13 @@ def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any]) -> optu
         return None
     if c["WAITING"] == 0 and done + c["RUNNING"] >= target:
         return False
-    return study.ask(dists)
+    trial = study.ask(dists)
+    # Beat once at once: Optuna never marks a RUNNING trial without any heartbeat stale, so a worker
+    # killed before its heartbeat thread's first beat would leave the trial RUNNING for ever.
+    storage = study._storage
+    if getattr(storage, "get_heartbeat_interval", lambda: None)():
+        storage.record_heartbeat(trial._trial_id)
+    return trial
 
 
 def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: float = 0.0, index: int = 0,
