@@ -141,7 +141,7 @@ class TuneConfig(Section):
     timeout_s: float = Field(0.0, ge=0.0, description="each worker asks no new trial after this many seconds (0: no limit)")
     storage: str = Field("", description="Optuna storage URL: empty = SQLite file study.db in the study directory; "
                                            "journal:PATH = a journal file; any SQLAlchemy URL (postgresql://…)")
-    workers: int = Field(1, ge=0, le=1024, description="local worker processes (0: one per GPU, 1 without CUDA)")
+    workers: int = Field(0, ge=0, le=1024, description="local worker processes (0: one per GPU, one in-process worker without CUDA)")
     objective: Literal["mean", "median", "worst"] = Field("mean", description="fold aggregation of the validation Sharpe")
     spread_penalty: float = Field(0.5, ge=0.0, description="score = aggregate − spread_penalty × std of fold Sharpes")
     min_trades: float = Field(0.0, ge=0.0, description="constraint: mean round trips per fold at least this")

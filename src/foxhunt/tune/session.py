@@ -139,11 +139,13 @@ def run_workers(s: Session, console: Any = None) -> None:
 
 def _spawn(s: Session, k: int, gpus: int, live: _Live, study: optuna.Study) -> list[WorkerReport]:
     tcfg = s.cfg.tune
+    s.evaluator.release()  # the workers load their own market: free this process's device copy
+    visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()] or [str(g) for g in range(gpus)]
     procs = []
     for i in range(k):
         env = dict(os.environ)
         if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = str(i % gpus)  # several workers per GPU when k > gpus
+            env["CUDA_VISIBLE_DEVICES"] = visible[i % gpus]  # several workers per GPU when k > gpus
         cmd = [sys.executable, "-m", "foxhunt.tune.worker", str(s.study_dir), "--storage", s.url, "--trials", str(tcfg.trials),
                "--timeout", str(tcfg.timeout_s), "--index", str(i)]
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))

@@ -66,6 +66,14 @@ class TrialEvaluator:
         self.cut: int | None = None
         self.stats = {"market_loads": 0, "runner_builds": 0, "runner_reuses": 0}
 
+    def release(self) -> None:
+        """Drop the cached market and runner (their device memory); the next trial reloads them."""
+        self._prepared = self._prep_key = self._runner = self._runner_key = None
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
     def trial_config(self, values: dict[str, Any]) -> Config:
         """The base config with the trial's values (config units) and the trial [train] keys."""
         data = apply_params(self.base.to_dict(), values)
