@@ -14,7 +14,8 @@ the per-trial evaluation time, the per-trial overhead, and (optionally) pruned a
 
     python bench/bench_tune.py                                # CUDA: configs/h200-fast.toml, 5 folds × 3 epochs, K = 1 2 4
     python bench/bench_tune.py --workers 4 --seconds 300 --name tune_cuda_k4
-    python bench/bench_tune.py --prune-trials 12 --workers --name tune_cuda_prune   # pruning only
+    python bench/bench_tune.py --prune-trials 12 --workers --no-eval --name tune_cuda_prune   # pruning only
+    python bench/bench_tune.py --workers 1 --set dqn.fused_train_step=false   # any config override
     python bench/bench_tune.py --quick                        # small CPU run (a smoke test of the harness)
 
 Writes bench/results/<name>.json (default tune_<device>[_quick]).
@@ -60,6 +61,9 @@ def base_config(args: argparse.Namespace, study_dir: Path, name: str, pruner: st
         data["train"]["epochs"] = args.epochs
     if args.bars:
         data["data"]["bars"] = args.bars
+    from foxhunt.config import apply_overrides
+
+    apply_overrides(data, args.set)
     data["train"].update(checkpoint_every=0, tensorboard=False, progress=False, report=False)
     data["features"] = {"cache_dir": str(ROOT / ".foxhunt-cache")}
     data["tune"] = {"study": name, "out_dir": str(study_dir.parent), "pruner": pruner, "sampler": "tpe", "seed": 0,
@@ -174,6 +178,7 @@ def main() -> None:
     p.add_argument("--holdout", type=float, default=0.1)
     p.add_argument("--prune-trials", type=int, default=0, help="also compare median pruning with none over N trials")
     p.add_argument("--no-eval", action="store_true", help="skip the in-process evaluation timing")
+    p.add_argument("--set", action="append", default=[], help="config override section.key=value (repeatable)")
     p.add_argument("--name", default=None)
     args = p.parse_args()
     quiet_optuna()
