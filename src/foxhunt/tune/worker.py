@@ -50,6 +50,34 @@ def _key(cfg_dict: dict[str, Any], sections: tuple[str, ...]) -> str:
     return json.dumps({s: cfg_dict.get(s) for s in sections}, sort_keys=True)
 
 
+SWAPPABLE = (("dqn", "lr"), ("train", "epochs"))
+"""Keys a built trainer takes without a rebuild: the learning rate is a device tensor refilled from
+the learner's config at every fold reset (when no lr schedule is compiled in: dqn.lr_end unset),
+and the epoch count is the runner's host loop. Everything else in [env]/[dqn] shapes buffers or is
+captured into graphs as a constant, so it means a new trainer."""
+
+
+def _without_swappable(d: dict[str, Any]) -> dict[str, Any]:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    if out.get("dqn", {}).get("lr_end") is None:
+        for section, key in SWAPPABLE:
+            out.get(section, {}).pop(key, None)
+    return out
+
+
+def _swap(runner: Any, cfg: Config) -> bool:
+    """Point a built runner (and its trainer's learner) at ``cfg``; the next reset_for_fold applies
+    the new learning rate. False if the objects do not have the expected shape (rebuild)."""
+    trainer = getattr(runner, "trainer", None)
+    learner = getattr(trainer, "learner", None)
+    if learner is None or not hasattr(learner, "cfg") or not hasattr(learner, "lr"):
+        return False
+    runner.cfg, runner.tcfg, trainer.cfg, learner.cfg = cfg, cfg.train, cfg.dqn, cfg.dqn
+    if hasattr(trainer, "collector"):
+        trainer.collector.cfg = cfg.dqn
+    return True
+
+
 class TrialEvaluator:
     """Runs one trial's walk-forward folds with cached market and runner (module docstring)."""
 
@@ -95,12 +123,13 @@ class TrialEvaluator:
         return dataclasses.replace(self._prepared, config=cfg)
 
     def runner_for(self, cfg: Config) -> Any:
-        """A walk-forward runner for ``cfg``: the previous one when its sections match."""
+        """A walk-forward runner for ``cfg``: the previous one when its sections match, or differ
+        only in keys the trainer takes in place (see ``_swap``)."""
         from foxhunt.train.runner import WalkForwardRunner
 
         prepared = self.prepared_for(cfg)
-        key = _key(cfg.to_dict(), ("env", "dqn", "train", "run", "agent", "ppo"))
-        if key == self._runner_key:
+        key = _key(_without_swappable(cfg.to_dict()), ("env", "dqn", "train", "run", "agent", "ppo"))
+        if key == self._runner_key and _swap(self._runner, cfg):
             self.stats["runner_reuses"] += 1
             return self._runner
         self._runner = None  # free the old trainer's device memory before building the next
