@@ -210,6 +210,11 @@ from foxhunt.train.cli_cmd import train as _train  # noqa: E402
 app.command("train")(_train)
 
 
+from foxhunt.tune.cli_cmd import tune as _tune  # noqa: E402
+
+app.command("tune")(user_errors(_tune))
+
+
 def main() -> None:
     app()
 

@@ -29,7 +29,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -287,6 +287,22 @@ class WalkForwardRunner:
         save_model(path, self.trainer.learner.online, m.norm_stats(fold.train_start, fold.train_end),
                    feature_names=tuple(m.names), spec_version=m.spec_version,
                    env=self.cfg.env.model_dump(mode="json"), extra=extra)
+
+    def score_folds(self, on_fold: Callable[[int, FoldRange, Any], None] | None = None) -> list[Any]:
+        """Train and evaluate every fold without writing files (``foxhunt tune``'s trials): per fold
+        reset_for_fold → E epochs → the greedy validation backtest, then ``on_fold(k, fold, agent
+        result)``, which may raise (e.g. ``optuna.TrialPruned``) to stop early. Returns the results."""
+        out = []
+        for k, fold in enumerate(self.folds):
+            self.trainer.reset_for_fold(fold, warm_start=self.tcfg.warm_start and k > 0)
+            for _ in range(self.tcfg.epochs):
+                self.trainer.train_epoch()
+            self.trainer.drain()
+            agent, _ = self.evaluate(fold)
+            out.append(agent)
+            if on_fold is not None:
+                on_fold(k, fold, agent)
+        return out
 
     # ------------------------------------------------------------------ checkpoints
     def _save(self, run_dir: Path, log: MetricsLog, k: int, epoch: int, done: bool) -> float:

@@ -1,0 +1,87 @@
+"""``foxhunt tune``: hyperparameter search across walk-forward folds (Optuna).
+
+Registered in ``foxhunt.cli`` (``app.command("tune")(user_errors(tune))``). Every input (config,
+[tune.space], fold layout and hold-out on the data, storage URL, an existing study's config) is
+checked before the study directory is written; a bad one is one red line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+
+
+def tune(
+    config: Optional[Path] = typer.Option(None, "--config", help="TOML config; its tune table holds the search space (default: the built-in study, configs/tune-default.toml)"),
+    trials: Optional[int] = typer.Option(None, "--trials", help="finished trials the study stops at, across workers (tune.trials)"),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="each worker asks no new trial after S seconds (tune.timeout_s)"),
+    storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage: sqlite:///…, postgresql://…, journal:PATH (default: study.db in the study directory)"),
+    study: Optional[str] = typer.Option(None, "--study", help="study name (tune.study); an existing study is resumed"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="local worker processes (0: one per GPU)"),
+    device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | cuda"),
+    finish: bool = typer.Option(True, "--finish/--no-finish", help="after the trials: hold-out, best.toml, report (off for extra worker nodes)"),
+    overrides: list[str] = typer.Option([], "--set", help="config override section.key=value (repeatable)"),
+) -> None:
+    """Search hyperparameters across walk-forward folds with Optuna; retrain the best config and
+    evaluate it once on a hold-out the search never saw; report deflated Sharpe and PBO."""
+    from foxhunt.cli import console
+    from foxhunt.config import load_config
+    from foxhunt.tune.config import default_tune_config
+    from foxhunt.tune.session import open_session, run_workers
+
+    ov = list(overrides)
+    for key, v in (("trials", trials), ("timeout_s", timeout), ("workers", workers)):
+        if v is not None:
+            ov.append(f"tune.{key}={v}")
+    for key, v in (("storage", storage), ("study", study)):
+        if v is not None:
+            ov.append(f'tune.{key}="{v}"')
+    if device is not None:
+        ov.append(f'run.device="{device}"')
+    cfg = load_config(config, ov) if config is not None else default_tune_config(ov)
+    s = open_session(cfg, console)
+    folds = s.evaluator.prepared_for(s.evaluator.trial_config({})).folds
+    console.print(
+        f"study [bold]{cfg.tune.study}[/] ({'resumed' if s.resumed else 'new'}) in {s.study_dir}; storage "
+        f"{s.url.split('@')[-1]}; {len(cfg.tune.entries())} searched keys, {len(folds)} folds, hold-out "
+        f"{cfg.tune.holdout:.0%} (from bar {s.evaluator.cut}); sampler {cfg.tune.sampler}, pruner {cfg.tune.pruner}",
+        highlight=False, soft_wrap=True)
+    run_workers(s, console)
+    if not finish:
+        console.print("trials done (--no-finish: no hold-out, no report)", highlight=False)
+        return
+    from foxhunt.tune.finish import finish as finish_study
+
+    summary = finish_study(s, console)
+    _print_summary(summary, console)
+    console.print(f"report: [bold]{s.study_dir / 'report.html'}[/]; best config: {s.study_dir / 'best.toml'}", highlight=False,
+                  soft_wrap=True)
+
+
+def _g(v: Any, fmt: str) -> str:
+    return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else fmt.format(v)
+
+
+def _print_summary(summary: dict[str, Any], console: Any) -> None:
+    c = summary["counts"]
+    t = summary["this_session"]
+    console.print(f"trials: {c['COMPLETE']} complete, {c['PRUNED']} pruned, {c['FAIL']} failed; this session {t['trials']} "
+                  f"trials in {t['wall_s']:.1f} s (mean {_g(t['trial_s_mean'], '{:.2f}')} s a trial, overhead "
+                  f"{_g(t['overhead_s_mean'], '{:.3f}')} s)", highlight=False)
+    b = summary.get("best")
+    if not b:
+        console.print("no complete trial: no best config", highlight=False)
+        return
+    console.print(f"best trial {b['number']}: score {b['value']:+.3f}, params {b['params']}", highlight=False, soft_wrap=True)
+    ho = summary.get("holdout")
+    if ho:
+        a = ho["agent"]
+        console.print(f"hold-out (once, {ho['fold']['val_end'] - ho['fold']['val_start']} bars): Sharpe {_g(a.get('sharpe'), '{:+.2f}')}, "
+                      f"return {_g(a.get('total_return'), '{:+.2%}')}, max DD {_g(a.get('max_drawdown'), '{:.2%}')}", highlight=False)
+    ov = summary.get("overfitting", {})
+    d, p = ov.get("deflated_sharpe", {}), ov.get("pbo", {})
+    console.print(f"deflated Sharpe ratio {_g(d.get('dsr'), '{:.3f}')}; probability of backtest overfitting "
+                  f"{_g(p.get('pbo'), '{:.2f}')}", highlight=False)

@@ -1,0 +1,323 @@
+"""A tuning worker: evaluates trials of one study until the study has its trials.
+
+``TrialEvaluator`` keeps what does not change between trials: the bars, the feature cache and the
+device-resident market (loaded and uploaded once per worker, reloaded only when a trial changes a
+[data]/[features]/[folds] key), and the walk-forward runner with its trainer and captured graphs,
+reused when a trial's [env]/[dqn]/[train]/[run] sections equal the previous trial's (a new trainer
+is built otherwise: networks, replay and graphs depend on those sections). ``overhead_s`` is the
+time a trial spends outside its folds (config, market and runner set-up): the per-trial overhead.
+
+``run_worker`` is the ask-and-tell loop. Under a file lock in the study directory (local workers
+agree on it; remote workers on other machines share only the database) it fails stale trials (dead
+workers' heartbeats), counts trials and asks for one only while COMPLETE + PRUNED + RUNNING +
+WAITING trials are fewer than the target (a WAITING retry is always taken), so local workers never
+overshoot the target and a re-queued trial is never counted twice. A heartbeat thread beats for the
+running trial on RDB storages.
+
+``python -m foxhunt.tune.worker STUDY_DIR --storage URL --trials N [--timeout S] --index K`` is
+what ``foxhunt tune --workers K`` starts per worker.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+from filelock import FileLock
+
+from foxhunt.config import Config, build_config
+from foxhunt.errors import FoxhuntError
+from foxhunt.tune.objective import FoldScores, running_value, trial_score
+from foxhunt.tune.space import apply_params, decode, distributions
+from foxhunt.tune.study import counts, open_study
+
+TRIAL_TRAIN = {"eval_buy_and_hold": False, "save_trades": False, "save_curves": True, "progress": False,
+               "tensorboard": False, "report": False}
+"""[train] keys every trial runs with: no buy-and-hold or trade lists (not scored), curves kept
+(per-bar returns feed the deflated Sharpe), no per-trial logs."""
+
+
+def _key(cfg_dict: dict[str, Any], sections: tuple[str, ...]) -> str:
+    return json.dumps({s: cfg_dict.get(s) for s in sections}, sort_keys=True)
+
+
+SWAPPABLE = (("dqn", "lr"), ("train", "epochs"))
+"""Keys a built trainer takes without a rebuild: the learning rate is a device tensor refilled from
+the learner's config at every fold reset (when no lr schedule is compiled in: dqn.lr_end unset),
+and the epoch count is the runner's host loop. Everything else in [env]/[dqn] shapes buffers or is
+captured into graphs as a constant, so it means a new trainer."""
+
+
+def _without_swappable(d: dict[str, Any]) -> dict[str, Any]:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
+    if out.get("dqn", {}).get("lr_end") is None:
+        for section, key in SWAPPABLE:
+            out.get(section, {}).pop(key, None)
+    return out
+
+
+def _swap(runner: Any, cfg: Config) -> bool:
+    """Point a built runner (and its trainer's learner) at ``cfg``; the next reset_for_fold applies
+    the new learning rate. False if the objects do not have the expected shape (rebuild)."""
+    trainer = getattr(runner, "trainer", None)
+    learner = getattr(trainer, "learner", None)
+    if learner is None or not hasattr(learner, "cfg") or not hasattr(learner, "lr"):
+        return False
+    runner.cfg, runner.tcfg, trainer.cfg, learner.cfg = cfg, cfg.train, cfg.dqn, cfg.dqn
+    if hasattr(trainer, "collector"):
+        trainer.collector.cfg = cfg.dqn
+    return True
+
+
+class TrialEvaluator:
+    """Runs one trial's walk-forward folds with cached market and runner (module docstring)."""
+
+    def __init__(self, base: Config, console: Any = None) -> None:
+        self.base = base
+        self.tcfg = base.tune
+        self.entries = base.tune.entries()
+        self.dists = distributions(self.entries)
+        self.console = console
+        self._prepared: Any = None
+        self._prep_key: str | None = None
+        self._runner: Any = None
+        self._runner_key: str | None = None
+        self.cut: int | None = None
+        self.stats = {"market_loads": 0, "runner_builds": 0, "runner_reuses": 0}
+
+    def release(self) -> None:
+        """Drop the cached market and runner (their device memory); the next trial reloads them."""
+        self._prepared = self._prep_key = self._runner = self._runner_key = None
+        import torch
+
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    def trial_config(self, values: dict[str, Any]) -> Config:
+        """The base config with the trial's values (config units) and the trial [train] keys."""
+        data = apply_params(self.base.to_dict(), values)
+        data["train"] = {**data.get("train", {}), **TRIAL_TRAIN}
+        return build_config(data, source=f"trial {values}")
+
+    def prepared_for(self, cfg: Config) -> Any:
+        """The market for ``cfg``: loaded once, again only if the data, features or folds change."""
+        from foxhunt.pipeline import prepare_market
+        from foxhunt.tune.holdout import with_search_folds
+
+        d = cfg.to_dict()
+        key = _key(d, ("data", "features", "folds")) + json.dumps([d["run"].get("device"), d["tune"]["holdout"]])
+        if key != self._prep_key:
+            self._prepared, self.cut = with_search_folds(prepare_market(cfg), cfg.tune.holdout)
+            self._prep_key = key
+            self._runner, self._runner_key = None, None
+            self.stats["market_loads"] += 1
+        return dataclasses.replace(self._prepared, config=cfg)
+
+    def runner_for(self, cfg: Config) -> Any:
+        """A walk-forward runner for ``cfg``: the previous one when its sections match, or differ
+        only in keys the trainer takes in place (see ``_swap``)."""
+        from foxhunt.train.runner import WalkForwardRunner
+
+        prepared = self.prepared_for(cfg)
+        key = _key(_without_swappable(cfg.to_dict()), ("env", "dqn", "train", "run", "agent", "ppo"))
+        if key == self._runner_key and _swap(self._runner, cfg):
+            self.stats["runner_reuses"] += 1
+            return self._runner
+        self._runner = None  # free the old trainer's device memory before building the next
+        prepared.market.set_fold(prepared.folds[0])
+        self._runner = WalkForwardRunner(prepared, None)
+        self._runner_key = key
+        self.stats["runner_builds"] += 1
+        return self._runner
+
+    def evaluate(self, values: dict[str, Any], on_fold: Callable[[int, FoldScores, bool], None] | None = None) -> tuple[FoldScores, float]:
+        """Train and score every search fold for ``values``; returns (scores, overhead seconds).
+        on_fold(k, scores so far, last fold?) runs after each fold and may raise TrialPruned."""
+        t0 = time.perf_counter()
+        runner = self.runner_for(self.trial_config(values))
+        overhead = time.perf_counter() - t0
+        scores = FoldScores()
+
+        def fold_done(k: int, fold: Any, agent: Any) -> None:
+            n = fold.val_len - 1
+            scores.add(agent.metrics[0], None if agent.returns is None else agent.returns[0, :n])
+            if on_fold is not None:
+                on_fold(k, scores, k == len(runner.folds) - 1)
+
+        runner.score_folds(fold_done)
+        return scores, overhead
+
+
+@dataclass
+class WorkerReport:
+    """What one worker did (returned by run_worker, printed by the worker process as JSON)."""
+
+    finished: int = 0
+    pruned: int = 0
+    failed: int = 0
+    trial_s: list[float] = field(default_factory=list)
+    overhead_s: list[float] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+class _Heartbeat:
+    """Beats for one running trial on a heartbeat-enabled storage (Optuna's record_heartbeat)."""
+
+    def __init__(self, study: optuna.Study, trial: optuna.Trial) -> None:
+        storage = study._storage
+        interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        if interval:
+            trial_id = trial._trial_id
+
+            def beat() -> None:
+                while True:
+                    storage.record_heartbeat(trial_id)
+                    if self._stop.wait(interval):
+                        return
+
+            self._thread = threading.Thread(target=beat, daemon=True, name="foxhunt-heartbeat")
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+
+def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any]) -> optuna.Trial | None | bool:
+    """A trial to run, None when the study is done, False when others' running trials may still
+    need retries (wait and look again)."""
+    optuna.storages.fail_stale_trials(study)
+    c = counts(study)
+    done = c["COMPLETE"] + c["PRUNED"]
+    if done >= target:
+        return None
+    if c["WAITING"] == 0 and done + c["RUNNING"] >= target:
+        return False
+    trial = study.ask(dists)
+    # Beat once at once: Optuna never marks a RUNNING trial without any heartbeat stale, so a worker
+    # killed before its heartbeat thread's first beat would leave the trial RUNNING for ever.
+    storage = study._storage
+    if getattr(storage, "get_heartbeat_interval", lambda: None)():
+        storage.record_heartbeat(trial._trial_id)
+    return trial
+
+
+def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: float = 0.0, index: int = 0,
+               evaluator: TrialEvaluator | None = None, on_event: Callable[[str, Any], None] | None = None) -> WorkerReport:
+    """Evaluate trials of the study until it has ``target`` finished trials (or the timeout).
+
+    on_event(kind, payload): "fold" (trial number, fold k, running value) and "trial" (FrozenTrial)
+    for a live display."""
+    tcfg = cfg.tune
+    ev = evaluator or TrialEvaluator(cfg)
+    study = open_study(url, tcfg.study, tcfg, worker_index=index, create=False)
+    lock = FileLock(str(study_dir / ".ask.lock"))
+    rep = WorkerReport()
+    t_start = time.monotonic()
+    max_failures = max(3, target)
+    while not (timeout_s and time.monotonic() - t_start > timeout_s):
+        with lock:
+            trial = _next_trial(study, target, ev.dists)
+        if trial is None:
+            break
+        if trial is False:
+            time.sleep(min(2.0, tcfg.heartbeat_s))
+            continue
+        assert isinstance(trial, optuna.Trial)
+        _run_trial(study, trial, ev, tcfg, rep, index, on_event)
+        if rep.failed >= max_failures:
+            raise FoxhuntError(f"study {tcfg.study}: {rep.failed} trials failed in this worker; the last error: "
+                               f"{result_attrs(study.trials[-1]).get('error', '?') if study.trials else '?'}")
+    rep.stats = dict(ev.stats)
+    return rep
+
+
+def result_attrs(t: Any) -> dict[str, Any]:
+    """A trial's measured results (one user attribute, written once: each write is a commit)."""
+    return t.user_attrs.get("result", {})
+
+
+def _run_trial(study: optuna.Study, trial: optuna.Trial, ev: TrialEvaluator, tcfg: Any, rep: WorkerReport, index: int,
+               on_event: Callable[[str, Any], None] | None) -> None:
+    hb = _Heartbeat(study, trial)
+    t0 = time.perf_counter()
+    info: dict[str, Any] = {"worker": index}
+    state, value = optuna.trial.TrialState.FAIL, None
+    try:
+        values = decode(ev.entries, trial.params)
+
+        def on_fold(k: int, scores: FoldScores, last: bool) -> None:
+            v = running_value(scores, tcfg)
+            trial.report(v, k)
+            if on_event is not None:
+                on_event("fold", (trial.number, k, v))
+            if not last and trial.should_prune():  # after the last fold there is nothing left to save
+                info.update(scores.to_attrs(), folds_run=k + 1)
+                raise optuna.TrialPruned()
+
+        scores, overhead = ev.evaluate(values, on_fold)
+        value, bad = trial_score(scores, tcfg)
+        info.update(scores.to_attrs(), folds_run=len(scores.sharpe), constraints_broken=bad, overhead_s=overhead)
+        rep.overhead_s.append(overhead)
+        state = optuna.trial.TrialState.COMPLETE if math.isfinite(value) else optuna.trial.TrialState.FAIL
+    except optuna.TrialPruned:
+        state = optuna.trial.TrialState.PRUNED
+    except FoxhuntError as exc:
+        info["error"] = str(exc)
+    finally:
+        hb.stop()
+        info["duration_s"] = time.perf_counter() - t0
+        trial.set_user_attr("result", info)
+        frozen = study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
+    rep.trial_s.append(time.perf_counter() - t0)
+    if state == optuna.trial.TrialState.COMPLETE:
+        rep.finished += 1
+    elif state == optuna.trial.TrialState.PRUNED:
+        rep.pruned += 1
+    else:
+        rep.failed += 1
+    if on_event is not None:
+        on_event("trial", frozen)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Worker process entry point (started by ``foxhunt tune --workers K``)."""
+    from foxhunt.config import load_config
+    from foxhunt.tune.study import quiet_optuna
+
+    p = argparse.ArgumentParser(prog="python -m foxhunt.tune.worker")
+    p.add_argument("study_dir", type=Path)
+    p.add_argument("--storage", required=True)
+    p.add_argument("--trials", type=int, required=True)
+    p.add_argument("--timeout", type=float, default=0.0)
+    p.add_argument("--index", type=int, default=0)
+    a = p.parse_args(argv)
+    quiet_optuna()
+    try:
+        cfg = load_config(a.study_dir / "config.toml")
+        if cfg.train.threads:
+            import torch
+
+            torch.set_num_threads(cfg.train.threads)
+        rep = run_worker(cfg, a.storage, a.study_dir, a.trials, a.timeout, a.index)
+    except FoxhuntError as exc:
+        print(f"worker {a.index}: error: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(dataclasses.asdict(rep)))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

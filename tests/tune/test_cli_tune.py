@@ -1,0 +1,118 @@
+"""`foxhunt tune` end to end on a tiny real configuration (training through the walk-forward runner):
+two worker processes, then a resumed in-process session; the study directory's outputs; the
+hold-out never inside a search fold; best.toml trains as is with `foxhunt train --config`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from foxhunt.config import load_config
+
+TINY = """\
+[run]
+device = "cpu"
+out_dir = "{out}/runs"
+[data]
+bars = 3000
+[features]
+cache_dir = "{out}/cache"
+[folds]
+train = 800
+val = 300
+max_folds = 2
+[env]
+episode_length = 64
+action_mode = "exposure"
+reward_scale = 100.0
+[dqn]
+n_envs = 16
+rollout_len = 4
+rounds_per_epoch = 4
+train_steps_per_round = 2
+batch_size = 32
+hidden = [16]
+head_hidden = 8
+buffer_capacity = 2048
+warmup_transitions = 64
+[train]
+epochs = 1
+tensorboard = false
+progress = false
+[tune]
+study = "tiny"
+out_dir = "{out}/studies"
+trials = 3
+startup_trials = 2
+holdout = 0.2
+[tune.space]
+dqn.lr = {{ low = 1e-4, high = 1e-2, log = true }}
+dqn.hidden = [[16], [8, 8]]
+"""
+
+CLI = [sys.executable, "-m", "foxhunt.cli"]
+pytestmark = pytest.mark.slow
+
+
+def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    p = subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def test_tune_runs_workers_resumes_and_writes_an_honest_study(tmp_path: Path) -> None:
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY.format(out=tmp_path))
+    first = _run(["tune", "--config", str(cfg), "--workers", "2"], tmp_path)
+    assert "(new)" in first.stdout
+    d = tmp_path / "studies" / "tiny"
+    s1 = json.loads((d / "summary.json").read_text())
+    assert s1["counts"]["COMPLETE"] + s1["counts"]["PRUNED"] == 3 and s1["this_session"]["workers"] == 2
+
+    second = _run(["tune", "--config", str(cfg), "--trials", "4"], tmp_path)  # resume: one more trial
+    assert "(resumed)" in second.stdout
+    s = json.loads((d / "summary.json").read_text())
+    assert s["counts"]["COMPLETE"] + s["counts"]["PRUNED"] == 4 and s["counts"]["RUNNING"] == 0
+    assert s["this_session"]["trials"] == 1
+
+    rows = list(csv.DictReader((d / "trials.csv").open()))
+    assert [int(r["number"]) for r in rows] == [0, 1, 2, 3]
+    assert {"param:dqn.lr", "param:dqn.hidden", "fold_0_sharpe", "fold_1_sharpe", "state", "duration_s"} <= set(rows[0])
+
+    # the hold-out: after every search fold, evaluated once for the best trial
+    ho = s["holdout"]
+    folds = json.loads((Path(ho["run_dir"]) / "folds.json").read_text())
+    assert ho["fold"]["val_start"] == ho["cut"] == 2400 and ho["fold"]["val_end"] == 3000
+    assert folds[0]["val_start"] == ho["cut"]
+    assert s["holdout_evaluations"] >= 1 and (Path(ho["run_dir"]) / "report.html").is_file()
+    assert 0.0 <= s["overfitting"]["pbo"]["pbo"] <= 1.0 and 0.0 <= s["overfitting"]["deflated_sharpe"]["dsr"] <= 1.0
+
+    html = (d / "report.html").read_text()
+    for title in ("Optimisation history", "Parameter importances", "Parallel coordinates", "Slices", "Hold-out"):
+        assert title in html
+    assert html.count("data:image/png;base64") >= 3
+
+    best = load_config(d / "best.toml")
+    assert best.dqn.lr == pytest.approx(s["best"]["params"]["dqn.lr"])
+    assert "[tune]" not in (d / "best.toml").read_text()
+    out = _run(["train", "--config", str(d / "best.toml"), "--name", "from-best"], tmp_path)
+    assert "validation windows" in out.stdout and (tmp_path / "runs" / "from-best" / "summary.json").is_file()
+
+
+def test_search_folds_end_before_the_hold_out(tmp_path: Path) -> None:
+    from foxhunt.pipeline import prepare_market
+    from foxhunt.tune.holdout import holdout_fold, search_folds
+
+    cfg = tmp_path / "tiny.toml"
+    cfg.write_text(TINY.format(out=tmp_path))
+    prepared = prepare_market(load_config(cfg))
+    folds, cut = search_folds(prepared, 0.2)
+    assert cut == 2400 and all(f.val_end <= cut for f in folds)
+    h = holdout_fold(folds, cut, prepared.market.n_bars, "expanding")
+    assert (h.val_start, h.val_end) == (2400, 3000)
+    assert h.train_end == cut - (folds[-1].val_start - folds[-1].train_end)  # the same purge gap
