@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from foxhunt.agents.networks import DuelingQNet
-from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, trade_rows
+from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, policy_params, trade_rows
 from foxhunt.backtest.policies import ActionPolicy, GreedyPolicy
 from foxhunt.env.params import EnvTensors
 from foxhunt.kernels.backtest_fused import (
@@ -145,10 +145,11 @@ def check_windows(m: MarketData, starts: Sequence[int] | np.ndarray,
 def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQNet | None,
            norms: Sequence[NormStats] | None = None, *, precision: str = DEFAULT_PRECISION,
            store_debug: bool = False, store_trades: bool = False, actions: torch.Tensor | None = None,
-           **tuning: int) -> FusedOutputs:
+           action_mode: str | None = None, **tuning: int) -> FusedOutputs:
     """Run the kernel on checked windows; the raw [W, T] outputs (T = max length).
 
-    net: the greedy policy's network, or None with ``actions`` ([W, C] int, an ActionPolicy's)."""
+    net: the greedy policy's network, or None with ``actions`` ([W, C] int, an ActionPolicy's).
+    action_mode: the policy's own action mode (``policy_params``), default the backtester's."""
     m, dev = backtester.market, backtester.device
     mean, inv = norm_tensors(m, norms, st.shape[0])
     if actions is not None:
@@ -158,7 +159,7 @@ def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQ
     return fused_backtest(
         market_arrays(m), torch.as_tensor(st, device=dev), torch.as_tensor(ln, device=dev), mean, inv,
         pack_net(net, precision) if net is not None else None, exec_params(backtester), n_steps=int(ln.max()),
-        exposure_mode=backtester.params.action_mode == "exposure", kelly=bool(backtester.params.kelly),
+        exposure_mode=(action_mode or backtester.params.action_mode) == "exposure", kelly=bool(backtester.params.kelly),
         precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions, **tuning,
     )
 
@@ -181,10 +182,11 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
     given = policy.actions if isinstance(policy, ActionPolicy) else None
     with torch.no_grad():
         out = launch(backtester, st, ln, None if given is not None else net, norms, precision=precision,
-                     store_trades=keep_trades, actions=given, **tuning)
+                     store_trades=keep_trades, actions=given,
+                     action_mode=policy_params(backtester.params, policy).action_mode, **tuning)
         bust = out.final_equity <= exec_params(backtester).bust_level
         res = assemble_result(backtester, st, ln, out.returns, out.positions, out.trade_return, out.trade_closed,
-                              bust, keep_curves)
+                              bust, keep_curves, traded=out.traded)
     if keep_trades:
         assert out.trade_side is not None and out.trade_size is not None
         assert out.trade_costs is not None and out.trade_entry_bar is not None

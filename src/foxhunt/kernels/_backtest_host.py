@@ -79,6 +79,7 @@ class FusedOutputs:
     trade_return: torch.Tensor  # f32, return of the round trip closed on the step (0 if none)
     trade_closed: torch.Tensor  # bool
     final_equity: torch.Tensor  # [W] f32
+    traded: torch.Tensor | None = None  # f32, traded notional / initial capital: |Δq|·O_{t+1} / capital
     actions: torch.Tensor | None = None  # int32, the greedy action (store_debug)
     fill_status: torch.Tensor | None = None  # int8, 0 none, 1 filled, 2 partial, 3 missed (store_debug)
     trade_side: torch.Tensor | None = None  # int8 (store_trades)

@@ -7,7 +7,7 @@ window's portfolio state in registers. Per bar it gathers and normalises the win
 executes the env step with ENV_SPEC's semantics (``_backtest_env``: decode, target with reserve and
 Kelly, market / limit-maker / IoC legs with reversals, half spread, square-root impact with the vol
 EMA, costs, entry price, round trips, vol EMA update, marking, bust). It writes per-bar returns,
-exposures and round-trip return / closed flags [W, T] (``compute_metrics``' inputs), the final
+exposures, traded notional and round-trip return / closed flags [W, T] (``compute_metrics``' inputs), the final
 equity [W], and optionally actions and fill statuses (checks) and the other trade fields.
 It equals ``foxhunt.backtest.evaluator.Backtester`` with ``GreedyPolicy(DuelingQNet)``, shaping off.
 
@@ -100,7 +100,7 @@ def _backtest_kernel(
     feat_ptr, ohlc_ptr, volume_ptr, logret_ptr, range_ptr, med_range_ptr, med_absret_ptr,
     start_ptr, len_ptr, mean_ptr, inv_ptr,
     w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, scratch_ptr,
-    ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr,
+    ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr, traded_ptr,
     act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr, given_ptr, given_cols, pre_ptr,
     n_windows, n_bars, n_steps, n_feat,
     capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
@@ -212,6 +212,8 @@ def _backtest_kernel(
         off = rows64 * n_steps + i
         tl.store(ret_ptr + off, tl.where(stepping, ret, 0.0), mask=valid)
         tl.store(pos_ptr + off, tl.where(stepping, expo1, 0.0), mask=valid)
+        # Traded notional / initial capital: |Δq| at the fill bar's open (the torch path's formula).
+        tl.store(traded_ptr + off, tl.where(stepping, tl.div_rn(tl.abs(q2 - q) * open1, capital), 0.0), mask=valid)
         tl.store(tret_ptr + off, tl.where(closed, tr_ret, 0.0), mask=valid)
         tl.store(tclosed_ptr + off, closed.to(tl.int8), mask=valid)
         if STORE_DEBUG:
@@ -321,7 +323,7 @@ def fused_backtest(
         returns=torch.empty(w, n_steps, **f32), positions=torch.empty(w, n_steps, **f32),
         trade_return=torch.empty(w, n_steps, **f32),
         trade_closed=torch.empty(w, n_steps, dtype=torch.int8, device=dev),
-        final_equity=torch.empty(w, **f32),
+        final_equity=torch.empty(w, **f32), traded=torch.empty(w, n_steps, **f32),
     )
     dummy = out.returns
     if store_debug:
@@ -338,7 +340,7 @@ def fused_backtest(
         market.median_range, market.median_abs_return,
         starts, lengths, norm_mean.contiguous(), norm_inv_std.contiguous(),
         net.w1, net.b1, net.w2, net.b2, net.w3, net.b3, net.w4, net.b4, vb, scratch,
-        out.returns, out.positions, out.trade_return, out.trade_closed, out.final_equity,
+        out.returns, out.positions, out.trade_return, out.trade_closed, out.final_equity, out.traded,
         out.actions if store_debug else dummy, out.fill_status if store_debug else dummy,
         out.trade_side if store_trades else dummy, out.trade_size if store_trades else dummy,
         out.trade_costs if store_trades else dummy, out.trade_entry_bar if store_trades else dummy,

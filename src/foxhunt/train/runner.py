@@ -34,7 +34,7 @@ import numpy as np
 import torch
 
 from foxhunt.agents.dqn.trainer import DQNTrainer
-from foxhunt.backtest.evaluator import Backtester, bars_per_year
+from foxhunt.backtest.evaluator import Backtester
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.config import Config, load_config
 from foxhunt.env.params import check_episode_length
@@ -159,8 +159,9 @@ class WalkForwardRunner:
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
         self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed)
-        self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
-        self.bars_per_year = bars_per_year(self.market)
+        self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs,
+                                     bars_per_year=cfg.backtest.bars_per_year)  # None: inferred from the data
+        self.bars_per_year = self.backtester.bars_per_year
         self._bh: dict[int, BuyHold] | None = None
         self.buy_and_hold_s = 0.0
         self.timer = PhaseTimer(self.market.device)
@@ -383,6 +384,8 @@ class WalkForwardRunner:
             "data": f"{self.cfg.data.source} ({self.market.n_bars} bars, sha256 {self.data_hash[:12]}…)",
             "n_folds": len(self.folds),
             "epochs": self.tcfg.epochs,
+            "bars_per_year": self.bars_per_year,
+            "annualisation": self.backtester.annualisation.describe(),
             "wall_s": wall_s,
             "prepare_timings": self.prepared.timings,
             "buy_and_hold_s": self.buy_and_hold_s,
