@@ -116,8 +116,8 @@ class Backtester:
         (no device read: it only counts launches).
         barriers: triple-barrier evaluation: each round trip (``keep_trades``) gets ``barrier`` = +1
         (profit target), -1 (stop), 0 (expiry), the first barrier the env reported while it was open,
-        or None when the policy closed it before any; torch path only (fused=True raises, "auto"
-        runs the torch path). Barriers never end a window and change no return.
+        or None when the policy closed it before any; on both paths. Barriers never end a window and
+        change no return.
         """
         m = self.market
         st = np.asarray(starts, dtype=np.int64).reshape(-1)
@@ -129,13 +129,11 @@ class Backtester:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"window {i}: start {st[i]} + length {ln[i]} must lie inside the data (last bar {m.n_bars - 1})")
-        if fused is True and barriers:
-            raise ValueError("fused backtest unavailable: the fused kernel computes no barrier labels")
-        if fused and not barriers:
+        if fused:
             from foxhunt.backtest.fused import maybe_run_fused  # local import: fused.py imports this module
 
             res = maybe_run_fused(self, st, ln, policy, fused, norms=norms, keep_curves=keep_curves,
-                                  keep_trades=keep_trades)
+                                  keep_trades=keep_trades, barriers=barriers)
             if res is not None:
                 return res
         run = _Run(self, st, ln, policy, norms, keep_trades, barriers)

@@ -12,8 +12,8 @@ without volume, per-window normalisation, any window lengths. Not covered (``fus
 says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path): policies other than
 ``GreedyPolicy`` of a ``DuelingQNet`` with two trunk layers and LeakyReLU activations (ensembles,
 fixed actions / exposures, PPO actors), networks wider than 512 units, and a CPU without the Triton
-interpreter (TRITON_INTERPRET=1). Barrier labels, DSR, diversity and curiosity are not computed:
-with shaping off they change no return, position or trade.
+interpreter (TRITON_INTERPRET=1). DSR, diversity and curiosity are not computed: with shaping off
+they change no return, position or trade. Triple-barrier labels of the round trips are (``barriers``).
 
 Precision: "tf32" by default (``DEFAULT_PRECISION``); "ieee" is float32 throughout (slower),
 "bf16" halves the weight bytes (see the kernel's performance model); bench/bench_backtest.py and
@@ -107,6 +107,7 @@ def exec_params(backtester: Backtester) -> ExecParams:
         participation=v["participation"], vol_lambda=v["vol_lambda"], max_holding=v["max_holding_f"],
         kelly_fraction=v["kelly_fraction"], kelly_min_mult=v["kelly_min_mult"], kelly_alpha=v["kelly_alpha"],
         kelly_min_trades=int(v["kelly_min_trades"]), bust_level=v["bust_level"],
+        profit_frac=v["profit_frac"], stop_frac=v["stop_frac"], max_holding_bars=int(v["max_holding"]),
     )
 
 
@@ -145,7 +146,7 @@ def check_windows(m: MarketData, starts: Sequence[int] | np.ndarray,
 def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQNet | None,
            norms: Sequence[NormStats] | None = None, *, precision: str = DEFAULT_PRECISION,
            store_debug: bool = False, store_trades: bool = False, actions: torch.Tensor | None = None,
-           action_mode: str | None = None, **tuning: int) -> FusedOutputs:
+           action_mode: str | None = None, barriers: bool = False, **tuning: int) -> FusedOutputs:
     """Run the kernel on checked windows; the raw [W, T] outputs (T = max length).
 
     net: the greedy policy's network, or None with ``actions`` ([W, C] int, an ActionPolicy's).
@@ -160,17 +161,20 @@ def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQ
         market_arrays(m), torch.as_tensor(st, device=dev), torch.as_tensor(ln, device=dev), mean, inv,
         pack_net(net, precision) if net is not None else None, exec_params(backtester), n_steps=int(ln.max()),
         exposure_mode=(action_mode or backtester.params.action_mode) == "exposure", kelly=bool(backtester.params.kelly),
-        precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions, **tuning,
+        precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions,
+        barriers=barriers, **tuning,
     )
 
 
 def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
               net: DuelingQNet | ActionPolicy, norms: Sequence[NormStats] | None = None, *, keep_curves: bool = False,
-              keep_trades: bool = False, precision: str = DEFAULT_PRECISION, **tuning: int) -> BacktestResult:
+              keep_trades: bool = False, precision: str = DEFAULT_PRECISION, barriers: bool = False,
+              **tuning: int) -> BacktestResult:
     """``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms, …)`` in one fused kernel;
     ``net`` may also be an ActionPolicy (fixed actions, e.g. ExposurePolicy: buy-and-hold).
 
     Raises ValueError when the kernel cannot run this network / device (``fused_unsupported``).
+    barriers: with keep_trades, each round trip's triple-barrier label (``Backtester.run``'s rule).
     tuning: block_w, bk, stages, num_warps (see ``fused_backtest``).
     """
     policy = net if isinstance(net, ActionPolicy) else GreedyPolicy(net)
@@ -183,7 +187,7 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
     with torch.no_grad():
         out = launch(backtester, st, ln, None if given is not None else net, norms, precision=precision,
                      store_trades=keep_trades, actions=given,
-                     action_mode=policy_params(backtester.params, policy).action_mode, **tuning)
+                     action_mode=policy_params(backtester.params, policy).action_mode, barriers=barriers, **tuning)
         bust = out.final_equity <= exec_params(backtester).bust_level
         res = assemble_result(backtester, st, ln, out.returns, out.positions, out.trade_return, out.trade_closed,
                               bust, keep_curves, traded=out.traded)
@@ -193,13 +197,14 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
         exit_bar = st[:, None] + np.arange(out.trade_closed.shape[1])[None, :] + 1
         res.trades = trade_rows(out.trade_closed, {"return": out.trade_return, "entry_bar": out.trade_entry_bar,
                                                    "exit_bar": exit_bar, "side": out.trade_side,
-                                                   "size": out.trade_size, "costs": out.trade_costs})
+                                                   "size": out.trade_size, "costs": out.trade_costs,
+                                                   **({"barrier": out.trade_barrier} if barriers else {})})
     return res
 
 
 def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
                     policy: object, fused: bool | str, *, norms: Sequence[NormStats] | None = None,
-                    keep_curves: bool = False, keep_trades: bool = False) -> BacktestResult | None:
+                    keep_curves: bool = False, keep_trades: bool = False, barriers: bool = False) -> BacktestResult | None:
     """The ``Backtester.run(fused=…)`` hook: a result from the fused kernel, or None for the torch path.
 
     fused: False → None; True → the fused path or a ValueError saying why it cannot run;
@@ -215,7 +220,8 @@ def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, 
             raise ValueError(f"fused backtest unavailable: {reason}")
         return None
     target = policy if isinstance(policy, ActionPolicy) else policy.net  # type: ignore[attr-defined]
-    return run_fused(backtester, starts, lengths, target, norms, keep_curves=keep_curves, keep_trades=keep_trades)
+    return run_fused(backtester, starts, lengths, target, norms, keep_curves=keep_curves, keep_trades=keep_trades,
+                     barriers=barriers)
 
 
 __all__ = ["DEFAULT_PRECISION", "fused_unsupported", "maybe_run_fused", "net_unsupported", "run_fused"]

@@ -11,8 +11,7 @@ What this adds to ``Backtester`` (the CLI in ``cli_cmd`` only parses options and
   Triton kernel on CUDA when ``fused_unsupported`` allows it, ``fused`` requires it (an error
   saying why it cannot run; on a CPU it runs in the Triton interpreter with TRITON_INTERPRET=1),
   ``torch`` never uses it. Stated fallbacks, printed and written into the report: an ensemble
-  runs on the torch path (the kernel evaluates one network; buy-and-hold still runs fused), and so
-  does triple-barrier evaluation (the kernel computes no barriers).
+  runs on the torch path (the kernel evaluates one network; buy-and-hold still runs fused).
 * **Annualisation** from the data, or ``--bars-per-year``; **barrier labels** with ``--barriers``.
 * A rich progress bar on the torch path (fed by the chunk loop, no device reads).
 
@@ -134,9 +133,6 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
         model_fused = False
         notes.append(f"fallback: an ensemble of {len(nets)} models runs on the torch path (the fused kernel evaluates "
                      "one network)")
-    if fused and barriers:
-        model_fused = False
-        notes.append("fallback: barrier labels are computed on the torch path only (the fused kernel has no barriers)")
     if model_fused:
         from foxhunt.backtest.fused import fused_unsupported
 

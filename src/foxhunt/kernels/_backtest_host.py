@@ -44,6 +44,9 @@ class ExecParams:
     kelly_alpha: float
     kelly_min_trades: int
     bust_level: float  # bust_fraction · capital
+    profit_frac: float = 0.0  # profit_bps · 1e-4 (barrier labels only)
+    stop_frac: float = 0.0  # stop_bps · 1e-4
+    max_holding_bars: int = 1  # barrier expiry, bars
 
 
 @dataclass
@@ -86,6 +89,7 @@ class FusedOutputs:
     trade_size: torch.Tensor | None = None  # f32 units (store_trades)
     trade_costs: torch.Tensor | None = None  # f32 currency (store_trades)
     trade_entry_bar: torch.Tensor | None = None  # int64 (store_trades)
+    trade_barrier: torch.Tensor | None = None  # int8: +1 profit, -1 stop, 0 time, 2 none (barriers)
 
 
 def pow2_at_least(n: int, floor: int = 16) -> int:
