@@ -121,7 +121,8 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
     (out / "trades.json").write_text(json.dumps(trades, indent=1))
     report = write_backtest_report(out / "report.html", f"foxhunt backtest — run {run.name}", rows, curves, times,
                                    notes=f"run: {run}; each fold's model on its validation window (window = fold); "
-                                         f"annualisation: {folds[0].agent.bars_per_year:,.1f} bars per year")
+                                         f"annualisation: {folds[0].agent.bars_per_year:,.1f} bars per year; episode "
+                                         f"rules: {'triple-barrier labels' if folds[0].barriers else 'plain windows, no barriers'}")
     _print(rows, report)
 
 

@@ -25,6 +25,7 @@ class FoldBacktest:
     fold: Any
     agent: Any
     buy_and_hold: Any
+    barriers: bool = False  # the agent's round trips carry triple-barrier labels
 
 
 def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: float | None = None,
@@ -81,7 +82,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
         market.set_fold(fold)  # the fold's normalisation and medians, as in training
         agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net), keep_curves=True, keep_trades=True,
                        fused=fused, barriers=use_barriers)
-        out.append(FoldBacktest(fold, agent, _window(bh, i)))
+        out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers))
     return out, market
 
 

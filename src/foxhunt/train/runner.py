@@ -180,7 +180,8 @@ class WalkForwardRunner:
         n = fold.val_len - 1
         fused = self._fused()
         agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.trainer.learner.online), fused=fused,
-                                    keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades)
+                                    keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
+                                    barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
 
     def _fused(self) -> bool | str:
@@ -238,6 +239,7 @@ class WalkForwardRunner:
             tmp = d / "trades.csv.tmp"
             with open(tmp, "w", newline="") as fh:
                 cols = ["window", "entry_bar", "exit_bar", "side", "size", "return", "costs"]
+                cols += ["barrier"] if self.cfg.backtest.barriers else []
                 w = csv.DictWriter(fh, fieldnames=cols)
                 w.writeheader()
                 w.writerows(agent.trades)
@@ -386,6 +388,8 @@ class WalkForwardRunner:
             "epochs": self.tcfg.epochs,
             "bars_per_year": self.bars_per_year,
             "annualisation": self.backtester.annualisation.describe(),
+            "episode_rules": "validation: triple-barrier labels on the round trips (backtest.barriers)"
+                             if self.cfg.backtest.barriers else "validation: plain windows, no barriers",
             "wall_s": wall_s,
             "prepare_timings": self.prepared.timings,
             "buy_and_hold_s": self.buy_and_hold_s,
