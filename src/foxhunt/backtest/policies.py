@@ -67,6 +67,7 @@ class EnsemblePolicy:
         device = next(nets[0].parameters()).device
         self.weights = (w / w.sum()).to(device)
         self.mode = mode
+        self.nets = list(nets)  # the members themselves (the fused kernel packs their weights)
         self.params, self.buffers = stack_module_state(list(nets))
         base = nets[0]
 

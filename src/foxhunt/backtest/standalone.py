@@ -10,8 +10,8 @@ What this adds to ``Backtester`` (the CLI in ``cli_cmd`` only parses options and
 * **The fused kernel when it covers the model.** ``--backend auto`` (default) runs the fused
   Triton kernel on CUDA when ``fused_unsupported`` allows it, ``fused`` requires it (an error
   saying why it cannot run; on a CPU it runs in the Triton interpreter with TRITON_INTERPRET=1),
-  ``torch`` never uses it. Stated fallbacks, printed and written into the report: an ensemble
-  runs on the torch path (the kernel evaluates one network; buy-and-hold still runs fused).
+  ``torch`` never uses it. A voting ensemble runs inside the kernel (K members' votes per bar); a
+  mean-Q ensemble falls back to the torch path, which is printed and written into the report.
 * **Annualisation** from the data, or ``--bars-per-year``; **barrier labels** with ``--barriers``.
 * A rich progress bar on the torch path (fed by the chunk loop, no device reads).
 
@@ -129,10 +129,6 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
         norms = [ident] * windows
     fused = choose_fused(backend, dev.type)
     model_fused: bool | str = fused
-    if fused and len(nets) > 1:
-        model_fused = False
-        notes.append(f"fallback: an ensemble of {len(nets)} models runs on the torch path (the fused kernel evaluates "
-                     "one network)")
     if model_fused:
         from foxhunt.backtest.fused import fused_unsupported
 
@@ -140,7 +136,7 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
         if reason is not None and model_fused is True:
             raise ConfigError(f"--backend fused: the fused kernel cannot run {model[0]}: {reason}")
         if reason is not None:
-            notes.append(f"torch path: {reason}")
+            notes.append(f"fallback to the torch path: {reason}")
             model_fused = False
     notes.append("model backtest: " + ("fused Triton kernel" if model_fused else "torch path"))
     for note in notes:

@@ -158,6 +158,25 @@ def layer1_features(market: MarketArrays, starts: torch.Tensor, mean: torch.Tens
     return (x @ w1 + net.b1.to(torch.float64)).to(torch.float32).contiguous()
 
 
+@dataclass
+class EnsembleWeights:
+    """K same-shape dueling nets voting (``EnsemblePolicy`` mode "vote"), for the row path.
+
+    members: K ``pack_dueling`` outputs (one shape and dtype); weights: [K] float32, normalised;
+    norm_mean / norm_inv: [K, F] float32, each member's own feature normalisation (the window's
+    features arrive un-normalised: identity window norms)."""
+
+    members: list[DuelingWeights]
+    weights: torch.Tensor
+    norm_mean: torch.Tensor
+    norm_inv: torch.Tensor
+
+    def stacked(self) -> dict[str, torch.Tensor]:
+        """w1 … b4 of every member, each member's block after the previous one (flat, contiguous)."""
+        return {k: torch.cat([getattr(m, k).reshape(-1) for m in self.members]).contiguous()
+                for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")}
+
+
 def given_actions_net(n_feat: int, precision: str, device: torch.device) -> DuelingWeights:
     """A stand-in network for fixed actions: never evaluated, it only fixes the kernel's shapes
     (the observation width D covers the features; every other dimension is the smallest tile)."""

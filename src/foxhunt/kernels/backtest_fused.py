@@ -69,7 +69,7 @@ from foxhunt.kernels._backtest_env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_barrier, update_kelly,
 )
 from foxhunt.kernels._backtest_host import (
-    DuelingWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, pack_dueling,
+    DuelingWeights, EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, pack_dueling,
     value_bound,
 )
 from foxhunt.kernels._backtest_mlp import greedy_action, greedy_action_row
@@ -105,13 +105,13 @@ def _backtest_kernel(
     n_windows, n_bars, n_steps, n_feat,
     capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
     vol_lambda, max_holding_f, kelly_fraction, kelly_min_mult, kelly_alpha, kelly_min_trades, bust_level, slope,
-    profit_frac, stop_frac, max_holding_bars,
+    profit_frac, stop_frac, max_holding_bars, ens_mean_ptr, ens_inv_ptr, ens_w_ptr, n_members,
     N_ACTIONS: tl.constexpr, D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr,
     A: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr, BKH: tl.constexpr,
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
     ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
-    ADV: tl.constexpr, L1KEEP: tl.constexpr, BARRIERS: tl.constexpr,
+    ADV: tl.constexpr, L1KEEP: tl.constexpr, BARRIERS: tl.constexpr, ENS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -189,6 +189,18 @@ def _backtest_kernel(
         x = tl.where(cols[None, :] == n_feat + 2, held[:, None], x)
         if GIVEN:  # a fixed action array [W, given_cols] (ActionPolicy): column min(i, last column)
             a = tl.load(given_ptr + rows64 * given_cols + tl.minimum(i, given_cols - 1), mask=valid, other=0).to(tl.int32)
+        elif ENS:  # K members vote (row path): each member's greedy action on its own normalisation
+            ca = tl.arange(0, A)
+            votes = tl.zeros([A], dtype=tl.float32)
+            for k in range(0, n_members):
+                mk = tl.load(ens_mean_ptr + k * n_feat + cols, mask=cols < n_feat, other=0.0)
+                ik = tl.load(ens_inv_ptr + k * n_feat + cols, mask=cols < n_feat, other=0.0)
+                xk = tl.where(cols[None, :] < n_feat, (x - mk[None, :]) * ik[None, :], x)
+                ak = greedy_action_row(xk, pre_cur, w1 + k * (D * H1), b1 + k * H1, w2 + k * (H1 * H2), b2 + k * H2,
+                                       w3 + k * (H2 * H3), b3 + k * H3, w4 + k * (H3 * A), b4 + k * A, vb_ptr + k * 4,
+                                       slope, N_ACTIONS, D, H1, H2, H3, A, BN, ROUND, False, ADV, L1KEEP)
+                votes += tl.where(ca == tl.sum(ak, axis=0), tl.load(ens_w_ptr + k), 0.0)
+            a = tl.zeros([1], dtype=tl.int32) + tl.argmax(votes, axis=0, tie_break_left=True).to(tl.int32)
         elif ROW:  # one window per program: matrix-vector products on the CUDA cores
             h1_pre = pre_cur
             if PRE:
@@ -273,7 +285,7 @@ def fused_backtest(
     exposure_mode: bool, kelly: bool, precision: str = "tf32", block_w: int | None = None, bk: int | None = None,
     stages: int = 3, num_warps: int | None = None, store_debug: bool = False, store_trades: bool = False,
     bn: int = 64, actions: torch.Tensor | None = None, precompute: bool | None = None,
-    adv_only: bool = True, l1_keep: bool = True, barriers: bool = False,
+    adv_only: bool = True, l1_keep: bool = True, barriers: bool = False, ensemble: EnsembleWeights | None = None,
 ) -> FusedOutputs:
     """Backtest W windows (bars starts[w] … starts[w] + lengths[w]) with the greedy action of ``net``.
 
@@ -298,7 +310,12 @@ def fused_backtest(
     measured fastest on the H200 (bench/results/backtest_cuda.json: 8 × 100 K in 0.887 s).
     barriers: (with store_trades) track the env's triple barriers and write each round trip's label
     into ``trade_barrier`` (+1 profit, -1 stop, 0 time, 2 closed before any barrier).
+    ensemble: K members voting instead of ``net`` (``EnsembleWeights``; row path only, no
+    precompute): per bar each member's greedy action on its own normalisation of the window's raw
+    features (pass identity norm_mean / norm_inv), the weighted vote's argmax (first on ties).
     """
+    if ensemble is not None:
+        net = ensemble.members[0]
     if actions is not None:
         net = given_actions_net(market.features.shape[1], precision, market.features.device)
     elif net is None:
@@ -330,7 +347,9 @@ def fused_backtest(
     prec = "ieee" if precision == "bf16" else precision
 
     fits = w * n_steps * H1 * 4 <= PRECOMPUTE_MAX_BYTES
-    pre_ok = row and actions is None and want == torch.float32
+    if ensemble is not None and not row:
+        raise ValueError("fused_backtest: an ensemble needs the row path (block_w = 1)")
+    pre_ok = row and actions is None and want == torch.float32 and ensemble is None
     if precompute and not pre_ok:
         raise ValueError("precompute needs the row path (block_w = 1), a network and float32 weights")
     use_pre = pre_ok and (fits if precompute is None else bool(precompute))
@@ -339,6 +358,11 @@ def fused_backtest(
     # The tile path's head layers are tl.dot tiles: each head half must be >= 16 wide.
     use_adv = bool(adv_only) and actions is None and (row or H3 // 2 >= 16)
     vb = value_bound(net) if use_adv else torch.zeros(4, dtype=torch.float32, device=dev)
+    weights = {k: getattr(net, k) for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")}
+    if ensemble is not None:
+        weights = ensemble.stacked()
+        vb = torch.cat([value_bound(m) if use_adv else torch.zeros(4, dtype=torch.float32, device=dev)
+                        for m in ensemble.members])
 
     grid = triton.cdiv(w, block_w)
     scratch = torch.empty(1 if row else grid * 2 * block_w * hmax, dtype=want, device=dev)
@@ -366,7 +390,7 @@ def fused_backtest(
         market.features, market.ohlc, market.volume, market.log_return, market.bar_range,
         market.median_range, market.median_abs_return,
         starts, lengths, norm_mean.contiguous(), norm_inv_std.contiguous(),
-        net.w1, net.b1, net.w2, net.b2, net.w3, net.b3, net.w4, net.b4, vb, scratch,
+        *(weights[k] for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")), vb, scratch,
         out.returns, out.positions, out.trade_return, out.trade_closed, out.final_equity, out.traded,
         out.actions if store_debug else dummy, out.fill_status if store_debug else dummy,
         out.trade_side if store_trades else dummy, out.trade_size if store_trades else dummy,
@@ -378,17 +402,20 @@ def fused_backtest(
         p.capital, p.max_position, p.reserve, p.cost_rate, p.half_spread, p.impact_eta, p.max_impact,
         p.participation, p.vol_lambda, p.max_holding, p.kelly_fraction, p.kelly_min_mult, p.kelly_alpha,
         int(p.kelly_min_trades), p.bust_level, net.slope, p.profit_frac, p.stop_frac, int(p.max_holding_bars),
+        *((ensemble.norm_mean.contiguous(), ensemble.norm_inv.contiguous(), ensemble.weights.contiguous(),
+           len(ensemble.members)) if ensemble is not None else (dummy, dummy, dummy, 1)),
         N_ACTIONS=net.n_actions, D=D, H1=H1, H2=H2, H3=H3, A=A, HMAX=hmax, BLOCK_W=block_w,
         BK1=min(bk, D), BK=bk_hidden, BKH=min(bk_hidden, max(16, H3 // 2)), STAGES=stages, PREC=prec, F32_DOT=f32_dot,
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
-        PRE=pre is not None, ADV=use_adv, L1KEEP=bool(l1_keep), BARRIERS=barriers,
+        PRE=pre is not None, ADV=use_adv, L1KEEP=bool(l1_keep), BARRIERS=barriers, ENS=ensemble is not None,
         num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)
     return out
 
 
-__all__ = ["PRECISIONS", "PRECOMPUTE_MAX_BYTES", "ROW_MAX_WINDOWS", "DuelingWeights", "ExecParams", "FusedOutputs",
+__all__ = ["PRECISIONS", "PRECOMPUTE_MAX_BYTES", "ROW_MAX_WINDOWS", "DuelingWeights", "EnsembleWeights", "ExecParams",
+           "FusedOutputs",
            "MarketArrays", "fused_backtest", "is_interpreted", "pack_dueling"]
