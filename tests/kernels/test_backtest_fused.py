@@ -322,7 +322,7 @@ def test_auto_falls_back_and_true_raises_for_what_the_kernel_does_not_cover():
             return torch.zeros(obs.shape[0], dtype=torch.int64, device=obs.device)
 
     assert maybe_run_fused(bt, STARTS, LENGTHS, Custom(), "auto") is None
-    with pytest.raises(ValueError, match="not a GreedyPolicy or an ActionPolicy"):
+    with pytest.raises(ValueError, match="not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"):
         maybe_run_fused(bt, STARTS, LENGTHS, Custom(), True)
     deep = DuelingQNet(market.obs_dim, 45, hidden=(16, 16, 16)).to(DEV)
     with pytest.raises(ValueError, match="two trunk layers"):
