@@ -26,6 +26,7 @@ def _same_trades(a, b) -> None:
     assert [{k: t[k] for k in keys} for t in a.trades] == [{k: t[k] for k in keys} for t in b.trades]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["exposure"])  # routed orders; the greedy test below is factored
 def test_fused_barrier_labels_equal_the_torch_paths_for_fixed_actions(mode):
     market = small_market(7)

@@ -21,6 +21,7 @@ from foxhunt.market import NormStats  # noqa: E402
 from tests.kernels.test_backtest_fused import DEV, PARAMS, STARTS, small_market, varied_net  # noqa: E402
 
 
+@pytest.mark.slow
 def test_fused_ensemble_votes_equal_the_torch_ensemble_with_member_norms():
     if not is_interpreted():
         pytest.skip("bar-level equality at the default precision is the GPU CLI test's (near-ties)")
