@@ -30,20 +30,22 @@ def _reference_backtest(market: MarketData, starts, lengths, actions: np.ndarray
     w, t = actions.shape
     rets = np.zeros((w, t))
     pos = np.zeros((w, t))
+    traded = np.zeros((w, t))
     trades = []
     for i in range(w):
         env = ReferenceEnv(ref_m, {**p, "episode_length": int(lengths[i])})
         env.reset(int(starts[i]))
         for k in range(int(lengths[i])):
-            e0 = env.equity
+            e0, q0, fill_bar = env.equity, env.position, int(starts[i]) + k + 1
             _, done, info = env.step(int(actions[i, k]))
             rets[i, k] = env.equity / e0 - 1.0
             pos[i, k] = env.portfolio_features()[0]
+            traded[i, k] = abs(env.position - q0) * ref_m.open[fill_bar] / p["capital"]  # units at the fill bar's open
             if info["trade_closed"]:
                 trades.append((i, info["trade_entry_bar"], info["trade_exit_bar"], info["trade_side"], info["trade_return"]))
             if done:
                 break
-    return rets, pos, trades
+    return rets, pos, trades, traded
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -58,13 +60,15 @@ def test_device_backtest_matches_the_float64_reference_on_random_policies(seed):
     actions = np.repeat(actions[:, ::7], 7, axis=1)[:, :399]
     res = Backtester(market, PARAMS, chunk=16).run(starts, lengths, ActionPolicy(torch.as_tensor(actions)),
                                                    keep_curves=True, keep_trades=True)
-    rets, pos, trades = _reference_backtest(market, starts, lengths, actions, PARAMS)
+    rets, pos, trades, traded = _reference_backtest(market, starts, lengths, actions, PARAMS)
     tw = np.array([t[0] for t in trades], dtype=np.int64)
     tr = np.array([t[4] for t in trades])
     ref = reference_metrics(rets, lengths, bars_per_year=Backtester(market).bars_per_year, positions=pos,
-                            trade_window=tw, trade_ret=tr, trade_valid=np.ones(len(trades), bool))
+                            trade_window=tw, trade_ret=tr, trade_valid=np.ones(len(trades), bool), traded=traded)
     dev = res.metrics_tensor.cpu().numpy()
+    assert (ref[:, METRIC_INDEX["turnover"]] > 0).sum() >= 3  # the random policies do trade
     for w in range(5):
+        assert dev[w, METRIC_INDEX["turnover"]] == pytest.approx(ref[w, METRIC_INDEX["turnover"]], rel=1e-4, abs=1e-7)
         assert dev[w, METRIC_INDEX["total_return"]] == pytest.approx(ref[w, METRIC_INDEX["total_return"]], rel=1e-4, abs=1e-7)
         if lengths[w] > 2 and np.isfinite(ref[w, METRIC_INDEX["sharpe"]]):
             assert dev[w, METRIC_INDEX["sharpe"]] == pytest.approx(ref[w, METRIC_INDEX["sharpe"]], rel=1e-3)

@@ -30,7 +30,8 @@ EXACT = {"max_drawdown_duration", "max_drawdown_recovery", "trade_count", "bars"
 
 
 def _random_case(rng: np.random.Generator, W: int = 24, T: int = 3_000, K: int = 600):
-    """Windows of odd lengths 1..T (1, 2 and T included), drifts of both signs, positions, trades."""
+    """Windows of odd lengths 1..T (1, 2 and T included), drifts of both signs, positions, trades.
+    (The traded notional per bar is ``_traded(positions)``.)"""
     lengths = rng.integers(1, T + 1, W)
     lengths[:4] = [1, 2, 3, T]
     drift = rng.uniform(-1e-3, 2e-3, (W, 1))
@@ -45,6 +46,11 @@ def _random_case(rng: np.random.Generator, W: int = 24, T: int = 3_000, K: int =
     return lengths, returns, positions, trade_w, trade_r, trade_v
 
 
+def _traded(positions: np.ndarray) -> np.ndarray:
+    """A traded notional per bar (units of the initial capital): |Δ exposure| from flat."""
+    return np.abs(np.diff(positions, axis=1, prepend=0.0)).astype(np.float32)
+
+
 def _garbage_pad(x: np.ndarray, lengths: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     x = x.copy()
     junk = np.array([np.nan, np.inf, -np.inf, 1e30, -7.0], np.float32)
@@ -53,11 +59,13 @@ def _garbage_pad(x: np.ndarray, lengths: np.ndarray, rng: np.random.Generator) -
     return x
 
 
-def _device_metrics(device, lengths, returns, positions, tw, tr, tv, **kw) -> np.ndarray:
+def _device_metrics(device, lengths, returns, positions, tw, tr, tv, traded=None, **kw) -> np.ndarray:
     trades = TradeRecords(torch.from_numpy(tw).to(device), torch.from_numpy(tr).to(device),
                           torch.from_numpy(tv).to(device))
+    traded = _traded(positions) if traded is None else traded
     out = compute_metrics(torch.from_numpy(returns).to(device), torch.from_numpy(lengths).to(device),
-                          positions=torch.from_numpy(positions).to(device), trades=trades, **kw)
+                          positions=torch.from_numpy(positions).to(device), trades=trades,
+                          traded=torch.from_numpy(traded).to(device), **kw)
     assert out.shape == (len(lengths), len(METRIC_NAMES)) and out.dtype == torch.float64
     return out.cpu().numpy()
 
@@ -76,9 +84,10 @@ def test_device_equals_float64_reference_on_random_windows_with_garbage_padding(
     lengths, returns, positions, tw, tr, tv = _random_case(rng)
     tr_garbage = np.where(tv, tr, np.float32(np.nan))
     got = _device_metrics(device, lengths, _garbage_pad(returns, lengths, rng),
-                          _garbage_pad(positions, lengths, rng), tw, tr_garbage, tv, **kw)
+                          _garbage_pad(positions, lengths, rng), tw, tr_garbage, tv,
+                          traded=_garbage_pad(_traded(positions), lengths, rng), **kw)
     want = reference_metrics(returns, lengths, positions=positions, trade_window=tw, trade_ret=tr,
-                             trade_valid=tv, **kw)
+                             trade_valid=tv, traded=_traded(positions), **kw)
     _assert_metrics_equal(got, want)
     col = lambda name: got[:, METRIC_INDEX[name]]  # noqa: E731
     # the random case exercises the interesting branches, not only the easy ones
@@ -93,10 +102,11 @@ def test_padding_contents_do_not_change_any_metric(device, rng):
     for w, n in enumerate(lengths):
         zero_r[w, n:] = 0.0
         zero_p[w, n:] = 0.0
-    a = _device_metrics(device, lengths, zero_r, zero_p, tw, tr, tv)
+    a = _device_metrics(device, lengths, zero_r, zero_p, tw, tr, tv, traded=_traded(zero_p))
     b = _device_metrics(device, lengths, _garbage_pad(returns, lengths, rng), _garbage_pad(positions, lengths, rng),
-                        tw, tr, tv)
-    c = _device_metrics(device, lengths, returns, positions, tw, tr, tv)  # real data beyond the length
+                        tw, tr, tv, traded=_garbage_pad(_traded(zero_p), lengths, rng))
+    c = _device_metrics(device, lengths, returns, positions, tw, tr, tv,  # real data beyond the length
+                        traded=_traded(positions))
     np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(a, c)
 
@@ -125,7 +135,7 @@ def _one(returns, **kw) -> dict[str, float]:
 
 
 def test_one_bar_window_is_defined_without_dispersion_metrics():
-    m = _one([-0.02], positions=torch.tensor([[1.0]]))
+    m = _one([-0.02], positions=torch.tensor([[1.0]]), traded=torch.tensor([[0.95]]))
     r = float(np.float32(-0.02))
     assert m["total_return"] == pytest.approx(r, rel=1e-12) and m["bars"] == 1
     assert m["annual_return"] == pytest.approx((1 + r) ** 252 - 1, rel=1e-9)
@@ -134,7 +144,8 @@ def test_one_bar_window_is_defined_without_dispersion_metrics():
     assert m["max_drawdown"] == pytest.approx(r, rel=1e-12)  # the first bar's loss counts
     assert m["value_at_risk"] == m["conditional_value_at_risk"] == pytest.approx(r, rel=1e-12)
     assert m["max_drawdown_duration"] == 1 and math.isnan(m["max_drawdown_recovery"])
-    assert m["turnover"] == 1.0 and m["exposure_time"] == 1.0  # opening from flat counts
+    # opening from flat counts: 0.95 traded over the mean equity (1 + 1 + r) / 2
+    assert m["turnover"] == pytest.approx(0.95 / ((2 + r) / 2), rel=1e-6) and m["exposure_time"] == 1.0
     assert m["calmar"] == pytest.approx(m["annual_return"] / abs(r), rel=1e-9)
 
 
@@ -195,11 +206,17 @@ def test_missing_positions_and_trades_give_nan_columns():
         assert math.isnan(m[name]), name
 
 
-def test_turnover_counts_opening_from_flat_and_exposure_counts_nonzero_bars():
+def test_turnover_is_traded_notional_over_mean_equity_and_exposure_counts_nonzero_bars():
     pos = torch.tensor([[0.0, 1.0, 1.0, -0.5, 0.0, 0.0, 7.0, 7.0]])  # last two bars are padding
-    m = metrics_to_dicts(compute_metrics(torch.zeros(1, 8), torch.tensor([6]), positions=pos))[0]
-    assert m["turnover"] == pytest.approx((1 + 0 + 1.5 + 0.5 + 0) / 6)
+    traded = torch.tensor([[0.0, 1.0, 0.0, 1.5, 0.5, 0.0, 9.0, 9.0]])
+    m = metrics_to_dicts(compute_metrics(torch.zeros(1, 8), torch.tensor([6]), positions=pos, traded=traded))[0]
+    assert m["turnover"] == pytest.approx(1 + 0 + 1.5 + 0.5 + 0)  # flat equity: mean 1
     assert m["exposure_time"] == pytest.approx(3 / 6)
+    # price drift is not trading: one purchase, then the equity doubles over the window
+    ret = torch.tensor([[0.0, 0.25, 0.2, 1 / 6, 1 / 7, 0.125]])  # equity 1, 1, 1.25, 1.5, 1.75, 2, 2.25
+    m = metrics_to_dicts(compute_metrics(ret, torch.tensor([6]), traded=torch.tensor([[0.95, 0, 0, 0, 0, 0]])))[0]
+    eq = np.cumprod(np.concatenate([[1.0], 1 + ret[0].double().numpy()]))
+    assert m["turnover"] == pytest.approx(0.95 / eq.mean(), rel=1e-6)
 
 
 def test_var_and_cvar_follow_numpy_percentile_and_the_k_plus_one_tail_with_ties(rng):
@@ -233,11 +250,12 @@ def test_bad_shapes_are_rejected_with_the_argument_named():
 @pytest.mark.gpu
 def test_cuda_graphed_metrics_equal_eager_on_new_inputs_each_replay(rng):
     W, T, K = 7, 2_000, 300
-    gm = GraphedMetrics(W, T, "cuda", with_positions=True, trade_capacity=K, bars_per_year=252.0)
+    gm = GraphedMetrics(W, T, "cuda", with_positions=True, trade_capacity=K, with_traded=True, bars_per_year=252.0)
     for _ in range(3):  # the graph reads new inputs on every call
         lengths, returns, positions, tw, tr, tv = _random_case(rng, W=W, T=T, K=K)
         args = [torch.from_numpy(x).cuda() for x in (_garbage_pad(returns, lengths, rng), lengths, positions, tw, tr, tv)]
         trades = TradeRecords(*args[3:])
-        eager = compute_metrics(args[0], args[1], positions=args[2], trades=trades)
-        graphed = gm(args[0], args[1], args[2], trades).clone()
+        traded = torch.from_numpy(_traded(positions)).cuda()
+        eager = compute_metrics(args[0], args[1], positions=args[2], trades=trades, traded=traded)
+        graphed = gm(args[0], args[1], args[2], trades, traded).clone()
         torch.testing.assert_close(graphed, eager, rtol=1e-12, atol=1e-15, equal_nan=True)

@@ -32,6 +32,9 @@ EMPYRICAL = {
     "value_at_risk": lambda r: empyrical.value_at_risk(r),
     "conditional_value_at_risk": lambda r: empyrical.conditional_value_at_risk(r),
     "total_return": lambda r: empyrical.cum_returns_final(r),
+    "omega_ratio": lambda r: empyrical.omega_ratio(r),
+    "tail_ratio": lambda r: empyrical.tail_ratio(r),
+    "stability": lambda r: empyrical.stability_of_timeseries(r),
 }
 
 

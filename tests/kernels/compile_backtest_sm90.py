@@ -22,17 +22,19 @@ from triton.compiler import ASTSource
 
 from foxhunt.kernels import backtest_fused as bf
 
-INTS = ("n_windows", "n_bars", "n_steps", "n_feat", "kelly_min_trades", "given_cols")
+INTS = ("n_windows", "n_bars", "n_steps", "n_feat", "kelly_min_trades", "given_cols", "max_holding_bars", "n_members")
 
 
 def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims=(64, 256, 256, 256, 64),
                  n_actions: int = 45, exposure: bool = False, has_volume: bool = True, kelly: bool = False,
                  debug: bool = False, trades: bool = False, stages: int = 3, bn: int = 64, given: bool = False,
-                 pre: bool = False, adv: bool = True, l1keep: bool = False):
+                 pre: bool = False, adv: bool = True, l1keep: bool = False, barriers: bool = False,
+                 ensemble: bool = False):
     """Compile one configuration (the launcher's constexpr choices); returns (compiled kernel, seconds).
 
     block_w 1 is the row path (bn: its column chunk; pre: layer 1 precomputed; adv: advantage head
-    alone with its fallback; l1keep: cache hints); given: fixed actions."""
+    alone with its fallback; l1keep: cache hints); given: fixed actions; barriers: triple-barrier
+    labels (with trades); ensemble: K members voting (row path)."""
     D, H1, H2, H3, A = dims
     wdt = "bf16" if prec == "bf16" else "fp32"
     bk = 64 if prec == "bf16" else 32
@@ -41,19 +43,20 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
     ptrs = {n: "*fp32" for n in ("feat_ptr", "ohlc_ptr", "volume_ptr", "logret_ptr", "range_ptr", "med_range_ptr",
                                  "med_absret_ptr", "mean_ptr", "inv_ptr", "b1", "b2", "b3", "b4", "ret_ptr", "pos_ptr",
                                  "tret_ptr", "final_ptr", "act_ptr", "status_ptr", "tside_ptr", "tsize_ptr",
-                                 "tcost_ptr", "tentry_ptr", "pre_ptr", "vb_ptr")}
+                                 "tcost_ptr", "tentry_ptr", "pre_ptr", "vb_ptr", "traded_ptr", "tbar_ptr",
+                                 "ens_mean_ptr", "ens_inv_ptr", "ens_w_ptr")}
     ptrs.update(start_ptr="*i64", len_ptr="*i64", tclosed_ptr="*i8", w1=f"*{wdt}", w2=f"*{wdt}", w3=f"*{wdt}",
                 w4=f"*{wdt}", scratch_ptr=f"*{wdt}", given_ptr="*i64")
     if debug:
         ptrs.update(act_ptr="*i32", status_ptr="*i8")
     if trades:
-        ptrs.update(tside_ptr="*i8", tentry_ptr="*i64")
+        ptrs.update(tside_ptr="*i8", tentry_ptr="*i64", tbar_ptr="*i8")
     consts = dict(N_ACTIONS=n_actions, D=D, H1=H1, H2=H2, H3=H3, A=A, HMAX=max(D, H1, H2, H3), BLOCK_W=block_w,
                   BK1=min(bk, D), BK=bkh, STAGES=stages, PREC="ieee" if prec == "bf16" else prec,
                   F32_DOT=prec != "bf16", EXPOSURE=exposure, HAS_VOLUME=has_volume, KELLY=kelly,
                   STORE_DEBUG=debug, STORE_TRADES=trades, ROW=block_w == 1, BN=min(bn, H2), ROUND=prec == "bf16",
                   GIVEN=given, PRE=pre, ADV=adv and not given and (block_w == 1 or H3 // 2 >= 16), L1KEEP=l1keep,
-                  BKH=min(bkh, max(16, H3 // 2)))
+                  BKH=min(bkh, max(16, H3 // 2)), BARRIERS=barriers and trades, ENS=ensemble)
     fn = bf._backtest_kernel
     if type(fn).__name__ != "JITFunction":
         raise RuntimeError("the kernel module was imported with TRITON_INTERPRET=1; run with it unset or 0")

@@ -281,9 +281,10 @@ def test_fused_run_matches_the_float64_reference_env_on_its_own_actions():
     bt = Backtester(market, params, chunk=16, cuda_graphs=False)
     st, ln = check_windows(market, STARTS, LENGTHS)
     out = launch(bt, st, ln, net, precision="ieee", store_debug=True, store_trades=True)
-    rets, pos, trades = _reference_backtest(market, st, ln, out.actions.cpu().numpy(), params)
+    rets, pos, trades, traded = _reference_backtest(market, st, ln, out.actions.cpu().numpy(), params)
     np.testing.assert_allclose(out.returns.cpu().numpy(), rets, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(out.positions.cpu().numpy(), pos, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(out.traded.cpu().numpy(), traded, rtol=1e-4, atol=1e-7)  # turnover's input
     closed = out.trade_closed.cpu().numpy()
     w_idx, t_idx = np.nonzero(closed)
     entry = out.trade_entry_bar.cpu().numpy()
@@ -321,7 +322,7 @@ def test_auto_falls_back_and_true_raises_for_what_the_kernel_does_not_cover():
             return torch.zeros(obs.shape[0], dtype=torch.int64, device=obs.device)
 
     assert maybe_run_fused(bt, STARTS, LENGTHS, Custom(), "auto") is None
-    with pytest.raises(ValueError, match="not a GreedyPolicy or an ActionPolicy"):
+    with pytest.raises(ValueError, match="not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"):
         maybe_run_fused(bt, STARTS, LENGTHS, Custom(), True)
     deep = DuelingQNet(market.obs_dim, 45, hidden=(16, 16, 16)).to(DEV)
     with pytest.raises(ValueError, match="two trunk layers"):
@@ -435,6 +436,6 @@ def test_gpu_fused_kernel_agrees_with_the_torch_path_up_to_near_ties_on_a_big_sh
     print("\n".join(report))
     # A fused run agrees with the float64 reference env on its own actions.
     out = launch(bt, st[:3], np.minimum(ln[:3], 800), net, precision="tf32", store_debug=True, block_w=block_w)
-    rets, pos, _ = _reference_backtest(market, st[:3], np.minimum(ln[:3], 800), out.actions.cpu().numpy(), params)
+    rets, pos, _, _ = _reference_backtest(market, st[:3], np.minimum(ln[:3], 800), out.actions.cpu().numpy(), params)
     np.testing.assert_allclose(out.returns.cpu().numpy(), rets, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(out.positions.cpu().numpy(), pos, rtol=1e-4, atol=1e-6)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import typer
@@ -25,22 +25,22 @@ def backtest(
     out: Optional[Path] = typer.Option(None, help="output directory [default: backtests/latest; RUN_DIR/backtest with --run]"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     cache_dir: Path = typer.Option(Path(".foxhunt-cache"), help="feature cache directory"),
+    bars_per_year: Optional[float] = typer.Option(None, "--bars-per-year", help="annualisation factor [default: the run's "
+                                                  "backtest.bars_per_year, else inferred from the bars present per year]"),
+    barriers: Optional[bool] = typer.Option(None, "--barriers/--no-barriers", help="triple-barrier evaluation: label each "
+                                            "round trip +1 profit / -1 stop / 0 time [default: backtest.barriers, off]"),
+    backend: str = typer.Option("auto", help="--model: auto (the fused Triton kernel on CUDA when it covers the model) "
+                                "| fused (required) | torch"),
 ) -> None:
     """Backtest saved models: metrics JSON/CSV and an HTML report with equity and drawdown curves."""
-    import torch
-
     from foxhunt.agents.model_io import load_model
-    from foxhunt.backtest.evaluator import Backtester
-    from foxhunt.backtest.policies import EnsemblePolicy, ExposurePolicy, GreedyPolicy
     from foxhunt.backtest.report import write_backtest_report, write_metrics
+    from foxhunt.backtest.standalone import choose_fused, run_models
     from foxhunt.config import build_config
     from foxhunt.data import load_source
     from foxhunt.device import resolve_device
-    from foxhunt.env import EnvParams
     from foxhunt.errors import ConfigError
     from foxhunt.features.cache import load_or_build
-    from foxhunt.folds import FoldRange
-    from foxhunt.market import MarketData, NormStats
 
     if ensemble_mode not in ("vote", "mean"):
         raise ConfigError(f"--ensemble-mode {ensemble_mode!r}: expected vote or mean")
@@ -48,11 +48,14 @@ def backtest(
         raise ConfigError("foxhunt backtest: pass --model FILE (one or more) or --run RUN_DIR, not both")
     from foxhunt.paths import check_output_dir
 
+    if bars_per_year is not None and not (0 < bars_per_year <= 1e9):
+        raise ConfigError(f"--bars-per-year {bars_per_year!r}: must be a number in (0, 1e9]")
+    choose_fused(backend, "cpu")  # validates the name before anything runs
     # Output paths are checked before the backtest runs (a file as --out fails now, not after).
     if run is not None:
         if not run.is_dir():
             raise ConfigError(f"--run {run}: not a training run directory (not a directory)")
-        _backtest_run(run, check_output_dir(out or run / "backtest", "--out"), device)
+        _backtest_run(run, check_output_dir(out or run / "backtest", "--out"), device, bars_per_year, barriers)
         return
     out = check_output_dir(out or Path("backtests/latest"), "--out")
     check_output_dir(cache_dir, "--cache-dir")
@@ -66,58 +69,51 @@ def backtest(
         if meta.feature_names != fs.names or meta.spec_version != fs.spec_version:
             raise ConfigError(f"model {p} was trained on feature spec {meta.spec_version} with {len(meta.feature_names)} "
                               f"features; this data has spec {fs.spec_version} with {fs.n_features}: rebuild or retrain")
-    market = MarketData(fs, dev)
-    t = len(fs)
-    usable = t - 1 - fs.warmup
-    if usable < windows * 2:
-        raise ConfigError(f"{usable} usable bars cannot make {windows} windows")
-    # The env needs fold medians (order routing, initial volatility): the model's training medians
-    # when it recorded them, else those of the whole series (a pseudo-fold).
-    market.set_fold(FoldRange(0, fs.warmup, t - 2, t - 2, t - 1))
-    medians = loaded[0][2].extra.get("medians")
-    if medians:
-        market.median_abs_return.fill_(medians["abs_return"])
-        market.median_range.fill_(medians["range"])
-        market.median_volume.fill_(medians["volume"])
-    edges = np.linspace(fs.warmup, t - 1, windows + 1).astype(np.int64)
-    starts, lengths = edges[:-1], np.diff(edges)
-    nets = [n for n, _, _ in loaded]
-    env = EnvParams(**{k: v for k, v in loaded[0][2].env.items() if k in EnvParams.model_fields})
-    bt = Backtester(market, env)
-    f = market.n_features
-    if len(nets) == 1:
-        policy, norms = GreedyPolicy(nets[0]), [loaded[0][1]] * windows
-    else:
-        policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded])
-        ident = NormStats(torch.zeros(f, dtype=torch.float64, device=dev), torch.ones(f, dtype=torch.float64, device=dev))
-        norms = [ident] * windows
-    res = bt.run(starts, lengths, policy, norms=norms, keep_curves=True, keep_trades=True)
-    n_act = nets[0].n_actions
-    bh = bt.run(starts, lengths, ExposurePolicy(torch.ones(windows, int(lengths.max()), device=dev), n_act), keep_curves=True)
-    ts = market.timestamps_host
-    rows, curves, times = [], [], []
-    for w in range(windows):
-        for label, r in (("model" if len(nets) == 1 else f"ensemble ({ensemble_mode})", res), ("buy & hold", bh)):
-            row = {"window": w, "label": label, "start": _iso(ts[starts[w]]), "end": _iso(ts[starts[w] + lengths[w]]), **r.metrics[w]}
-            rows.append(row)
-        curves.append([("model", res.equity(w)), ("buy & hold", bh.equity(w))])
-        times.append(ts[starts[w]: starts[w] + lengths[w] + 1])
+    with _torch_progress() as progress:
+        res = run_models(model, loaded, fs, dev, windows=windows, ensemble_mode=ensemble_mode, backend=backend,
+                         bars_per_year=bars_per_year, barriers=bool(barriers), progress=progress,
+                         say=lambda line: console.print(line, highlight=False, soft_wrap=True))
     out.mkdir(parents=True, exist_ok=True)
-    write_metrics(out, rows)
+    write_metrics(out, res.rows)
     (out / "trades.json").write_text(__import__("json").dumps(res.trades, indent=1))
-    report = write_backtest_report(out / "report.html", "foxhunt backtest", rows, curves, times,
-                                   notes=f"models: {', '.join(str(p) for p in model)}; data: {data or sample}")
-    _print(rows, report)
+    notes = "; ".join([f"models: {', '.join(str(p) for p in model)}; data: {data or sample}", *res.notes])
+    report = write_backtest_report(out / "report.html", "foxhunt backtest", res.rows, res.curves, res.times, notes=notes)
+    _print(res.rows, report)
 
 
-def _backtest_run(run: Path, out: Path, device: str) -> None:
+class _torch_progress:
+    """A rich progress bar fed by ``Backtester.run(progress=…)`` (torch path; steps of the longest window)."""
+
+    def __enter__(self) -> "Any":
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.bar = Progress(TextColumn("backtest (torch path)"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=console, transient=True)
+        self.bar.__enter__()
+        self.task: Any = None
+        self.last = 0
+
+        def update(done: int, total: int) -> None:
+            if self.task is None or done < self.last:  # a new backtest call starts from 0
+                self.task = self.bar.add_task("steps", total=total)
+            self.last = done
+            self.bar.update(self.task, completed=done, total=total)
+
+        return update
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(*exc)  # type: ignore[arg-type]
+
+
+def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None = None,
+                  barriers: bool | None = None) -> None:
     """``--run``: every finished fold's model on its validation window (see ``backtest.run_dir``)."""
     import json
 
     from foxhunt.backtest.report import write_backtest_report, write_metrics
     from foxhunt.backtest.run_dir import backtest_run_dir
 
-    folds, market = backtest_run_dir(run, device)
+    folds, market = backtest_run_dir(run, device, bars_per_year=bars_per_year, barriers=barriers)
     ts = market.timestamps_host
     rows, curves, times = [], [], []
     for fb in folds:
@@ -131,7 +127,9 @@ def _backtest_run(run: Path, out: Path, device: str) -> None:
     trades = [{"fold": fb.fold.fold, **t} for fb in folds for t in (fb.agent.trades or [])]
     (out / "trades.json").write_text(json.dumps(trades, indent=1))
     report = write_backtest_report(out / "report.html", f"foxhunt backtest — run {run.name}", rows, curves, times,
-                                   notes=f"run: {run}; each fold's model on its validation window (window = fold)")
+                                   notes=f"run: {run}; each fold's model on its validation window (window = fold); "
+                                         f"annualisation: {folds[0].agent.bars_per_year:,.1f} bars per year; episode "
+                                         f"rules: {'triple-barrier labels' if folds[0].barriers else 'plain windows, no barriers'}")
     _print(rows, report)
 
 

@@ -6,7 +6,13 @@ Windows are index ranges into ``MarketData``: window w starts at bar ``starts[w]
 window can carry its own normalisation (the statistics of the fold it belongs to).
 
 Execution is the environment's (``foxhunt.env``) with reward shaping switched off: no exploration,
-no barrier scaling, no penalties, no curiosity; barriers never end a window. The loop does no host
+no barrier scaling, no penalties, no curiosity; barriers never end a window. A policy may ask for
+its own action mode (``policy.action_mode``): ``ExposurePolicy`` always sends factored market
+orders of normal urgency, even when the env routes exposure actions (``action_mode = "exposure"``).
+
+Annualisation: ``bars_per_year`` is the user's value or the rate inferred from the bars present in
+the data (``foxhunt.backtest.annualisation``); it is kept with every result (``BacktestResult`` and
+each metrics row's ``bars_per_year``). The loop does no host
 reads; a chunk of steps is captured in a CUDA graph on the GPU; the host reads the metrics [W, M]
 once at the end (and, on request, the curves and trades).
 """
@@ -14,11 +20,12 @@ once at the end (and, on request, the curves and trades).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from foxhunt.backtest.annualisation import Annualisation, resolve_bars_per_year
 from foxhunt.backtest.metrics import METRIC_NAMES, TradeRecords, compute_metrics, metrics_to_dicts
 from foxhunt.backtest.policies import Policy
 from foxhunt.env import EnvParams, EnvState, EnvTensors, StepOutput
@@ -29,6 +36,7 @@ from foxhunt.market import MarketData, NormStats
 from foxhunt.train.graphs import GraphedStep
 
 STATUS_OK, STATUS_BUST = 0, 1
+NO_BARRIER = 2  # trade_barrier code of a round trip closed before any barrier was hit (None in rows)
 _SHAPING_OFF = dict(
     risk_weight=0.0, diversity_penalty=0.0, curiosity_weight=0.0, barrier_profit_scale=0.0,
     barrier_stop_scale=0.0, end_on_barrier=False, reward_mode="return", reward_scale=1.0,
@@ -41,12 +49,16 @@ def execution_params(params: EnvParams) -> EnvParams:
 
 
 def bars_per_year(market: MarketData) -> float:
-    """252 for daily (or slower) bars; calendar-time bars per year for intraday bars."""
-    ts = market.timestamps_host
-    if len(ts) < 2:
-        return 252.0
-    sec = float(np.median(np.diff(ts))) / 1e9
-    return 252.0 if sec >= 20 * 3600 else 365.25 * 86_400 / sec
+    """Bars per year present in the market's data (``annualisation.infer_bars_per_year``)."""
+    return resolve_bars_per_year(market.timestamps_host).bars_per_year
+
+
+def policy_params(params: EnvParams, policy: object) -> EnvParams:
+    """``params`` with the action mode the policy asks for (``policy.action_mode``), if any."""
+    mode = getattr(policy, "action_mode", None)
+    if mode is None or mode == params.action_mode:
+        return params
+    return params.model_copy(update={"action_mode": mode})
 
 
 @dataclass
@@ -60,6 +72,7 @@ class BacktestResult:
     positions: np.ndarray | None = None  # [W, T] exposure after each step
     trades: list[dict[str, float]] | None = None  # round trips, in window then time order
     metrics_tensor: torch.Tensor | None = None  # [W, M] on the device
+    bars_per_year: float = float("nan")  # the annualisation factor of these metrics
 
     def equity(self, w: int) -> np.ndarray:
         """Equity curve of window w starting at 1 (needs returns)."""
@@ -72,12 +85,14 @@ class Backtester:
 
     def __init__(self, market: MarketData, params: EnvParams | None = None, *, chunk: int = 64,
                  cuda_graphs: bool = True, bars_per_year: float | None = None) -> None:
+        """bars_per_year: the annualisation factor; None infers it from the market's timestamps."""
         self.market = market
         self.device = market.device
         self.params = execution_params(params or EnvParams())
         self.chunk = max(1, int(chunk))
         self.cuda_graphs = cuda_graphs
-        self.bars_per_year = bars_per_year if bars_per_year is not None else globals()["bars_per_year"](market)
+        self.annualisation: Annualisation = resolve_bars_per_year(market.timestamps_host, bars_per_year)
+        self.bars_per_year = self.annualisation.bars_per_year
 
     def run(
         self,
@@ -89,12 +104,20 @@ class Backtester:
         keep_curves: bool = False,
         keep_trades: bool = False,
         fused: bool | str = False,
+        progress: Callable[[int, int], None] | None = None,
+        barriers: bool = False,
     ) -> BacktestResult:
         """Backtest ``policy`` on windows (starts[w], lengths[w] steps).
 
         norms: one NormStats per window (default: the market's current fold for all).
         fused: True → the fused Triton kernel (foxhunt.backtest.fused), a ValueError if it cannot run
         this policy; "auto" → the kernel when it can, else this torch path; False → this torch path.
+        progress: torch path only, called on the host after each chunk with (steps done, total steps)
+        (no device read: it only counts launches).
+        barriers: triple-barrier evaluation: each round trip (``keep_trades``) gets ``barrier`` = +1
+        (profit target), -1 (stop), 0 (expiry), the first barrier the env reported while it was open,
+        or None when the policy closed it before any; on both paths. Barriers never end a window and
+        change no return.
         """
         m = self.market
         st = np.asarray(starts, dtype=np.int64).reshape(-1)
@@ -110,11 +133,11 @@ class Backtester:
             from foxhunt.backtest.fused import maybe_run_fused  # local import: fused.py imports this module
 
             res = maybe_run_fused(self, st, ln, policy, fused, norms=norms, keep_curves=keep_curves,
-                                  keep_trades=keep_trades)
+                                  keep_trades=keep_trades, barriers=barriers)
             if res is not None:
                 return res
-        run = _Run(self, st, ln, policy, norms, keep_trades)
-        run.execute()
+        run = _Run(self, st, ln, policy, norms, keep_trades, barriers)
+        run.execute(progress)
         return run.result(keep_curves, keep_trades)
 
 
@@ -122,14 +145,14 @@ class _Run:
     """Buffers and the step body of one backtest call."""
 
     def __init__(self, bt: Backtester, starts: np.ndarray, lengths: np.ndarray, policy: Policy,
-                 norms: Sequence[NormStats] | None, keep_trades: bool) -> None:
+                 norms: Sequence[NormStats] | None, keep_trades: bool, barriers: bool = False) -> None:
         m, dev = bt.market, bt.device
         self.bt, self.m, self.policy = bt, m, policy
         w = starts.shape[0]
         self.t_max = int(lengths.max())
         self.t_pad = -(-self.t_max // bt.chunk) * bt.chunk
         self.starts, self.lengths = starts, lengths
-        self.params = EnvTensors.build(bt.params, w, dev, {"episode_length": lengths})
+        self.params = EnvTensors.build(policy_params(bt.params, policy), w, dev, {"episode_length": lengths})
         self.state = EnvState.allocate(w, dev)
         self.out = StepOutput.allocate(w, dev)
         f = m.n_features
@@ -149,12 +172,18 @@ class _Run:
         self.returns = torch.zeros((w, self.t_pad), dtype=torch.float32, device=dev)
         self.positions = torch.zeros((w, self.t_pad), dtype=torch.float32, device=dev)
         self.eq_prev = torch.zeros(w, dtype=torch.float32, device=dev)
+        self.q_prev = torch.zeros(w, dtype=torch.float32, device=dev)
+        self.traded = torch.zeros((w, self.t_pad), dtype=torch.float32, device=dev)
         self.keep_trades = keep_trades
         self.trade_ret = torch.zeros((w, self.t_pad), dtype=torch.float32, device=dev)
         self.trade_closed = torch.zeros((w, self.t_pad), dtype=torch.bool, device=dev)
         if keep_trades:
             names = ("trade_side", "trade_size", "trade_costs", "trade_entry_bar", "trade_exit_bar")
             self.trade_more = {n: torch.zeros((w, self.t_pad), dtype=getattr(self.out, n).dtype, device=dev) for n in names}
+        self.barriers = barriers and keep_trades
+        if self.barriers:  # the open trade's first barrier label (NO_BARRIER until one is hit)
+            self.open_label = torch.full((w,), NO_BARRIER, dtype=torch.int8, device=dev)
+            self.trade_more["trade_barrier"] = torch.zeros((w, self.t_pad), dtype=torch.int8, device=dev)
         env_reset(self.state, self.params, m, torch.as_tensor(starts, device=dev), None, persistent=True)
 
     def observe(self) -> torch.Tensor:
@@ -172,7 +201,12 @@ class _Run:
         obs = self.observe()
         actions = self.policy(obs, self.t)
         active = ~st.finished
+        self.q_prev.copy_(st.position)
+        open1 = self.m.ohlc[:, 0].index_select(0, (st.bar + 1).clamp(0, self.m.n_bars - 1))
         env_step(st, self.params, self.m, actions, None, out, active=active, auto_reset=False)
+        # Traded notional of this bar in units of the initial capital: |Δq| at the fill bar's open.
+        traded = torch.where(out.stepped, (st.position - self.q_prev).abs() * open1 / self.params.capital,
+                             torch.zeros_like(self.eq_prev))
         # With shaping off the env's reward is the bar's equity return, computed from the PnL
         # decomposition (accurate to float32 relative to the PnL, unlike a ratio of two equities).
         ret = torch.where(out.stepped, out.reward, torch.zeros_like(self.eq_prev))
@@ -180,53 +214,73 @@ class _Run:
         self.col.copy_(self.t.reshape(1))
         self.returns.index_copy_(1, self.col, ret.unsqueeze(1))
         self.positions.index_copy_(1, self.col, pos.unsqueeze(1))
+        self.traded.index_copy_(1, self.col, traded.unsqueeze(1))
         self.trade_ret.index_copy_(1, self.col, out.trade_return.unsqueeze(1))
         self.trade_closed.index_copy_(1, self.col, (out.trade_closed & out.stepped).unsqueeze(1))
         if self.keep_trades:
             for name, buf in self.trade_more.items():
-                buf.index_copy_(1, self.col, getattr(out, name).unsqueeze(1))
+                if name != "trade_barrier":
+                    buf.index_copy_(1, self.col, getattr(out, name).unsqueeze(1))
+        if self.barriers:
+            # A barrier is reported only on steps where the trade stays open, so a closing step emits
+            # the label of the bars before it; then the label is cleared for the next trade.
+            closed = out.trade_closed & out.stepped
+            self.trade_more["trade_barrier"].index_copy_(1, self.col, self.open_label.unsqueeze(1))
+            first = out.barrier_hit & out.stepped & (self.open_label == NO_BARRIER)
+            self.open_label.copy_(torch.where(first, out.barrier_label, self.open_label))
+            self.open_label.masked_fill_(closed, NO_BARRIER)
         self.t.add_(1)
 
     def chunk_body(self) -> None:
         for _ in range(self.bt.chunk):
             self.one_step()
 
-    def execute(self) -> None:
+    def execute(self, progress: Callable[[int, int], None] | None = None) -> None:
         step = GraphedStep(self.chunk_body, self.bt.device, self.bt.cuda_graphs)
+        n_chunks = self.t_pad // self.bt.chunk
         with torch.no_grad():
-            for _ in range(self.t_pad // self.bt.chunk):
+            for i in range(n_chunks):
                 step()
+                if progress is not None:
+                    progress(min((i + 1) * self.bt.chunk, self.t_max), self.t_max)
 
     def result(self, keep_curves: bool, keep_trades: bool) -> BacktestResult:
         bust = self.state.equity <= self.params.bust_level
         res = assemble_result(self.bt, self.starts, self.lengths, self.returns[:, : self.t_max],
-                              self.positions[:, : self.t_max], self.trade_ret, self.trade_closed, bust, keep_curves)
+                              self.positions[:, : self.t_max], self.trade_ret, self.trade_closed, bust, keep_curves,
+                              traded=self.traded[:, : self.t_max])
         if keep_trades:
             res.trades = trade_rows(self.trade_closed, {"return": self.trade_ret, "entry_bar": self.trade_more["trade_entry_bar"],
                                                         "exit_bar": self.trade_more["trade_exit_bar"],
                                                         "side": self.trade_more["trade_side"],
                                                         "size": self.trade_more["trade_size"],
-                                                        "costs": self.trade_more["trade_costs"]})
+                                                        "costs": self.trade_more["trade_costs"],
+                                                        **({"barrier": self.trade_more["trade_barrier"]}
+                                                           if self.barriers else {})})
         return res
 
 
 def assemble_result(bt: Backtester, starts: np.ndarray, lengths: np.ndarray, returns: torch.Tensor,
                     positions: torch.Tensor, trade_ret: torch.Tensor, trade_closed: torch.Tensor,
-                    bust: torch.Tensor, keep_curves: bool) -> BacktestResult:
+                    bust: torch.Tensor, keep_curves: bool, *, traded: torch.Tensor | None = None) -> BacktestResult:
     """Metrics and status codes of a finished backtest, read back together (one readback).
 
     returns, positions: [W, T] (T ≥ every length); trade_ret / trade_closed: [W, T'] per-bar round
-    trips; bust: [W] bool. Shared by the torch path and the fused kernel's adapter.
+    trips; bust: [W] bool; traded: [W, T] traded notional per bar / initial capital (turnover).
+    Shared by the torch path and the fused kernel's adapter. Each row also carries ``status`` and
+    ``bars_per_year`` (the annualisation used).
     """
     w = returns.shape[0]
     dev = returns.device
     trades = TradeRecords(window=torch.arange(w, device=dev).repeat_interleave(trade_ret.shape[1]),
                           ret=trade_ret.reshape(-1), valid=trade_closed.reshape(-1))
     metrics = compute_metrics(returns, torch.as_tensor(lengths, device=dev), bars_per_year=bt.bars_per_year,
-                              positions=positions, trades=trades)
+                              positions=positions, trades=trades, traded=traded)
     status = torch.where(bust, float(STATUS_BUST), float(STATUS_OK)).to(metrics.dtype)
     rows = metrics_to_dicts(torch.cat([metrics, status.unsqueeze(1)], 1), (*METRIC_NAMES, "status"))
-    res = BacktestResult(rows, starts, lengths, metrics_tensor=metrics)
+    for row in rows:
+        row["bars_per_year"] = bt.bars_per_year
+    res = BacktestResult(rows, starts, lengths, metrics_tensor=metrics, bars_per_year=bt.bars_per_year)
     if keep_curves:
         res.returns = returns.cpu().numpy()
         res.positions = positions.cpu().numpy()
@@ -238,10 +292,16 @@ def trade_rows(closed: torch.Tensor, fields: dict[str, torch.Tensor | np.ndarray
     mask = closed.cpu().numpy()
     host = {k: (v.cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in fields.items()}
     ints = ("entry_bar", "exit_bar", "side")
+
+    def value(k: str, x: object) -> int | float | None:
+        if k == "barrier":
+            return None if int(x) == NO_BARRIER else int(x)  # type: ignore[call-overload]
+        return int(x) if k in ints else float(x)  # type: ignore[call-overload,arg-type]
+
     return [
-        {"window": int(wi), **{k: (int(v[wi, ti]) if k in ints else float(v[wi, ti])) for k, v in host.items()}}
+        {"window": int(wi), **{k: value(k, v[wi, ti]) for k, v in host.items()}}
         for wi, ti in zip(*np.nonzero(mask))
     ]
 
 
-__all__ = ["Backtester", "BacktestResult", "METRIC_NAMES", "bars_per_year", "execution_params"]
+__all__ = ["Backtester", "BacktestResult", "METRIC_NAMES", "bars_per_year", "execution_params", "policy_params"]

@@ -8,12 +8,14 @@ unchanged ``compute_metrics``. ``maybe_run_fused`` is the hook for ``Backtester.
 
 Covered: every execution parameter of EnvParams (costs, spread, impact, participation, vol EMA,
 reserve, max_position, Kelly sizing, bust), factored and exposure action modes, markets with and
-without volume, per-window normalisation, any window lengths. Not covered (``fused_unsupported``
-says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path): policies other than
-``GreedyPolicy`` of a ``DuelingQNet`` with two trunk layers and LeakyReLU activations (ensembles,
-fixed actions / exposures, PPO actors), networks wider than 512 units, and a CPU without the Triton
-interpreter (TRITON_INTERPRET=1). Barrier labels, DSR, diversity and curiosity are not computed:
-with shaping off they change no return, position or trade.
+without volume, per-window normalisation, any window lengths, triple-barrier labels of the round
+trips (``barriers``); policies: ``GreedyPolicy`` of a ``DuelingQNet`` with two trunk layers and
+LeakyReLU activations, a voting ``EnsemblePolicy`` of such nets (K members' votes inside the
+kernel, one window per program), ``ActionPolicy`` (fixed actions, ``ExposurePolicy``). Not covered
+(``fused_unsupported`` says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path):
+mean-Q ensembles, other networks (PPO actors, other layers), networks wider than 512 units, and a
+CPU without the Triton interpreter (TRITON_INTERPRET=1). DSR, diversity and curiosity are not
+computed: with shaping off they change no return, position or trade.
 
 Precision: "tf32" by default (``DEFAULT_PRECISION``); "ieee" is float32 throughout (slower),
 "bf16" halves the weight bytes (see the kernel's performance model); bench/bench_backtest.py and
@@ -30,11 +32,11 @@ import torch
 from torch import nn
 
 from foxhunt.agents.networks import DuelingQNet
-from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, trade_rows
-from foxhunt.backtest.policies import ActionPolicy, GreedyPolicy
+from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, policy_params, trade_rows
+from foxhunt.backtest.policies import ActionPolicy, EnsemblePolicy, GreedyPolicy
 from foxhunt.env.params import EnvTensors
 from foxhunt.kernels.backtest_fused import (
-    DuelingWeights, ExecParams, FusedOutputs, MarketArrays, fused_backtest, is_interpreted, pack_dueling,
+    DuelingWeights, EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, fused_backtest, is_interpreted, pack_dueling,
 )
 from foxhunt.market import MarketData, NormStats
 
@@ -78,16 +80,39 @@ def net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str | None:
 
 def fused_unsupported(backtester: Backtester, policy: object) -> str | None:
     """Why ``Backtester.run(…, policy, fused=…)`` cannot take the fused path (None when it can)."""
-    if not isinstance(policy, (GreedyPolicy, ActionPolicy)):
-        return f"the policy is a {type(policy).__name__}, not a GreedyPolicy or an ActionPolicy"
+    if not isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy)):
+        return f"the policy is a {type(policy).__name__}, not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"
     dev = backtester.device
     if dev.type != "cuda" and not is_interpreted():
         return "no CUDA device (and the Triton interpreter is off)"
     if isinstance(policy, ActionPolicy):
         return None
-    if any(p.device != dev for p in policy.net.parameters()):
+    if isinstance(policy, EnsemblePolicy):
+        if policy.mode != "vote":
+            return f"the ensemble's mode is {policy.mode!r}: the fused kernel runs 'vote' (mean Q needs every Q-value)"
+        for n in policy.nets:
+            reason = _net_reason(backtester, n)
+            if reason is not None:
+                return f"ensemble member: {reason}"
+        return None
+    return _net_reason(backtester, policy.net)
+
+
+def _net_reason(backtester: Backtester, net: nn.Module) -> str | None:
+    if any(p.device != backtester.device for p in net.parameters()):
         return "the network is not on the market's device"
-    return net_unsupported(policy.net, backtester.market.obs_dim, backtester.params.n_actions)
+    return net_unsupported(net, backtester.market.obs_dim, backtester.params.n_actions)
+
+
+def pack_ensemble(policy: EnsemblePolicy, precision: str, n_feat: int, device: torch.device) -> EnsembleWeights:
+    """The kernel's form of a voting ensemble: packed members, weights and per-member norms."""
+    if policy.norm_mean is None:  # members see the window's normalisation: identity inside the kernel
+        mean = torch.zeros(len(policy.nets), n_feat, dtype=torch.float32, device=device)
+        inv = torch.ones_like(mean)
+    else:
+        mean, inv = policy.norm_mean[:, 0, :], policy.norm_inv[:, 0, :]
+    return EnsembleWeights([pack_net(n, precision) for n in policy.nets], policy.weights.to(device, torch.float32),
+                           mean.to(device, torch.float32).contiguous(), inv.to(device, torch.float32).contiguous())
 
 
 def pack_net(net: DuelingQNet, precision: str) -> DuelingWeights:
@@ -107,6 +132,7 @@ def exec_params(backtester: Backtester) -> ExecParams:
         participation=v["participation"], vol_lambda=v["vol_lambda"], max_holding=v["max_holding_f"],
         kelly_fraction=v["kelly_fraction"], kelly_min_mult=v["kelly_min_mult"], kelly_alpha=v["kelly_alpha"],
         kelly_min_trades=int(v["kelly_min_trades"]), bust_level=v["bust_level"],
+        profit_frac=v["profit_frac"], stop_frac=v["stop_frac"], max_holding_bars=int(v["max_holding"]),
     )
 
 
@@ -145,34 +171,44 @@ def check_windows(m: MarketData, starts: Sequence[int] | np.ndarray,
 def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQNet | None,
            norms: Sequence[NormStats] | None = None, *, precision: str = DEFAULT_PRECISION,
            store_debug: bool = False, store_trades: bool = False, actions: torch.Tensor | None = None,
+           action_mode: str | None = None, barriers: bool = False, ensemble: EnsemblePolicy | None = None,
            **tuning: int) -> FusedOutputs:
     """Run the kernel on checked windows; the raw [W, T] outputs (T = max length).
 
-    net: the greedy policy's network, or None with ``actions`` ([W, C] int, an ActionPolicy's)."""
+    net: the greedy policy's network, or None with ``actions`` ([W, C] int, an ActionPolicy's).
+    action_mode: the policy's own action mode (``policy_params``), default the backtester's.
+    ensemble: a voting EnsemblePolicy instead of ``net`` (the row path: one window per program)."""
     m, dev = backtester.market, backtester.device
     mean, inv = norm_tensors(m, norms, st.shape[0])
     if actions is not None:
         actions = actions.to(device=dev, dtype=torch.int64).contiguous()
         if actions.dim() != 2 or actions.shape[0] != st.shape[0]:
             raise ValueError(f"actions: expected [{st.shape[0]}, T] (one row per window), got {tuple(actions.shape)}")
+    ens = pack_ensemble(ensemble, precision, m.n_features, dev) if ensemble is not None else None
+    if ens is not None:
+        tuning = {**tuning, "block_w": 1}
     return fused_backtest(
         market_arrays(m), torch.as_tensor(st, device=dev), torch.as_tensor(ln, device=dev), mean, inv,
         pack_net(net, precision) if net is not None else None, exec_params(backtester), n_steps=int(ln.max()),
-        exposure_mode=backtester.params.action_mode == "exposure", kelly=bool(backtester.params.kelly),
-        precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions, **tuning,
+        exposure_mode=(action_mode or backtester.params.action_mode) == "exposure", kelly=bool(backtester.params.kelly),
+        precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions,
+        barriers=barriers, ensemble=ens, **tuning,
     )
 
 
 def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
-              net: DuelingQNet | ActionPolicy, norms: Sequence[NormStats] | None = None, *, keep_curves: bool = False,
-              keep_trades: bool = False, precision: str = DEFAULT_PRECISION, **tuning: int) -> BacktestResult:
+              net: DuelingQNet | ActionPolicy | EnsemblePolicy, norms: Sequence[NormStats] | None = None, *,
+              keep_curves: bool = False,
+              keep_trades: bool = False, precision: str = DEFAULT_PRECISION, barriers: bool = False,
+              **tuning: int) -> BacktestResult:
     """``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms, …)`` in one fused kernel;
     ``net`` may also be an ActionPolicy (fixed actions, e.g. ExposurePolicy: buy-and-hold).
 
     Raises ValueError when the kernel cannot run this network / device (``fused_unsupported``).
+    barriers: with keep_trades, each round trip's triple-barrier label (``Backtester.run``'s rule).
     tuning: block_w, bk, stages, num_warps (see ``fused_backtest``).
     """
-    policy = net if isinstance(net, ActionPolicy) else GreedyPolicy(net)
+    policy = net if isinstance(net, (ActionPolicy, EnsemblePolicy)) else GreedyPolicy(net)
     reason = fused_unsupported(backtester, policy)
     if reason is not None:
         raise ValueError(f"fused backtest unavailable: {reason}")
@@ -180,24 +216,27 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
     st, ln = check_windows(m, starts, lengths)
     given = policy.actions if isinstance(policy, ActionPolicy) else None
     with torch.no_grad():
-        out = launch(backtester, st, ln, None if given is not None else net, norms, precision=precision,
-                     store_trades=keep_trades, actions=given, **tuning)
+        ens = policy if isinstance(policy, EnsemblePolicy) else None
+        out = launch(backtester, st, ln, None if given is not None or ens is not None else net, norms,
+                     precision=precision, store_trades=keep_trades, actions=given, ensemble=ens,
+                     action_mode=policy_params(backtester.params, policy).action_mode, barriers=barriers, **tuning)
         bust = out.final_equity <= exec_params(backtester).bust_level
         res = assemble_result(backtester, st, ln, out.returns, out.positions, out.trade_return, out.trade_closed,
-                              bust, keep_curves)
+                              bust, keep_curves, traded=out.traded)
     if keep_trades:
         assert out.trade_side is not None and out.trade_size is not None
         assert out.trade_costs is not None and out.trade_entry_bar is not None
         exit_bar = st[:, None] + np.arange(out.trade_closed.shape[1])[None, :] + 1
         res.trades = trade_rows(out.trade_closed, {"return": out.trade_return, "entry_bar": out.trade_entry_bar,
                                                    "exit_bar": exit_bar, "side": out.trade_side,
-                                                   "size": out.trade_size, "costs": out.trade_costs})
+                                                   "size": out.trade_size, "costs": out.trade_costs,
+                                                   **({"barrier": out.trade_barrier} if barriers else {})})
     return res
 
 
 def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
                     policy: object, fused: bool | str, *, norms: Sequence[NormStats] | None = None,
-                    keep_curves: bool = False, keep_trades: bool = False) -> BacktestResult | None:
+                    keep_curves: bool = False, keep_trades: bool = False, barriers: bool = False) -> BacktestResult | None:
     """The ``Backtester.run(fused=…)`` hook: a result from the fused kernel, or None for the torch path.
 
     fused: False → None; True → the fused path or a ValueError saying why it cannot run;
@@ -212,8 +251,9 @@ def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, 
         if fused is True:
             raise ValueError(f"fused backtest unavailable: {reason}")
         return None
-    target = policy if isinstance(policy, ActionPolicy) else policy.net  # type: ignore[attr-defined]
-    return run_fused(backtester, starts, lengths, target, norms, keep_curves=keep_curves, keep_trades=keep_trades)
+    target = policy if isinstance(policy, (ActionPolicy, EnsemblePolicy)) else policy.net  # type: ignore[attr-defined]
+    return run_fused(backtester, starts, lengths, target, norms, keep_curves=keep_curves, keep_trades=keep_trades,
+                     barriers=barriers)
 
 
 __all__ = ["DEFAULT_PRECISION", "fused_unsupported", "maybe_run_fused", "net_unsupported", "run_fused"]

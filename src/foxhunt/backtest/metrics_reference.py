@@ -34,6 +34,15 @@ def _pow(base: float, exponent: float) -> float:
         return INF
 
 
+def _percentile(s: list[float], q: float) -> float:
+    """np.percentile(values, 100 q), linear interpolation, of the ascending list ``s``."""
+    n = len(s)
+    h = (n - 1) * q
+    k = int(math.floor(h))
+    lo_v, hi_v = s[k], s[min(k + 1, n - 1)]
+    return lo_v + (h - k) * (hi_v - lo_v)
+
+
 def window_metrics(
     returns: Sequence[float],
     *,
@@ -42,10 +51,12 @@ def window_metrics(
     trade_returns: Sequence[float] | None = None,
     risk_free: float = 0.0,
     cutoff: float = 0.05,
+    traded: Sequence[float] | None = None,
 ) -> dict[str, float]:
     """Every metric of one window of n >= 1 simple returns (float64). Keys: ``METRIC_NAMES``.
 
-    positions: n exposures (None → turnover and exposure_time NaN).
+    positions: n exposures (None → exposure_time NaN).
+    traded: n traded notionals in units of the initial capital (None → turnover NaN).
     trade_returns: the window's round-trip returns, possibly empty (None → trade columns NaN).
     """
     r = [float(x) for x in returns]
@@ -110,26 +121,46 @@ def window_metrics(
 
     # historical VaR (linear interpolation between order statistics) and CVaR (empyrical's tail)
     s = sorted(r)
-    h = (n - 1) * cutoff
-    k = int(math.floor(h))
-    lo_v, hi_v = s[k], s[min(k + 1, n - 1)]
-    out["value_at_risk"] = lo_v + (h - k) * (hi_v - lo_v)
+    out["value_at_risk"] = _percentile(s, cutoff)
+    k = int(math.floor((n - 1) * cutoff))
     out["conditional_value_at_risk"] = sum(s[: k + 1]) / (k + 1)
 
-    # positions
+    # tail ratio: |95th percentile| / |5th percentile|
+    out["tail_ratio"] = _ratio(abs(_percentile(s, 0.95)), abs(_percentile(s, 0.05)))
+    # omega ratio (required return 0)
+    gains = sum(x - rf for x in r if x - rf > 0)
+    losses = -sum(x - rf for x in r if x - rf < 0)
+    out["omega_ratio"] = gains / losses if losses > 0 and n >= 2 else NAN
+    # stability: R² of the least-squares line through the cumulative log returns
+    if n >= 2:
+        ys, acc = [], 0.0
+        for x in r:
+            acc += math.log1p(x)
+            ys.append(acc)
+        xm, ym = (n - 1) / 2.0, sum(ys) / n
+        sxy = sum((i - xm) * (y - ym) for i, y in enumerate(ys))
+        sxx = sum((i - xm) ** 2 for i in range(n))
+        syy = sum((y - ym) ** 2 for y in ys)
+        out["stability"] = min(1.0, sxy * sxy / (sxx * syy)) if syy > 0 else NAN
+    else:
+        out["stability"] = NAN
+
+    # positions: the share of bars holding something
     if positions is not None:
         p = [float(x) for x in positions]
         if len(p) != n:
             raise ValueError("window_metrics: positions must have one value per bar")
-        prev, moved, held = 0.0, 0.0, 0
-        for x in p:
-            moved += abs(x - prev)
-            held += x != 0.0
-            prev = x
-        out["turnover"] = moved / n
-        out["exposure_time"] = held / n
+        out["exposure_time"] = sum(1 for x in p if x != 0.0) / n
     else:
-        out["turnover"] = out["exposure_time"] = NAN
+        out["exposure_time"] = NAN
+    # turnover: traded notional (initial capital = 1) over the mean of the equity points E_0..E_n
+    if traded is not None:
+        tv = [float(x) for x in traded]
+        if len(tv) != n:
+            raise ValueError("window_metrics: traded must have one value per bar")
+        out["turnover"] = sum(tv) / (sum(equity) / (n + 1))
+    else:
+        out["turnover"] = NAN
 
     # round trips
     if trade_returns is not None:
@@ -165,10 +196,11 @@ def reference_metrics(
     trade_valid: np.ndarray | None = None,
     risk_free: float = 0.0,
     cutoff: float = 0.05,
+    traded: np.ndarray | None = None,
 ) -> np.ndarray:
     """[W, M] float64, the same layout as ``compute_metrics``, one window at a time.
 
-    returns, positions: [W, T] (padding beyond lengths[w] ignored); lengths: [W].
+    returns, positions, traded: [W, T] (padding beyond lengths[w] ignored); lengths: [W].
     trade_window / trade_ret / trade_valid: [K] records (all three, or None for no trade data);
     records that are invalid or name a window outside [0, W) are ignored.
     """
@@ -190,5 +222,6 @@ def reference_metrics(
             trade_returns=None if per_window is None else per_window[w],
             risk_free=risk_free,
             cutoff=cutoff,
+            traded=None if traded is None else np.asarray(traded, dtype=np.float64)[w, :n],
         ).values()))
     return np.array(rows, dtype=np.float64).reshape(W, len(METRIC_NAMES))

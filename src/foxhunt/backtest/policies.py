@@ -11,7 +11,10 @@ chunk of steps can be captured in a CUDA graph.
 * ``ActionPolicy(actions)``: a fixed action array [W, T] (any external signal, random baselines).
 * ``ExposurePolicy(exposures, n_actions)``: a fixed exposure array [W, T] in [-1, 1] (fraction of
   max_position), as in vectorbt; each value is rounded to the nearest of the env's five exposure
-  levels (-1, -1/2, 0, 1/2, 1) and executed as a market order of normal urgency.
+  levels (-1, -1/2, 0, 1/2, 1) and executed as a market order of normal urgency, in either env
+  action mode: it emits factored actions and says so (``action_mode = "factored"``), and the
+  backtester steps it in factored mode (``evaluator.policy_params``) instead of letting the
+  exposure mode route it to a limit or IoC order by the spread and volatility.
 """
 
 from __future__ import annotations
@@ -64,6 +67,7 @@ class EnsemblePolicy:
         device = next(nets[0].parameters()).device
         self.weights = (w / w.sum()).to(device)
         self.mode = mode
+        self.nets = list(nets)  # the members themselves (the fused kernel packs their weights)
         self.params, self.buffers = stack_module_state(list(nets))
         base = nets[0]
 
@@ -116,12 +120,15 @@ class ActionPolicy:
 
 
 class ExposurePolicy(ActionPolicy):
-    """A fixed exposure array [W, T] in [-1, 1], rounded to the five levels, market orders."""
+    """A fixed exposure array [W, T] in [-1, 1], rounded to the five levels, market orders of normal
+    urgency whatever the env's action mode (factored actions, ``action_mode = "factored"``)."""
 
-    def __init__(self, exposures: torch.Tensor, n_actions: int) -> None:
+    action_mode = "factored"
+
+    def __init__(self, exposures: torch.Tensor, n_actions: int | None = None) -> None:
+        """n_actions: the env's action count; kept for compatibility, the actions are always factored."""
         ex = exposures.to(torch.float32)
         if not bool(torch.isfinite(ex).all()) or bool((ex.abs() > 1.0 + 1e-6).any()):
             raise ValueError("ExposurePolicy: exposures must be finite and within [-1, 1] (fraction of max_position)")
         level = torch.round((ex + 1.0) * 2.0).long().clamp(0, N_LEVELS - 1)  # -1 → 0, 0 → 2, +1 → 4
-        actions = level * 9 + _MARKET_NORMAL if n_actions == 45 else level
-        super().__init__(actions)
+        super().__init__(level * 9 + _MARKET_NORMAL)

@@ -25,12 +25,15 @@ class FoldBacktest:
     fold: Any
     agent: Any
     buy_and_hold: Any
+    barriers: bool = False  # the agent's round trips carry triple-barrier labels
 
 
-def backtest_run_dir(run_dir: Path, device: str = "auto") -> tuple[list[FoldBacktest], Any]:
+def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: float | None = None,
+                     barriers: bool | None = None) -> tuple[list[FoldBacktest], Any]:
     """Backtest every saved fold model of ``run_dir``; returns (per-fold results, the market).
 
     device: "auto" keeps the run's device setting, else "cpu" / "cuda" overrides it.
+    bars_per_year, barriers: override the run's ``[backtest]`` settings (None: keep them).
     Raises ConfigError (one line) for a directory that is not a run, has no fold model yet, or whose
     data no longer matches the run's.
     """
@@ -63,7 +66,9 @@ def backtest_run_dir(run_dir: Path, device: str = "auto") -> tuple[list[FoldBack
             raise ConfigError(f"model {p}: trained on feature spec {meta.spec_version}; the cache now has "
                               f"{market.spec_version}: rebuild the features or retrain")
         loaded.append((FoldRange(**meta.extra["fold"]), net))
-    bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
+    bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
+    use_barriers = cfg.backtest.barriers if barriers is None else barriers
+    bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs, bars_per_year=bpy)
     fused = "auto" if market.device.type == "cuda" and cfg.train.eval_fused else False
     # Buy-and-hold: one lockstep run of every window under the first fold's statistics (the runner's rule).
     market.set_fold(loaded[0][0])
@@ -75,8 +80,8 @@ def backtest_run_dir(run_dir: Path, device: str = "auto") -> tuple[list[FoldBack
     for i, (fold, net) in enumerate(loaded):
         market.set_fold(fold)  # the fold's normalisation and medians, as in training
         agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net), keep_curves=True, keep_trades=True,
-                       fused=fused)
-        out.append(FoldBacktest(fold, agent, _window(bh, i)))
+                       fused=fused, barriers=use_barriers)
+        out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers))
     return out, market
 
 

@@ -4,8 +4,9 @@ Each function is the elementwise twin of a torch function in ``foxhunt.env`` (na
 docstring) over [BLOCK_W] register vectors, one lane per window, with the same operation order so
 that float32 results agree with the torch step to rounding (the kernel is launched with
 ``enable_fp_fusion=False`` and uses ``div_rn`` / ``sqrt_rn``, the IEEE operations torch uses).
-Barriers, DSR, diversity and curiosity do not change a backtest's returns or positions (shaping is
-off and barriers never close a position or end a window) and are not computed here.
+DSR, diversity and curiosity do not change a backtest's returns or positions (shaping is off) and are
+not computed here; barriers change none either (they never close a position or end a window) and
+are computed only for the trade labels of triple-barrier evaluation (``update_barrier``).
 
 This module is part of the ``foxhunt.kernels`` leaf: it imports nothing of ours.
 """
@@ -203,3 +204,33 @@ def update_kelly(p, win, loss, count, closed, ret, kelly_alpha, KELLY: tl.conste
         loss2 = loss
         count2 = count
     return p2, win2, loss2, count2
+
+
+@triton.jit
+def update_barrier(active, upper, lower, expiry, bside, q, q2, rev, size1, fill1, fill2, entry2, t1, high1, low1,
+                   profit_frac, stop_frac, max_holding_bars):
+    """execution.update_barrier: set on open (not checked this step), check an earlier barrier on bar
+    t+1 (stop wins ties), expire at t+1 >= expiry, deactivate on a hit or on going flat.
+
+    ``opened`` is recomputed as execution.book defines it (leg 1 from flat, or leg 2 of a complete
+    reversal). Returns (active, upper, lower, expiry, side, hit, label) with label int32 −1 stop,
+    0 time, +1 profit (0 when no hit).
+    """
+    opened = ((q == 0) & (fill1 > 0)) | (rev & (fill1 >= size1) & (fill2 > 0))
+    flat = q2 == 0
+    check = active & (opened == 0) & (flat == 0)
+    is_long = bside > 0
+    touch_up = high1 >= upper
+    touch_lo = low1 <= lower
+    stop = tl.where(is_long, touch_lo, touch_up)
+    profit = (stop == 0) & tl.where(is_long, touch_up, touch_lo)
+    timed = (stop == 0) & (profit == 0) & (t1 >= expiry)
+    hit = check & (stop | profit | timed)
+    label = tl.where(hit & stop, -1, tl.where(hit & profit, 1, 0))
+    new_side = sign(q2)
+    new_long = new_side > 0
+    new_up = tl.where(new_long, entry2 * (1.0 + profit_frac), entry2 * (1.0 + stop_frac))
+    new_lo = tl.where(new_long, entry2 * (1.0 - stop_frac), entry2 * (1.0 - profit_frac))
+    active2 = tl.where(opened, 1, (active & (hit == 0) & (flat == 0)).to(tl.int32)) != 0
+    return (active2, tl.where(opened, new_up, upper), tl.where(opened, new_lo, lower),
+            tl.where(opened, t1 + max_holding_bars, expiry), tl.where(opened, new_side, bside), hit, label)

@@ -44,6 +44,9 @@ class ExecParams:
     kelly_alpha: float
     kelly_min_trades: int
     bust_level: float  # bust_fraction · capital
+    profit_frac: float = 0.0  # profit_bps · 1e-4 (barrier labels only)
+    stop_frac: float = 0.0  # stop_bps · 1e-4
+    max_holding_bars: int = 1  # barrier expiry, bars
 
 
 @dataclass
@@ -79,12 +82,14 @@ class FusedOutputs:
     trade_return: torch.Tensor  # f32, return of the round trip closed on the step (0 if none)
     trade_closed: torch.Tensor  # bool
     final_equity: torch.Tensor  # [W] f32
+    traded: torch.Tensor | None = None  # f32, traded notional / initial capital: |Δq|·O_{t+1} / capital
     actions: torch.Tensor | None = None  # int32, the greedy action (store_debug)
     fill_status: torch.Tensor | None = None  # int8, 0 none, 1 filled, 2 partial, 3 missed (store_debug)
     trade_side: torch.Tensor | None = None  # int8 (store_trades)
     trade_size: torch.Tensor | None = None  # f32 units (store_trades)
     trade_costs: torch.Tensor | None = None  # f32 currency (store_trades)
     trade_entry_bar: torch.Tensor | None = None  # int64 (store_trades)
+    trade_barrier: torch.Tensor | None = None  # int8: +1 profit, -1 stop, 0 time, 2 none (barriers)
 
 
 def pow2_at_least(n: int, floor: int = 16) -> int:
@@ -151,6 +156,25 @@ def layer1_features(market: MarketArrays, starts: torch.Tensor, mean: torch.Tens
     x = (market.features[bars].to(torch.float64) - mean[:, None, :].to(torch.float64)) * inv[:, None, :].to(torch.float64)
     w1 = net.w1[:f].to(torch.float64)  # [F, H1]
     return (x @ w1 + net.b1.to(torch.float64)).to(torch.float32).contiguous()
+
+
+@dataclass
+class EnsembleWeights:
+    """K same-shape dueling nets voting (``EnsemblePolicy`` mode "vote"), for the row path.
+
+    members: K ``pack_dueling`` outputs (one shape and dtype); weights: [K] float32, normalised;
+    norm_mean / norm_inv: [K, F] float32, each member's own feature normalisation (the window's
+    features arrive un-normalised: identity window norms)."""
+
+    members: list[DuelingWeights]
+    weights: torch.Tensor
+    norm_mean: torch.Tensor
+    norm_inv: torch.Tensor
+
+    def stacked(self) -> dict[str, torch.Tensor]:
+        """w1 … b4 of every member, each member's block after the previous one (flat, contiguous)."""
+        return {k: torch.cat([getattr(m, k).reshape(-1) for m in self.members]).contiguous()
+                for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")}
 
 
 def given_actions_net(n_feat: int, precision: str, device: torch.device) -> DuelingWeights:

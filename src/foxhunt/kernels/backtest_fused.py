@@ -7,7 +7,7 @@ window's portfolio state in registers. Per bar it gathers and normalises the win
 executes the env step with ENV_SPEC's semantics (``_backtest_env``: decode, target with reserve and
 Kelly, market / limit-maker / IoC legs with reversals, half spread, square-root impact with the vol
 EMA, costs, entry price, round trips, vol EMA update, marking, bust). It writes per-bar returns,
-exposures and round-trip return / closed flags [W, T] (``compute_metrics``' inputs), the final
+exposures, traded notional and round-trip return / closed flags [W, T] (``compute_metrics``' inputs), the final
 equity [W], and optionally actions and fill statuses (checks) and the other trade fields.
 It equals ``foxhunt.backtest.evaluator.Backtester`` with ``GreedyPolicy(DuelingQNet)``, shaping off.
 
@@ -66,10 +66,10 @@ import triton
 import triton.language as tl
 
 from foxhunt.kernels._backtest_env import (
-    book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_kelly,
+    book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_barrier, update_kelly,
 )
 from foxhunt.kernels._backtest_host import (
-    DuelingWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, pack_dueling,
+    DuelingWeights, EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, pack_dueling,
     value_bound,
 )
 from foxhunt.kernels._backtest_mlp import greedy_action, greedy_action_row
@@ -100,17 +100,18 @@ def _backtest_kernel(
     feat_ptr, ohlc_ptr, volume_ptr, logret_ptr, range_ptr, med_range_ptr, med_absret_ptr,
     start_ptr, len_ptr, mean_ptr, inv_ptr,
     w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, scratch_ptr,
-    ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr,
-    act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr, given_ptr, given_cols, pre_ptr,
+    ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr, traded_ptr,
+    act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr, tbar_ptr, given_ptr, given_cols, pre_ptr,
     n_windows, n_bars, n_steps, n_feat,
     capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
     vol_lambda, max_holding_f, kelly_fraction, kelly_min_mult, kelly_alpha, kelly_min_trades, bust_level, slope,
+    profit_frac, stop_frac, max_holding_bars, ens_mean_ptr, ens_inv_ptr, ens_w_ptr, n_members,
     N_ACTIONS: tl.constexpr, D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr,
     A: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr, BKH: tl.constexpr,
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
     ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
-    ADV: tl.constexpr, L1KEEP: tl.constexpr,
+    ADV: tl.constexpr, L1KEEP: tl.constexpr, BARRIERS: tl.constexpr, ENS: tl.constexpr,
 ):
     pid = tl.program_id(0)
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
@@ -142,6 +143,13 @@ def _backtest_kernel(
     k_loss = zero
     k_count = tl.zeros([BLOCK_W], dtype=tl.int32)
     live = valid
+    if BARRIERS:  # triple-barrier state and the open trade's first label (2: none yet)
+        b_active = zero != zero
+        b_up = zero
+        b_lo = zero
+        b_exp = tl.zeros([BLOCK_W], dtype=tl.int64)
+        b_side = zero
+        b_label = tl.full([BLOCK_W], 2, tl.int32)
     t0 = tl.minimum(start, last)
     f_cur = tl.load(feat_ptr + t0[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
     close_t = tl.load(ohlc_ptr + t0 * 4 + 3, mask=valid, other=1.0)
@@ -181,6 +189,18 @@ def _backtest_kernel(
         x = tl.where(cols[None, :] == n_feat + 2, held[:, None], x)
         if GIVEN:  # a fixed action array [W, given_cols] (ActionPolicy): column min(i, last column)
             a = tl.load(given_ptr + rows64 * given_cols + tl.minimum(i, given_cols - 1), mask=valid, other=0).to(tl.int32)
+        elif ENS:  # K members vote (row path): each member's greedy action on its own normalisation
+            ca = tl.arange(0, A)
+            votes = tl.zeros([A], dtype=tl.float32)
+            for k in range(0, n_members):
+                mk = tl.load(ens_mean_ptr + k * n_feat + cols, mask=cols < n_feat, other=0.0)
+                ik = tl.load(ens_inv_ptr + k * n_feat + cols, mask=cols < n_feat, other=0.0)
+                xk = tl.where(cols[None, :] < n_feat, (x - mk[None, :]) * ik[None, :], x)
+                ak = greedy_action_row(xk, pre_cur, w1 + k * (D * H1), b1 + k * H1, w2 + k * (H1 * H2), b2 + k * H2,
+                                       w3 + k * (H2 * H3), b3 + k * H3, w4 + k * (H3 * A), b4 + k * A, vb_ptr + k * 4,
+                                       slope, N_ACTIONS, D, H1, H2, H3, A, BN, ROUND, False, ADV, L1KEEP)
+                votes += tl.where(ca == tl.sum(ak, axis=0), tl.load(ens_w_ptr + k), 0.0)
+            a = tl.zeros([1], dtype=tl.int32) + tl.argmax(votes, axis=0, tie_break_left=True).to(tl.int32)
         elif ROW:  # one window per program: matrix-vector products on the CUDA cores
             h1_pre = pre_cur
             if PRE:
@@ -202,6 +222,10 @@ def _backtest_kernel(
             q, target2, entry, entry_bar, open_costs, t1, close_t, close1,
             d, rev, size1, size2, fill1, fill2, price1, price2, cost1, cost2)
         k_p2, k_win2, k_loss2, k_count2 = update_kelly(k_p, k_win, k_loss, k_count, closed, tr_ret, kelly_alpha, KELLY)
+        if BARRIERS:
+            b_active2, b_up2, b_lo2, b_exp2, b_side2, b_hit, b_lab = update_barrier(
+                b_active, b_up, b_lo, b_exp, b_side, q, q2, rev, size1, fill1, fill2, entry2, t1, high1, low1,
+                profit_frac, stop_frac, max_holding_bars)
         equity1 = equity + pnl
         vol1 = vol_lambda * vol + (1.0 - vol_lambda) * absret1
         ret = tl.div_rn(pnl, equity)
@@ -212,6 +236,8 @@ def _backtest_kernel(
         off = rows64 * n_steps + i
         tl.store(ret_ptr + off, tl.where(stepping, ret, 0.0), mask=valid)
         tl.store(pos_ptr + off, tl.where(stepping, expo1, 0.0), mask=valid)
+        # Traded notional / initial capital: |Δq| at the fill bar's open (the torch path's formula).
+        tl.store(traded_ptr + off, tl.where(stepping, tl.div_rn(tl.abs(q2 - q) * open1, capital), 0.0), mask=valid)
         tl.store(tret_ptr + off, tl.where(closed, tr_ret, 0.0), mask=valid)
         tl.store(tclosed_ptr + off, closed.to(tl.int8), mask=valid)
         if STORE_DEBUG:
@@ -222,6 +248,8 @@ def _backtest_kernel(
             tl.store(tsize_ptr + off, tl.where(closed, tr_size, 0.0), mask=valid)
             tl.store(tcost_ptr + off, tl.where(closed, tr_costs, 0.0), mask=valid)
             tl.store(tentry_ptr + off, tl.where(closed, tr_entry, 0), mask=valid)
+            if BARRIERS:  # the closing step reports the label of the bars before it (no hit can occur on it)
+                tl.store(tbar_ptr + off, tl.where(closed, b_label, 2).to(tl.int8), mask=valid)
 
         # Commit (windows that did not step keep their state: finished, or past their length).
         q = tl.where(stepping, q2, q)
@@ -236,6 +264,14 @@ def _backtest_kernel(
         k_win = tl.where(stepping, k_win2, k_win)
         k_loss = tl.where(stepping, k_loss2, k_loss)
         k_count = tl.where(stepping, k_count2, k_count)
+        if BARRIERS:
+            b_label = tl.where(stepping & b_hit & (b_label == 2), b_lab, b_label)
+            b_label = tl.where(closed, 2, b_label)
+            b_active = tl.where(stepping, b_active2, b_active)
+            b_up = tl.where(stepping, b_up2, b_up)
+            b_lo = tl.where(stepping, b_lo2, b_lo)
+            b_exp = tl.where(stepping, b_exp2, b_exp)
+            b_side = tl.where(stepping, b_side2, b_side)
         live = live & ((stepping & done) == 0)
         f_cur = f_next
         pre_cur = pre_next
@@ -249,7 +285,7 @@ def fused_backtest(
     exposure_mode: bool, kelly: bool, precision: str = "tf32", block_w: int | None = None, bk: int | None = None,
     stages: int = 3, num_warps: int | None = None, store_debug: bool = False, store_trades: bool = False,
     bn: int = 64, actions: torch.Tensor | None = None, precompute: bool | None = None,
-    adv_only: bool = True, l1_keep: bool = True,
+    adv_only: bool = True, l1_keep: bool = True, barriers: bool = False, ensemble: EnsembleWeights | None = None,
 ) -> FusedOutputs:
     """Backtest W windows (bars starts[w] … starts[w] + lengths[w]) with the greedy action of ``net``.
 
@@ -272,7 +308,14 @@ def fused_backtest(
     does it per block of windows): the same actions, fewer weight bytes per bar. l1_keep: (row path) stream W2 through L2 only and
     keep the head weights in L1 across bars (cache hints). Both defaults are the configuration
     measured fastest on the H200 (bench/results/backtest_cuda.json: 8 × 100 K in 0.887 s).
+    barriers: (with store_trades) track the env's triple barriers and write each round trip's label
+    into ``trade_barrier`` (+1 profit, -1 stop, 0 time, 2 closed before any barrier).
+    ensemble: K members voting instead of ``net`` (``EnsembleWeights``; row path only, no
+    precompute): per bar each member's greedy action on its own normalisation of the window's raw
+    features (pass identity norm_mean / norm_inv), the weighted vote's argmax (first on ties).
     """
+    if ensemble is not None:
+        net = ensemble.members[0]
     if actions is not None:
         net = given_actions_net(market.features.shape[1], precision, market.features.device)
     elif net is None:
@@ -304,7 +347,9 @@ def fused_backtest(
     prec = "ieee" if precision == "bf16" else precision
 
     fits = w * n_steps * H1 * 4 <= PRECOMPUTE_MAX_BYTES
-    pre_ok = row and actions is None and want == torch.float32
+    if ensemble is not None and not row:
+        raise ValueError("fused_backtest: an ensemble needs the row path (block_w = 1)")
+    pre_ok = row and actions is None and want == torch.float32 and ensemble is None
     if precompute and not pre_ok:
         raise ValueError("precompute needs the row path (block_w = 1), a network and float32 weights")
     use_pre = pre_ok and (fits if precompute is None else bool(precompute))
@@ -313,6 +358,11 @@ def fused_backtest(
     # The tile path's head layers are tl.dot tiles: each head half must be >= 16 wide.
     use_adv = bool(adv_only) and actions is None and (row or H3 // 2 >= 16)
     vb = value_bound(net) if use_adv else torch.zeros(4, dtype=torch.float32, device=dev)
+    weights = {k: getattr(net, k) for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")}
+    if ensemble is not None:
+        weights = ensemble.stacked()
+        vb = torch.cat([value_bound(m) if use_adv else torch.zeros(4, dtype=torch.float32, device=dev)
+                        for m in ensemble.members])
 
     grid = triton.cdiv(w, block_w)
     scratch = torch.empty(1 if row else grid * 2 * block_w * hmax, dtype=want, device=dev)
@@ -321,7 +371,7 @@ def fused_backtest(
         returns=torch.empty(w, n_steps, **f32), positions=torch.empty(w, n_steps, **f32),
         trade_return=torch.empty(w, n_steps, **f32),
         trade_closed=torch.empty(w, n_steps, dtype=torch.int8, device=dev),
-        final_equity=torch.empty(w, **f32),
+        final_equity=torch.empty(w, **f32), traded=torch.empty(w, n_steps, **f32),
     )
     dummy = out.returns
     if store_debug:
@@ -332,33 +382,40 @@ def fused_backtest(
         out.trade_size = torch.empty(w, n_steps, **f32)
         out.trade_costs = torch.empty(w, n_steps, **f32)
         out.trade_entry_bar = torch.empty(w, n_steps, dtype=torch.int64, device=dev)
+    barriers = bool(barriers) and store_trades
+    if barriers:
+        out.trade_barrier = torch.empty(w, n_steps, dtype=torch.int8, device=dev)
     p = params
     _backtest_kernel[(grid,)](
         market.features, market.ohlc, market.volume, market.log_return, market.bar_range,
         market.median_range, market.median_abs_return,
         starts, lengths, norm_mean.contiguous(), norm_inv_std.contiguous(),
-        net.w1, net.b1, net.w2, net.b2, net.w3, net.b3, net.w4, net.b4, vb, scratch,
-        out.returns, out.positions, out.trade_return, out.trade_closed, out.final_equity,
+        *(weights[k] for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")), vb, scratch,
+        out.returns, out.positions, out.trade_return, out.trade_closed, out.final_equity, out.traded,
         out.actions if store_debug else dummy, out.fill_status if store_debug else dummy,
         out.trade_side if store_trades else dummy, out.trade_size if store_trades else dummy,
         out.trade_costs if store_trades else dummy, out.trade_entry_bar if store_trades else dummy,
+        out.trade_barrier if barriers else dummy,
         actions.contiguous() if actions is not None else dummy, int(actions.shape[1]) if actions is not None else 1,
         pre if pre is not None else dummy,
         w, n_bars, n_steps, n_feat,
         p.capital, p.max_position, p.reserve, p.cost_rate, p.half_spread, p.impact_eta, p.max_impact,
         p.participation, p.vol_lambda, p.max_holding, p.kelly_fraction, p.kelly_min_mult, p.kelly_alpha,
-        int(p.kelly_min_trades), p.bust_level, net.slope,
+        int(p.kelly_min_trades), p.bust_level, net.slope, p.profit_frac, p.stop_frac, int(p.max_holding_bars),
+        *((ensemble.norm_mean.contiguous(), ensemble.norm_inv.contiguous(), ensemble.weights.contiguous(),
+           len(ensemble.members)) if ensemble is not None else (dummy, dummy, dummy, 1)),
         N_ACTIONS=net.n_actions, D=D, H1=H1, H2=H2, H3=H3, A=A, HMAX=hmax, BLOCK_W=block_w,
         BK1=min(bk, D), BK=bk_hidden, BKH=min(bk_hidden, max(16, H3 // 2)), STAGES=stages, PREC=prec, F32_DOT=f32_dot,
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
-        PRE=pre is not None, ADV=use_adv, L1KEEP=bool(l1_keep),
+        PRE=pre is not None, ADV=use_adv, L1KEEP=bool(l1_keep), BARRIERS=barriers, ENS=ensemble is not None,
         num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)
     return out
 
 
-__all__ = ["PRECISIONS", "PRECOMPUTE_MAX_BYTES", "ROW_MAX_WINDOWS", "DuelingWeights", "ExecParams", "FusedOutputs",
+__all__ = ["PRECISIONS", "PRECOMPUTE_MAX_BYTES", "ROW_MAX_WINDOWS", "DuelingWeights", "EnsembleWeights", "ExecParams",
+           "FusedOutputs",
            "MarketArrays", "fused_backtest", "is_interpreted", "pack_dueling"]

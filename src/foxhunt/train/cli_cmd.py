@@ -26,6 +26,7 @@ def train(
     resume: Optional[Path] = typer.Option(None, "--resume", help="continue RUN_DIR from its last committed checkpoint"),
     name: Optional[str] = typer.Option(None, "--name", help="run directory name under run.out_dir (default: a timestamp)"),
     overrides: list[str] = typer.Option([], "--set", help="config override section.key=value (repeatable)"),
+    bars_per_year: Optional[float] = typer.Option(None, "--bars-per-year", help="annualisation factor (backtest.bars_per_year); default: inferred from the bars present per calendar year"),
 ) -> None:
     """Train DQN agents walk-forward; evaluate each fold against buy-and-hold.
 
@@ -36,14 +37,16 @@ def train(
 
     if resume is not None:
         given = [flag for flag, v in (("--data", data), ("--sample", sample), ("--config", config), ("--folds", folds),
-                                      ("--epochs", epochs), ("--device", device), ("--name", name)) if v is not None]
+                                      ("--epochs", epochs), ("--device", device), ("--name", name),
+                                      ("--bars-per-year", bars_per_year)) if v is not None]
         if overrides:
             given.append("--set")
         if given:
             raise ConfigError(f"--resume continues a run with its saved config.toml; it cannot be combined with {', '.join(given)}")
         run_dir, results = _resume(resume, console)
     else:
-        run_dir, results = _start(data, sample, config, folds, epochs, device, name, list(overrides), console)
+        ov = list(overrides) + ([f"backtest.bars_per_year={float(bars_per_year)!r}"] if bars_per_year is not None else [])
+        run_dir, results = _start(data, sample, config, folds, epochs, device, name, ov, console)
     print_results(results, console)
     console.print(f"report: [bold]{_show(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
 

@@ -144,6 +144,8 @@ def write_report(run_dir: Path, title: str | None = None) -> Path:
         s = json.loads(summary_path.read_text())
         parts.append(f"<p>device {html.escape(str(s.get('device')))}; data {html.escape(str(s.get('data')))}; "
                      f"{s.get('n_folds')} folds × {s.get('epochs')} epochs; wall time {s.get('wall_s', 0):.1f} s.</p>")
+        if s.get("annualisation"):  # Sharpe / volatility / CAGR use this factor
+            parts.append(f"<p>{html.escape(str(s['annualisation']))}; {html.escape(str(s.get('episode_rules', '')))}</p>")
     parts.append("<h2>Validation per fold (greedy agent vs buy-and-hold)</h2>" + fold_table_html(results))
     eq = equity_figure(run_dir, results)
     if eq:

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from foxhunt.agents.dqn.trainer import DQNTrainer
-from foxhunt.backtest.evaluator import Backtester, bars_per_year
+from foxhunt.backtest.evaluator import Backtester
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.config import Config, load_config
 from foxhunt.env.params import check_episode_length
@@ -191,8 +191,9 @@ class WalkForwardRunner:
 
         check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device)  # before allocating
         self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed)
-        self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
-        self.bars_per_year = bars_per_year(self.market)
+        self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs,
+                                     bars_per_year=cfg.backtest.bars_per_year)  # None: inferred from the data
+        self.bars_per_year = self.backtester.bars_per_year
         self._bh: dict[int, BuyHold] | None = None
         self.buy_and_hold_s = 0.0
         self.timer = PhaseTimer(self.market.device)
@@ -211,7 +212,8 @@ class WalkForwardRunner:
         n = fold.val_len - 1
         fused = self._fused()
         agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.trainer.learner.online), fused=fused,
-                                    keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades)
+                                    keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
+                                    barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
 
     def _fused(self) -> bool | str:
@@ -269,6 +271,7 @@ class WalkForwardRunner:
             tmp = d / "trades.csv.tmp"
             with open(tmp, "w", newline="") as fh:
                 cols = ["window", "entry_bar", "exit_bar", "side", "size", "return", "costs"]
+                cols += ["barrier"] if self.cfg.backtest.barriers else []
                 w = csv.DictWriter(fh, fieldnames=cols)
                 w.writeheader()
                 w.writerows(agent.trades)
@@ -431,6 +434,10 @@ class WalkForwardRunner:
             "data": f"{self.cfg.data.source} ({self.market.n_bars} bars, sha256 {self.data_hash[:12]}…)",
             "n_folds": len(self.folds),
             "epochs": self.tcfg.epochs,
+            "bars_per_year": self.bars_per_year,
+            "annualisation": self.backtester.annualisation.describe(),
+            "episode_rules": "validation: triple-barrier labels on the round trips (backtest.barriers)"
+                             if self.cfg.backtest.barriers else "validation: plain windows, no barriers",
             "wall_s": wall_s,
             "prepare_timings": self.prepared.timings,
             "buy_and_hold_s": self.buy_and_hold_s,
