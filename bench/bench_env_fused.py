@@ -41,6 +41,7 @@ import triton  # noqa: E402
 
 from bench_env import make_market  # noqa: E402
 from foxhunt.env import EnvParams, VecTradingEnv  # noqa: E402
+from foxhunt.accel.graphs import capture as accel_capture  # noqa: E402
 from foxhunt.env.fused import fused_step  # noqa: E402
 from foxhunt.env.vec_env import step  # noqa: E402
 
@@ -50,19 +51,8 @@ CONFIGS = ((128, 4), (256, 8), (64, 2))
 
 def capture(fn: Callable[[], None], env: VecTradingEnv, snap) -> torch.cuda.CUDAGraph:
     """``fn`` (K steps) warmed up on a side stream, then captured; the env is restored after each."""
-    dev = env.device
-    side = torch.cuda.Stream(dev)
-    side.wait_stream(torch.cuda.current_stream(dev))
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream(dev).wait_stream(side)
-    env.restore(snap)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(env.sampler.generator)
-    with torch.cuda.graph(graph):
-        fn()
-    env.restore(snap)
-    return graph
+    return accel_capture(fn, env.device, generators=[env.sampler.generator], save=lambda: snap,
+                         restore=env.restore, restore_after_warmup=True)
 
 
 def seconds(fn: Callable[[], None], repeats: int, warmup: int, cuda: bool) -> float:

@@ -30,6 +30,7 @@ from typing import Callable
 
 import torch
 
+from foxhunt.accel.graphs import capture
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Transitions, UniformSampler, WidePER
 from foxhunt.agents.replay.sum_tree import fused_unavailable
 
@@ -82,17 +83,7 @@ def time_it(fn: Callable[[], None], iters: int, device: torch.device) -> float:
 
 
 def graphed(fn: Callable[[], None], generator: torch.Generator) -> Callable[[], None]:
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    g.register_generator_state(generator)
-    with torch.cuda.graph(g):
-        fn()
-    return g.replay
+    return capture(fn, "cuda", warmup=3, generators=[generator]).replay
 
 
 FUSED = "proportional (fused Triton trees)"

@@ -98,14 +98,16 @@ def register_section(name: str, model: type[Section]) -> None:
     _SECTIONS[name] = model
 
 
+SECTION_MODULES = ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.train.config", "foxhunt.accel.config")
+"""The modules that own the later layers' sections (each calls ``register_section`` on import):
+the explicit registry. A new section's module is added here; a missing module is an ImportError."""
+
+
 def _registered_sections() -> dict[str, type[Section]]:
-    # Import the layers that own sections so that they register themselves.
-    for mod in ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.train.config", "foxhunt.backtest.config"):
-        try:
-            __import__(mod)
-        except ModuleNotFoundError as exc:  # layer not built yet
-            if exc.name is None or not mod.startswith(exc.name):
-                raise
+    import importlib
+
+    for mod in SECTION_MODULES:
+        importlib.import_module(mod)
     return _SECTIONS
 
 

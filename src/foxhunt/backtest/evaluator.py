@@ -26,7 +26,7 @@ from foxhunt.env.state import portfolio_features
 from foxhunt.env.vec_env import reset as env_reset
 from foxhunt.env.vec_env import step as env_step
 from foxhunt.market import MarketData, NormStats
-from foxhunt.train.graphs import GraphedStep
+from foxhunt.accel.graphs import GraphedStep
 
 STATUS_OK, STATUS_BUST = 0, 1
 _SHAPING_OFF = dict(

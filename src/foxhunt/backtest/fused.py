@@ -8,10 +8,10 @@ unchanged ``compute_metrics``. ``maybe_run_fused`` is the hook for ``Backtester.
 
 Covered: every execution parameter of EnvParams (costs, spread, impact, participation, vol EMA,
 reserve, max_position, Kelly sizing, bust), factored and exposure action modes, markets with and
-without volume, per-window normalisation, any window lengths. Not covered (``fused_unsupported``
+without volume, per-window normalisation, any window lengths. Not covered (``unsupported``
 says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path): policies other than
 ``GreedyPolicy`` of a ``DuelingQNet`` with two trunk layers and LeakyReLU activations (ensembles,
-fixed actions / exposures, PPO actors), networks wider than 512 units, and a CPU without the Triton
+fixed actions / exposures, PPO actors), networks wider than 512 units (``agents.networks.fused_net_unsupported``), and a CPU without the Triton
 interpreter (TRITON_INTERPRET=1). Barrier labels, DSR, diversity and curiosity are not computed:
 with shaping off they change no return, position or trade.
 
@@ -29,73 +29,33 @@ import numpy as np
 import torch
 from torch import nn
 
-from foxhunt.agents.networks import DuelingQNet
+from foxhunt.accel.triton import unavailable
+from foxhunt.agents.networks import DuelingQNet, fused_net_unsupported
 from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, trade_rows
 from foxhunt.backtest.policies import ActionPolicy, GreedyPolicy
 from foxhunt.env.params import EnvTensors
 from foxhunt.kernels.backtest_fused import (
-    DuelingWeights, ExecParams, FusedOutputs, MarketArrays, fused_backtest, is_interpreted, pack_dueling,
+    ExecParams, FusedOutputs, MarketArrays, fused_backtest,
 )
+from foxhunt.kernels.dueling_mlp_fused import pack_net
 from foxhunt.market import MarketData, NormStats
 
 DEFAULT_PRECISION = "tf32"
-MAX_WIDTH = 512
 
 
-def _linears(seq: nn.Module) -> tuple[list[nn.Linear], list[float]] | None:
-    """(Linear layers, LeakyReLU slopes) of a Linear/LeakyReLU Sequential, else None."""
-    lins, slopes = [], []
-    for mod in seq.children():
-        if type(mod) is nn.Linear:
-            lins.append(mod)
-        elif type(mod) is nn.LeakyReLU:
-            slopes.append(float(mod.negative_slope))
-        else:
-            return None
-    return lins, slopes
-
-
-def net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str | None:
-    """Why the fused kernel cannot run ``net`` (None when it can)."""
-    if not isinstance(net, DuelingQNet) or type(net).forward is not DuelingQNet.forward:
-        return f"the policy's network is a {type(net).__name__}, not a DuelingQNet"
-    parts = [_linears(net.trunk), _linears(net.value), _linears(net.advantage)]
-    if any(p is None for p in parts):
-        return "the DuelingQNet holds layers other than Linear and LeakyReLU"
-    (trunk, s_t), (value, s_v), (adv, s_a) = parts  # type: ignore[misc]
-    if len(trunk) != 2 or len(s_t) != 2 or len(value) != 2 or len(adv) != 2 or len(s_v) != 1 or len(s_a) != 1:
-        return "the fused kernel needs two trunk layers and Linear-LeakyReLU-Linear heads"
-    if len(set(s_t + s_v + s_a)) != 1:
-        return "the fused kernel needs one LeakyReLU slope for every layer"
-    if net.obs_dim != obs_dim or adv[1].out_features != n_actions:
-        return f"the network maps {net.obs_dim} → {adv[1].out_features}, the env needs {obs_dim} → {n_actions}"
-    if max(trunk[0].out_features, trunk[1].out_features, 2 * value[0].out_features, obs_dim) > MAX_WIDTH:
-        return f"layers wider than {MAX_WIDTH} units"
-    if any(p.dtype != torch.float32 for p in net.parameters()):
-        return "the network's parameters are not float32"
-    return None
-
-
-def fused_unsupported(backtester: Backtester, policy: object) -> str | None:
+def unsupported(backtester: Backtester, policy: object) -> str | None:
     """Why ``Backtester.run(…, policy, fused=…)`` cannot take the fused path (None when it can)."""
     if not isinstance(policy, (GreedyPolicy, ActionPolicy)):
         return f"the policy is a {type(policy).__name__}, not a GreedyPolicy or an ActionPolicy"
     dev = backtester.device
-    if dev.type != "cuda" and not is_interpreted():
-        return "no CUDA device (and the Triton interpreter is off)"
+    reason = unavailable(dev)
+    if reason is not None:
+        return reason
     if isinstance(policy, ActionPolicy):
         return None
     if any(p.device != dev for p in policy.net.parameters()):
         return "the network is not on the market's device"
-    return net_unsupported(policy.net, backtester.market.obs_dim, backtester.params.n_actions)
-
-
-def pack_net(net: DuelingQNet, precision: str) -> DuelingWeights:
-    """The kernel's packed weights of ``net`` (bf16 weights for precision "bf16")."""
-    lin = lambda seq: [(m.weight, m.bias) for m in seq.children() if isinstance(m, nn.Linear)]  # noqa: E731
-    slope = next(m.negative_slope for m in net.trunk.children() if isinstance(m, nn.LeakyReLU))
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    return pack_dueling(lin(net.trunk), lin(net.value), lin(net.advantage), slope, dtype)
+    return fused_net_unsupported(policy.net, backtester.market.obs_dim, backtester.params.n_actions)
 
 
 def exec_params(backtester: Backtester) -> ExecParams:
@@ -169,11 +129,11 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
     """``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms, …)`` in one fused kernel;
     ``net`` may also be an ActionPolicy (fixed actions, e.g. ExposurePolicy: buy-and-hold).
 
-    Raises ValueError when the kernel cannot run this network / device (``fused_unsupported``).
+    Raises ValueError when the kernel cannot run this network / device (``unsupported``).
     tuning: block_w, bk, stages, num_warps (see ``fused_backtest``).
     """
     policy = net if isinstance(net, ActionPolicy) else GreedyPolicy(net)
-    reason = fused_unsupported(backtester, policy)
+    reason = unsupported(backtester, policy)
     if reason is not None:
         raise ValueError(f"fused backtest unavailable: {reason}")
     m = backtester.market
@@ -201,13 +161,13 @@ def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, 
     """The ``Backtester.run(fused=…)`` hook: a result from the fused kernel, or None for the torch path.
 
     fused: False → None; True → the fused path or a ValueError saying why it cannot run;
-    "auto" → the fused path when ``fused_unsupported`` allows it, else None.
+    "auto" → the fused path when ``unsupported`` allows it, else None.
     """
     if fused is False:
         return None
     if fused not in (True, "auto"):
         raise ValueError(f"fused = {fused!r}: expected True, False or 'auto'")
-    reason = fused_unsupported(backtester, policy)
+    reason = unsupported(backtester, policy)
     if reason is not None:
         if fused is True:
             raise ValueError(f"fused backtest unavailable: {reason}")
@@ -216,4 +176,4 @@ def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, 
     return run_fused(backtester, starts, lengths, target, norms, keep_curves=keep_curves, keep_trades=keep_trades)
 
 
-__all__ = ["DEFAULT_PRECISION", "fused_unsupported", "maybe_run_fused", "net_unsupported", "run_fused"]
+__all__ = ["DEFAULT_PRECISION", "maybe_run_fused", "run_fused", "unsupported"]

@@ -36,6 +36,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto") -> tuple[list[FoldBack
     """
     import torch
 
+    from foxhunt.accel.backend import resolve
     from foxhunt.agents.model_io import load_model
     from foxhunt.backtest.evaluator import Backtester
     from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
@@ -64,8 +65,9 @@ def backtest_run_dir(run_dir: Path, device: str = "auto") -> tuple[list[FoldBack
             raise ConfigError(f"model {p}: trained on feature spec {meta.spec_version}; the cache now has "
                               f"{market.spec_version}: rebuild the features or retrain")
         loaded.append((FoldRange(**meta.extra["fold"]), net))
-    bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
-    fused = "auto" if market.device.type == "cuda" and cfg.train.eval_fused else False
+    plan = resolve(cfg.accel, cfg.dqn, market.device)  # the run's own backend: evaluate as training did
+    bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=plan.graphs)
+    fused = plan.eval == "fused"
     # Buy-and-hold: one lockstep run of every window under the first fold's statistics (the runner's rule).
     market.set_fold(loaded[0][0])
     starts = [f.val_start for f, _ in loaded]

@@ -65,6 +65,8 @@ import torch
 import triton
 import triton.language as tl
 
+from foxhunt.kernels._triton import is_interpreted
+
 from foxhunt.kernels._backtest_env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_kelly,
 )
@@ -88,11 +90,6 @@ PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16")
 """Dot precision: float32 weights with Triton's ``input_precision`` ("ieee" = exact float32 FMA,
 "tf32" = tensor cores with 10-bit mantissa inputs, "tf32x3" = three tf32 products, ~float32), or
 bf16 weights and activations with float32 accumulation."""
-
-
-def is_interpreted() -> bool:
-    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1 at import)."""
-    return type(_backtest_kernel).__name__ == "InterpretedFunction"
 
 
 @triton.jit

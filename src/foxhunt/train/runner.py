@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from foxhunt.accel.backend import resolve
 from foxhunt.agents.dqn.trainer import DQNTrainer
 from foxhunt.backtest.evaluator import Backtester, bars_per_year
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
@@ -158,8 +159,9 @@ class WalkForwardRunner:
             check_episode_length(cfg.env.episode_length, f.train_start, f.train_end)
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
-        self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed)
-        self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
+        self.plan = resolve(cfg.accel, cfg.dqn, self.market.device)  # ConfigError on a contradiction
+        self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed, plan=self.plan)
+        self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=self.plan.graphs)
         self.bars_per_year = bars_per_year(self.market)
         self._bh: dict[int, BuyHold] | None = None
         self.buy_and_hold_s = 0.0
@@ -182,10 +184,9 @@ class WalkForwardRunner:
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades)
         return agent, self.buy_and_hold().get(fold.fold)
 
-    def _fused(self) -> bool | str:
-        """The backtests' fused flag: "auto" on CUDA when configured (falls back to torch when the
-        kernel does not cover the network), else the torch path."""
-        return "auto" if self.market.device.type == "cuda" and self.tcfg.eval_fused else False
+    def _fused(self) -> bool:
+        """The backtests' fused flag: the plan's ``eval`` (the resolver checked that it can run)."""
+        return self.plan.eval == "fused"
 
     def buy_and_hold(self) -> dict[int, BuyHold]:
         """Buy-and-hold on every fold's validation window, computed once and cached: all windows
@@ -286,6 +287,9 @@ class WalkForwardRunner:
         tcfg, trainer, folds = self.tcfg, self.trainer, self.folds
         ckpt_dir = run_dir / "checkpoints"
         ckpt.clean_temporaries(ckpt_dir)
+        write_json(run_dir / "accel.json", self.plan.to_dict())  # what ran, per component
+        if self.console is not None:
+            self.console.print(self.plan.summary(), highlight=False, soft_wrap=True)
         t0 = time.perf_counter()
         self.buy_and_hold()  # before any restore: always under the first fold's market statistics
         self.buy_and_hold_s = time.perf_counter() - t0

@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from foxhunt.accel.backend import ExecutionPlan
+from foxhunt.accel.graphs import GraphedStep
 from foxhunt.agents.dqn.collector import Collector
 from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
+from foxhunt.agents.dqn.fused_step import FusedTrainStep
 from foxhunt.agents.dqn.learner import QLearner
 from foxhunt.agents.monitor import EpochMonitor, EpochSummary
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayBuffer, ReplayStorage, UniformSampler, WidePER
@@ -24,7 +27,6 @@ from foxhunt.env import RESET_DSR, RESET_PORTFOLIO, RESET_VOL, EnvParams, VecTra
 from foxhunt.errors import FoxhuntError
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
-from foxhunt.train.graphs import GraphedStep
 
 
 class TrainingHalted(FoxhuntError):
@@ -39,19 +41,25 @@ class EpochTiming:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def _matmul_precision(cfg: DQNConfig) -> None:
+def _matmul_precision(precision: str) -> None:
     # tf32 (and bf16, whose training passes stay float32) lets float32 matmuls use the tensor cores.
-    torch.backends.cuda.matmul.allow_tf32 = cfg.matmul_precision in ("tf32", "bf16")
-    torch.backends.cudnn.allow_tf32 = cfg.matmul_precision in ("tf32", "bf16")
+    torch.backends.cuda.matmul.allow_tf32 = precision in ("tf32", "bf16")
+    torch.backends.cudnn.allow_tf32 = precision in ("tf32", "bf16")
 
 
 class DQNTrainer:
-    """Walk-forward DQN training on device-resident market data."""
+    """Walk-forward DQN training on device-resident market data.
 
-    def __init__(self, market: MarketData, env_params: EnvParams, cfg: DQNConfig, seed: int = 0) -> None:
+    plan: how each component runs (``foxhunt.accel.backend.resolve`` of the run's [accel] section);
+    None: plain torch, no graphs (the reference)."""
+
+    def __init__(self, market: MarketData, env_params: EnvParams, cfg: DQNConfig, seed: int = 0,
+                 plan: ExecutionPlan | None = None) -> None:
         if market.fold is None:
             raise ValueError("DQNTrainer: set a fold on the market first")
-        _matmul_precision(cfg)
+        plan = plan or ExecutionPlan(device=str(market.device))
+        self.plan = plan
+        _matmul_precision(plan.matmul_precision)
         self.market = market
         self.cfg = cfg
         self.seed = seed
@@ -62,35 +70,39 @@ class DQNTrainer:
         storage = ReplayStorage(capacity, 3, self.device, gamma=cfg.gamma)
         if cfg.sampler == "uniform":
             sampler = UniformSampler(storage, seed=seed)
-        elif cfg.sampler == "proportional":
+        elif cfg.sampler == "proportional" and cfg.tree_arity == 2:
             # Fused trees descend all levels in one kernel: the searchsorted top (a cumsum, not
             # deterministic on CUDA) saves nothing there, so they start at the root (measured faster).
+            fused = plan.replay == "fused"
             sampler = ProportionalPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
-                                      fused=cfg.fused_replay, search_level=0 if cfg.fused_replay else 16)
-        elif cfg.sampler == "proportional_wide":
-            sampler = WidePER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed)
+                                      fused=fused, search_level=0 if fused else 16)
+        elif cfg.sampler == "proportional":
+            sampler = WidePER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
+                              branch=cfg.tree_arity, backend="triton" if plan.replay == "fused" else "torch")
         else:
             sampler = RankPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, refresh_every=cfg.rank_refresh, seed=seed)
         self.replay = ReplayBuffer(storage, sampler)
         self.monitor = EpochMonitor(self.device)
         self.learner = QLearner(cfg, market, self.replay, self.env.n_actions, n, self.monitor, seed=seed)
-        if cfg.compile_learner:
+        if plan.train_step == "compiled":
             self.learner.compile()
+        elif plan.train_step == "fused":
+            self.learner.fused = FusedTrainStep(self.learner)
         self.curiosity = (
             Curiosity(market, storage, self.env.n_actions, cfg.curiosity_lr, cfg.curiosity_batch, seed) if cfg.curiosity else None
         )
-        self.collector = Collector(cfg, self.env, self.learner, self.replay, self.monitor, self.curiosity, seed)
+        self.collector = Collector(cfg, self.env, self.learner, self.replay, self.monitor, self.curiosity, seed, plan)
         gens = [self.env.sampler.generator, self.collector.generator]
         rows = n * cfg.rollout_len
         self._round = GraphedStep(
-            self.collector.round, self.device, cfg.cuda_graphs,
+            self.collector.round, self.device, plan.graphs,
             generators=gens,
             host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
             after_replay=lambda: storage.advance(rows),
         )
-        self._train = GraphedStep(self.learner.train_step, self.device, cfg.cuda_graphs, generators=[sampler.generator])
+        self._train = GraphedStep(self.learner.train_step, self.device, plan.graphs, generators=[sampler.generator])
         self._curiosity = (
-            GraphedStep(self.curiosity.train_step, self.device, cfg.cuda_graphs, generators=[self.curiosity.generator])
+            GraphedStep(self.curiosity.train_step, self.device, plan.graphs, generators=[self.curiosity.generator])
             if self.curiosity is not None else None
         )
         self.epoch = 0
@@ -173,7 +185,7 @@ class DQNTrainer:
         earlier epoch's summary that has already landed (no blocking wait), else None; only when the
         ring of in-flight summaries is full does the host wait for the oldest (back-pressure)."""
         self.run_epoch()
-        if not self.cfg.lagged_readback:
+        if self.plan.readback != "lagged":
             return self._collect_summary()
         m = self.monitor
         if m.pending >= m.RING or (m.pending > 1 and m.ready()):

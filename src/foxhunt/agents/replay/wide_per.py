@@ -34,6 +34,7 @@ from typing import Literal
 import torch
 
 from foxhunt.agents.replay.base import TreePER
+from foxhunt.agents.replay.fused import unsupported as fused_unsupported
 from foxhunt.agents.replay.storage import ReplayStorage
 
 Op = Literal["sum", "min"]
@@ -42,17 +43,6 @@ Op = Literal["sum", "min"]
 def _level_start(branch: int, d: int) -> int:
     """Flat offset of level d (kept equal to ``wide_tree_fused.level_start``; the kernels are optional)."""
     return branch - 1 if d == 0 else branch + branch * (branch ** (d - 1) - 1) // (branch - 1)
-
-
-def triton_unavailable(device: torch.device | str) -> str | None:
-    """Why the wide-tree Triton kernels cannot run on ``device`` (None when they can)."""
-    try:
-        from foxhunt.kernels import wide_tree_fused
-    except ImportError as exc:
-        return f"triton is not available ({exc})"
-    if torch.device(device).type != "cuda" and not wide_tree_fused.is_interpreted():
-        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
-    return None
 
 
 class WideTree:
@@ -183,7 +173,7 @@ class WidePER(TreePER):
         super().__init__(storage, beta=beta, seed=seed, weight_norm=weight_norm)
         if backend not in ("auto", "triton", "torch"):
             raise ValueError(f"WidePER: backend must be 'auto', 'triton' or 'torch', got {backend!r}")
-        reason = triton_unavailable(self.device)
+        reason = fused_unsupported(self.device)
         if backend == "triton" and reason is not None:
             raise ValueError(f"WidePER: Triton wide trees unavailable: {reason}")
         self.backend = "triton" if backend == "triton" or (backend == "auto" and reason is None) else "torch"
@@ -242,4 +232,4 @@ class WidePER(TreePER):
         return idx_out, w_out
 
 
-__all__ = ["WidePER", "WideTree", "descend_torch", "rebuild_torch", "triton_unavailable", "write_leaves_torch"]
+__all__ = ["WidePER", "WideTree", "descend_torch", "rebuild_torch", "write_leaves_torch"]
