@@ -100,7 +100,8 @@ def _assert_states_close(a: dict, b: dict, rtol: float) -> None:
 
 def _pair(fused_compile: bool | None, **kw):
     """Two trainers on the same seed and replay contents: eager reference and fused learner.
-    fused_compile None: the fused step comes from the config (compiled, as in training)."""
+    fused_compile None: the fused step comes from the plan (train_step = "fused": compiled on CUDA,
+    eager on the CPU); True / False: a FusedTrainStep compiled or not, installed directly."""
     a = small_trainer(seed=4, **kw)
     b = small_trainer(seed=4, train_step="fused" if fused_compile is None else "torch", **kw)
     if fused_compile is not None:
@@ -171,8 +172,8 @@ def test_the_fused_step_does_no_host_reads():
 
 @pytest.mark.slow
 def test_compiled_fused_step_equals_eager_skips_nan_and_trains_an_epoch():
-    """The config path (torch.compile, fullgraph) on the CPU: one compile of ~20 s."""
-    a, b = _pair(None, sampler="proportional", target_update="hard", n_step=3, max_skipped_steps=5, **SCHEDULES)
+    """The compiled program (torch.compile, fullgraph; CUDA's path) on the CPU: one compile of ~20 s."""
+    a, b = _pair(True, sampler="proportional", target_update="hard", n_step=3, max_skipped_steps=5, **SCHEDULES)
     assert b.learner.fused is not None
     for _ in range(5):
         a.learner.train_step()

@@ -67,7 +67,7 @@ class ExecutionPlan:
     backend: str = "torch"
     device: str = "cpu"
     triton: str = "unavailable"
-    notes: dict[str, str] = field(default_factory=dict)
+    notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -87,7 +87,9 @@ class DQNTrainer:
         if plan.train_step == "compiled":
             self.learner.compile()
         elif plan.train_step == "fused":
-            self.learner.fused = FusedTrainStep(self.learner)
+            # torch.compile is a CUDA path here (as for "compiled"): on a CPU the same hand-written-
+            # backward program runs eagerly (tests/agents/test_dqn_fused_step.py compiles it on the CPU).
+            self.learner.fused = FusedTrainStep(self.learner, compile=self.device.type == "cuda")
         self.curiosity = (
             Curiosity(market, storage, self.env.n_actions, cfg.curiosity_lr, cfg.curiosity_batch, seed) if cfg.curiosity else None
         )
