@@ -3,11 +3,16 @@
 A checkpoint is a directory ``checkpoints/f{fold:03d}-e{epoch:05d}-{kind}`` (kind ``epoch``: inside
 a fold, ``end``: the fold is finished and evaluated) holding
 
-    trainer.safetensors   every tensor of ``trainer.state_tensors()`` (+ curiosity's Adam moments)
-    replay.safetensors    the replay storage arrays and the sampler's trees / priorities / beta
-    rng.safetensors       the state (uint8) of every torch.Generator the training draws from
-    manifest.json         versions, config hash, data hash (MarketData.source_sha256), host counters
-                          (fold, epoch, rounds, replay pos/size, ...) and the sha256 of each file
+    <component>.safetensors   the ``state_dict()`` of each of the trainer's stateful components
+                              (learner, replay, env, collector, monitor, curiosity if on, trainer's
+                              host counters): live tensors, generator states, host integers
+    manifest.json             versions, config hash, data hash (MarketData.source_sha256), the
+                              component list and the sha256 of each file
+
+This module knows nothing of a component's insides: ``trainer.state_dict()`` gives the dicts and
+``trainer.load_state_dict()`` checks and copies them back (``foxhunt.state``). A checkpoint of an
+older format (1: written before components saved their own state) is refused with a message
+saying so: it cannot be resumed by this version.
 
 Writing: everything goes into ``checkpoints/.tmp-<name>-<pid>``; each file is fsynced; the manifest
 is written last; the directory is fsynced, renamed to its final name, and the parent fsynced. A
@@ -36,17 +41,17 @@ from safetensors.torch import save as st_save
 
 import foxhunt
 from foxhunt.errors import CacheError
+from foxhunt.state import ComponentStateError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: one safetensors file per component state dict. 1 (older): trainer / replay / rng files."""
 MANIFEST = "manifest.json"
-FILES = ("trainer.safetensors", "replay.safetensors", "rng.safetensors")
 TMP_PREFIX = ".tmp-"
 TRASH_PREFIX = ".trash-"
 SLEEP_ENV = "FOXHUNT_TEST_CHECKPOINT_SLEEP"
 """Test hook: seconds to sleep between the files of a save (so that a kill can land inside it)."""
 
 _NAME_RE = re.compile(r"^f(\d{3,})-e(\d{5,})-(epoch|end)$")
-_STORAGE_FIELDS = ("bar", "portfolio", "action", "reward", "done", "next_bar", "next_portfolio", "discount", "pos_t", "size_t")
 
 
 class CheckpointError(CacheError):
@@ -54,48 +59,9 @@ class CheckpointError(CacheError):
 
 
 # --------------------------------------------------------------------------- what is saved
-def trainer_tensors(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:
-    """The live device tensors of ``trainer`` (a DQNTrainer), grouped by file (no copies).
-
-    Loading copies into exactly these tensors in place, so captured CUDA graphs stay valid.
-    """
-    main = dict(trainer.state_tensors())
-    main["collector.epsilon"] = trainer.collector.epsilon
-    storage, sampler = trainer.replay.storage, trainer.replay.sampler
-    replay = {f"storage.{f}": getattr(storage, f) for f in _STORAGE_FIELDS}
-    replay["sampler.beta"] = sampler.beta
-    for name in ("max_priority", "priorities", "order"):
-        if hasattr(sampler, name):
-            replay[f"sampler.{name}"] = getattr(sampler, name)
-    for name in ("sum_tree", "min_tree"):
-        if hasattr(sampler, name):
-            replay[f"sampler.{name}"] = getattr(sampler, name).tree
-    return {"trainer.safetensors": main, "replay.safetensors": replay}
-
-
-def generators(trainer: Any) -> dict[str, torch.Generator]:
-    """Every torch.Generator that training draws from, by a stable name."""
-    gens = {
-        "env_start_sampler": trainer.env.sampler.generator,
-        "collector": trainer.collector.generator,
-        "replay_sampler": trainer.replay.sampler.generator,
-    }
-    if trainer.curiosity is not None:
-        gens["curiosity"] = trainer.curiosity.generator
-    return gens
-
-
-def host_counters(trainer: Any) -> dict[str, int]:
-    """Host-side integers a resumed trainer needs (known by construction, never read back)."""
-    out = {
-        "trainer_epoch": int(trainer.epoch),
-        "trainer_rounds": int(trainer.rounds),
-        "replay_pos": int(trainer.replay.storage.pos),
-        "replay_size": int(trainer.replay.storage.size),
-    }
-    if hasattr(trainer.replay.sampler, "n_updates"):
-        out["sampler_n_updates"] = int(trainer.replay.sampler.n_updates)
-    return out
+def component_files(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:
+    """``{file name: state dict}``: one file per component of ``trainer.state_dict()`` (live tensors)."""
+    return {f"{name}.safetensors": state for name, state in trainer.state_dict().items()}
 
 
 # --------------------------------------------------------------------------- names
@@ -180,10 +146,9 @@ def save(ckpt_dir: Path, trainer: Any, *, fold: int, epoch: int, fold_done: bool
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     pause = float(os.environ.get(SLEEP_ENV, "0") or 0)
-    groups = trainer_tensors(trainer)
-    groups["rng.safetensors"] = {k: g.get_state() for k, g in generators(trainer).items()}
+    groups = component_files(trainer)
     files: dict[str, dict[str, Any]] = {}
-    for fname in FILES:
+    for fname in sorted(groups):
         host = _to_host(groups[fname])
         data = st_save(host, metadata={"format": str(FORMAT_VERSION)})
         files[fname] = {"sha256": _write_file(tmp / fname, data), "bytes": len(data), "tensors": len(host)}
@@ -197,8 +162,7 @@ def save(ckpt_dir: Path, trainer: Any, *, fold: int, epoch: int, fold_done: bool
         "fold": fold,
         "epoch": epoch,
         "fold_done": fold_done,
-        "host": host_counters(trainer),
-        "generators": sorted(generators(trainer)),
+        "components": sorted(name.removesuffix(".safetensors") for name in groups),
         "run": extra or {},
         "files": files,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -224,10 +188,17 @@ def read_manifest(path: Path) -> dict[str, Any]:
         manifest = json.loads(mpath.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"checkpoint {mpath}: unreadable manifest ({exc})") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_VERSION:
-        raise CheckpointError(f"checkpoint {mpath}: unknown format {manifest.get('format') if isinstance(manifest, dict) else '?'!r} (expected {FORMAT_VERSION})")
+    fmt = manifest.get("format") if isinstance(manifest, dict) else None
+    if fmt == 1:
+        raise CheckpointError(f"checkpoint {mpath}: format 1 was written by an older foxhunt (before components saved "
+                              f"their own state); this version cannot resume it: start a new run")
+    if fmt != FORMAT_VERSION:
+        raise CheckpointError(f"checkpoint {mpath}: unknown format {fmt!r} (expected {FORMAT_VERSION})")
     files = manifest.get("files", {})
-    for fname in FILES:
+    comps = manifest.get("components")
+    if not isinstance(comps, list) or not isinstance(files, dict):
+        raise CheckpointError(f"checkpoint {mpath}: no component list")
+    for fname in (f"{c}.safetensors" for c in comps):
         fpath = path / fname
         if fname not in files:
             raise CheckpointError(f"checkpoint {mpath}: no entry for {fname}")
@@ -247,48 +218,26 @@ def check_identity(path: Path, manifest: dict[str, Any], config_hash: str, data_
         raise CheckpointError(f"checkpoint {path}: written for other data (data sha256 {str(manifest.get('data_sha256'))[:12]}… ≠ {data_hash[:12]}…)")
 
 
-def _copy_group(path: Path, fname: str, live: dict[str, torch.Tensor]) -> None:
-    fpath = path / fname
-    try:
-        loaded = st_load(fpath.read_bytes())
-    except Exception as exc:  # safetensors raises its own error types
-        raise CheckpointError(f"checkpoint file {fpath}: unreadable ({exc})") from None
-    if set(loaded) != set(live):
-        missing = sorted(set(live) - set(loaded)) or sorted(set(loaded) - set(live))
-        raise CheckpointError(f"checkpoint file {fpath}: tensor set does not match this trainer (e.g. {missing[0]!r})")
-    for k, dst in live.items():
-        src = loaded[k]
-        if src.shape != dst.shape or src.dtype != dst.dtype:
-            raise CheckpointError(
-                f"checkpoint file {fpath}: tensor {k!r} is {src.dtype} {list(src.shape)}, this trainer has {dst.dtype} {list(dst.shape)}"
-            )
-    with torch.no_grad():
-        for k, dst in live.items():
-            dst.copy_(loaded[k])
-
-
 def restore(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
     """Copy checkpoint ``path`` (already verified by ``read_manifest``) into ``trainer`` in place.
 
     The trainer must be built with the same configuration and have the checkpoint's fold set
-    (``reset_for_fold``); every tensor, generator and host counter is then overwritten.
+    (``reset_for_fold``); ``trainer.load_state_dict`` then overwrites every component's state.
     """
-    for fname, live in trainer_tensors(trainer).items():
-        _copy_group(path, fname, live)
-    gens = generators(trainer)
-    rng_path = path / "rng.safetensors"
-    states = st_load(rng_path.read_bytes())
-    if set(states) != set(gens):
-        raise CheckpointError(f"checkpoint file {rng_path}: generators {sorted(states)} ≠ this trainer's {sorted(gens)}")
-    for k, g in gens.items():
+    live = component_files(trainer)
+    want = sorted(name.removesuffix(".safetensors") for name in live)
+    if sorted(manifest["components"]) != want:
+        raise CheckpointError(f"checkpoint {path}: components {sorted(manifest['components'])} ≠ this trainer's {want}")
+    state: dict[str, dict[str, torch.Tensor]] = {}
+    for fname in live:
+        fpath = path / fname
         try:
-            g.set_state(states[k])
-        except RuntimeError as exc:
-            raise CheckpointError(f"checkpoint file {rng_path}: generator {k!r} state rejected ({exc})") from None
-    host = manifest["host"]
-    trainer.epoch = int(host["trainer_epoch"])
-    trainer.rounds = int(host["trainer_rounds"])
-    trainer.replay.storage.pos = int(host["replay_pos"])
-    trainer.replay.storage.size = int(host["replay_size"])
-    if "sampler_n_updates" in host:
-        trainer.replay.sampler.n_updates = int(host["sampler_n_updates"])
+            state[fname.removesuffix(".safetensors")] = st_load(fpath.read_bytes())
+        except Exception as exc:  # safetensors raises its own error types
+            raise CheckpointError(f"checkpoint file {fpath}: unreadable ({exc})") from None
+    try:
+        trainer.load_state_dict(state)
+    except ComponentStateError as exc:
+        raise CheckpointError(f"checkpoint file {path / (exc.component + '.safetensors')}: {exc}") from None
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {path}: {exc}") from None

@@ -117,14 +117,15 @@ def read_run_dir(run_dir: Path) -> tuple[Config, ResumePoint]:
     for need in ("config.toml", "folds.json"):
         if not (run_dir / need).is_file():
             raise RunDirError(f"--resume {run_dir}: {need} is missing (not a foxhunt train run directory)")
+    last = ckpt.latest(run_dir / "checkpoints")
+    manifest = ckpt.read_manifest(last) if last is not None else None  # first: an old format says so
     try:
         config = load_config(run_dir / "config.toml")
     except ConfigError as exc:
         raise RunDirError(f"--resume {run_dir}: {exc}") from None
-    last = ckpt.latest(run_dir / "checkpoints")
     if last is None:
         return config, ResumePoint(None)
-    return config, ResumePoint(last, ckpt.read_manifest(last))
+    return config, ResumePoint(last, manifest)
 
 
 def check_resume(run_dir: Path, config: Config, prepared: Prepared, point: ResumePoint) -> None:

@@ -24,6 +24,7 @@ from foxhunt.agents.networks import N_FACTORED_ACTIONS
 from foxhunt.agents.replay import ReplayBuffer, Transitions
 from foxhunt.env import VecTradingEnv
 from foxhunt.env.fused import FusedEnvStep
+from foxhunt.state import pack, unpack
 
 
 class Collector:
@@ -81,6 +82,14 @@ class Collector:
             self._env_step = torch.compile(env.step, dynamic=False)
         else:
             self._env_step = env.step
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """ε schedule position, ε, and the exploration generator (``foxhunt.state`` convention)."""
+        return pack({"env_steps": self.env_steps, "epsilon": self.epsilon}, generators={"generator": self.generator})
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        unpack("Collector", state, {"env_steps": self.env_steps, "epsilon": self.epsilon},
+               generators={"generator": self.generator})
 
     def reset(self) -> None:
         """New fold: ε schedule restarts."""

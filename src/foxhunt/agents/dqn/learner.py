@@ -26,6 +26,7 @@ from foxhunt.agents.monitor import EpochMonitor
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.agents.replay import ReplayBuffer
 from foxhunt.market import MarketData
+from foxhunt.state import load_into
 
 
 RECORD_FIELDS = ("loss", "grad_norm", "td_abs_mean", "q_sum", "q_min", "q_max", "ok", "nonfinite", "over_clip")
@@ -198,8 +199,9 @@ class QLearner:
             self.target_flat.copy_(torch.where(due, self.flat.data, self.target_flat))
 
     # ------------------------------------------------------------------ checkpoints
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        """Every tensor a resumed run needs (flat weights, target, Adam, counters, guard)."""
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Every tensor a resumed run needs (flat weights, target, Adam, counters, guard): live
+        tensors (``foxhunt.state`` convention)."""
         return {
             "online": self.flat.data,
             "target": self.target_flat,
@@ -209,8 +211,12 @@ class QLearner:
             "skipped_total": self.skipped_total,
             "halted": self.halted,
             "collapse_flag": self.collapse_flag,
-            **self.opt.state_tensors(),
+            **self.opt.state_dict(),
         }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Copy a ``state_dict`` of a learner of the same shape into this one (in place)."""
+        load_into("QLearner", self.state_dict(), state)
 
 
 def _rehome(module: nn.Module, flat: torch.Tensor) -> None:

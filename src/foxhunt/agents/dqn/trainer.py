@@ -27,6 +27,7 @@ from foxhunt.env import RESET_DSR, RESET_PORTFOLIO, RESET_VOL, EnvParams, VecTra
 from foxhunt.errors import FoxhuntError
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
+from foxhunt.state import ComponentStateError, pack, unpack
 
 
 class TrainingHalted(FoxhuntError):
@@ -227,12 +228,34 @@ class DQNTrainer:
         return f"training halted by the guard in fold {fold}, epoch {s.epoch}: {what}"
 
     # ------------------------------------------------------------------ state
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        """Device tensors of everything that changes during training (for checkpoints)."""
-        out = {f"learner.{k}": v for k, v in self.learner.state_tensors().items()}
-        out.update({f"env.{k}": v for k, v in self.env.state.tensors().items()})
-        out["collector.env_steps"] = self.collector.env_steps
+    def components(self) -> dict[str, object]:
+        """Every stateful component by a stable name (each has state_dict / load_state_dict)."""
+        comps: dict[str, object] = {"learner": self.learner, "replay": self.replay, "env": self.env,
+                                    "collector": self.collector, "monitor": self.monitor}
         if self.curiosity is not None:
-            out["curiosity.weights"] = self.curiosity.flat.data
-            out.update({f"curiosity.{k}": v for k, v in self.curiosity.opt.state_tensors().items()})
+            comps["curiosity"] = self.curiosity
+        return comps
+
+    def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
+        """{component: its state dict} (live tensors, ``foxhunt.state`` convention), plus the
+        trainer's own host counters under ``trainer``."""
+        out = {name: c.state_dict() for name, c in self.components().items()}  # type: ignore[attr-defined]
+        out["trainer"] = pack({}, {"epoch": self.epoch, "rounds": self.rounds})
         return out
+
+    def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Restore a ``state_dict`` of a trainer built with the same configuration, in place (the
+        captured graphs stay valid). ValueError naming the component and the first mismatch."""
+        comps = self.components()
+        if set(state) != set(comps) | {"trainer"}:
+            raise ValueError(f"DQNTrainer: components {sorted(state)} ≠ this trainer's {sorted([*comps, 'trainer'])}")
+        for name, comp in comps.items():
+            try:
+                comp.load_state_dict(state[name])  # type: ignore[attr-defined]
+            except ValueError as exc:
+                raise ComponentStateError(name, str(exc)) from None
+        try:
+            host = unpack("DQNTrainer", state["trainer"], {}, ("epoch", "rounds"))
+        except ValueError as exc:
+            raise ComponentStateError("trainer", str(exc)) from None
+        self.epoch, self.rounds = host["epoch"], host["rounds"]
