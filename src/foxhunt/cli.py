@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Callable, Optional, TypeVar
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
+from foxhunt.console import console, err_console
 from foxhunt.errors import FoxhuntError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="GPU-resident RL trading agents: data, features, folds, training, backtests.")
@@ -23,8 +23,6 @@ features_app = typer.Typer(no_args_is_help=True, help="Build the content-hashed 
 app.add_typer(data_app, name="data")
 app.add_typer(features_app, name="features")
 
-console = Console()
-err_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., object])
 
 

@@ -23,7 +23,6 @@ from foxhunt.agents.replay import ReplayBuffer, ReplayStorage, WidePER  # noqa: 
 from foxhunt.agents.replay import reference as ref  # noqa: E402
 from foxhunt.accel import triton as accel_triton  # noqa: E402
 from foxhunt.agents.replay import fused as replay_fused  # noqa: E402
-from foxhunt.agents.replay import wide_per as wp  # noqa: E402
 from foxhunt.accel.graphs import capture  # noqa: E402
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
 from tests.helpers import capture_guards  # noqa: E402

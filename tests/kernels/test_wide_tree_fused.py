@@ -27,7 +27,7 @@ from foxhunt.agents.replay import reference as ref  # noqa: E402
 from foxhunt.agents.replay.wide_per import WideTree, descend_torch, rebuild_torch, write_leaves_torch  # noqa: E402
 from foxhunt.kernels import wide_tree_fused as wk  # noqa: E402
 from foxhunt.accel.graphs import capture  # noqa: E402
-from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
+
 from tests.helpers import capture_guards  # noqa: E402
 
 DEV = torch.device("cpu" if wk.is_interpreted() else "cuda")

@@ -13,22 +13,22 @@ once at the end (and, on request, the curves and trades).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
-from foxhunt.backtest.metrics import METRIC_NAMES, TradeRecords, compute_metrics, metrics_to_dicts
+from foxhunt.accel.graphs import GraphedStep
+from foxhunt.backtest.fused import maybe_run_fused
+from foxhunt.backtest.metrics import METRIC_NAMES
 from foxhunt.backtest.policies import Policy
+from foxhunt.backtest.result import STATUS_BUST, STATUS_OK, BacktestResult, assemble_result, trade_rows
 from foxhunt.env import EnvParams, EnvState, EnvTensors, StepOutput
 from foxhunt.env.state import portfolio_features
 from foxhunt.env.vec_env import reset as env_reset
 from foxhunt.env.vec_env import step as env_step
 from foxhunt.market import MarketData, NormStats
-from foxhunt.accel.graphs import GraphedStep
 
-STATUS_OK, STATUS_BUST = 0, 1
 _SHAPING_OFF = dict(
     risk_weight=0.0, diversity_penalty=0.0, curiosity_weight=0.0, barrier_profit_scale=0.0,
     barrier_stop_scale=0.0, end_on_barrier=False, reward_mode="return", reward_scale=1.0,
@@ -47,24 +47,6 @@ def bars_per_year(market: MarketData) -> float:
         return 252.0
     sec = float(np.median(np.diff(ts))) / 1e9
     return 252.0 if sec >= 20 * 3600 else 365.25 * 86_400 / sec
-
-
-@dataclass
-class BacktestResult:
-    """Host-side results. metrics: one dict per window (``METRIC_NAMES`` + status)."""
-
-    metrics: list[dict[str, float]]
-    starts: np.ndarray
-    lengths: np.ndarray
-    returns: np.ndarray | None = None  # [W, T] per-bar simple returns (0 past each length)
-    positions: np.ndarray | None = None  # [W, T] exposure after each step
-    trades: list[dict[str, float]] | None = None  # round trips, in window then time order
-    metrics_tensor: torch.Tensor | None = None  # [W, M] on the device
-
-    def equity(self, w: int) -> np.ndarray:
-        """Equity curve of window w starting at 1 (needs returns)."""
-        assert self.returns is not None
-        return np.concatenate([[1.0], np.cumprod(1.0 + self.returns[w, : self.lengths[w]].astype(np.float64))])
 
 
 class Backtester:
@@ -107,8 +89,6 @@ class Backtester:
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"window {i}: start {st[i]} + length {ln[i]} must lie inside the data (last bar {m.n_bars - 1})")
         if fused:
-            from foxhunt.backtest.fused import maybe_run_fused  # local import: fused.py imports this module
-
             res = maybe_run_fused(self, st, ln, policy, fused, norms=norms, keep_curves=keep_curves,
                                   keep_trades=keep_trades)
             if res is not None:
@@ -210,38 +190,5 @@ class _Run:
         return res
 
 
-def assemble_result(bt: Backtester, starts: np.ndarray, lengths: np.ndarray, returns: torch.Tensor,
-                    positions: torch.Tensor, trade_ret: torch.Tensor, trade_closed: torch.Tensor,
-                    bust: torch.Tensor, keep_curves: bool) -> BacktestResult:
-    """Metrics and status codes of a finished backtest, read back together (one readback).
-
-    returns, positions: [W, T] (T ≥ every length); trade_ret / trade_closed: [W, T'] per-bar round
-    trips; bust: [W] bool. Shared by the torch path and the fused kernel's adapter.
-    """
-    w = returns.shape[0]
-    dev = returns.device
-    trades = TradeRecords(window=torch.arange(w, device=dev).repeat_interleave(trade_ret.shape[1]),
-                          ret=trade_ret.reshape(-1), valid=trade_closed.reshape(-1))
-    metrics = compute_metrics(returns, torch.as_tensor(lengths, device=dev), bars_per_year=bt.bars_per_year,
-                              positions=positions, trades=trades)
-    status = torch.where(bust, float(STATUS_BUST), float(STATUS_OK)).to(metrics.dtype)
-    rows = metrics_to_dicts(torch.cat([metrics, status.unsqueeze(1)], 1), (*METRIC_NAMES, "status"))
-    res = BacktestResult(rows, starts, lengths, metrics_tensor=metrics)
-    if keep_curves:
-        res.returns = returns.cpu().numpy()
-        res.positions = positions.cpu().numpy()
-    return res
-
-
-def trade_rows(closed: torch.Tensor, fields: dict[str, torch.Tensor | np.ndarray]) -> list[dict[str, float]]:
-    """Round trips in window then time order from per-bar [W, T] arrays (one readback each)."""
-    mask = closed.cpu().numpy()
-    host = {k: (v.cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in fields.items()}
-    ints = ("entry_bar", "exit_bar", "side")
-    return [
-        {"window": int(wi), **{k: (int(v[wi, ti]) if k in ints else float(v[wi, ti])) for k, v in host.items()}}
-        for wi, ti in zip(*np.nonzero(mask))
-    ]
-
-
-__all__ = ["Backtester", "BacktestResult", "METRIC_NAMES", "bars_per_year", "execution_params"]
+__all__ = ["STATUS_BUST", "STATUS_OK", "Backtester", "BacktestResult", "METRIC_NAMES", "assemble_result", "bars_per_year",
+           "execution_params", "trade_rows"]

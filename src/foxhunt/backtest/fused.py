@@ -11,8 +11,8 @@ reserve, max_position, Kelly sizing, bust), factored and exposure action modes, 
 without volume, per-window normalisation, any window lengths. Not covered (``unsupported``
 says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path): policies other than
 ``GreedyPolicy`` of a ``DuelingQNet`` with two trunk layers and LeakyReLU activations (ensembles,
-fixed actions / exposures, PPO actors), networks wider than 512 units (``agents.networks.fused_net_unsupported``), and a CPU without the Triton
-interpreter (TRITON_INTERPRET=1). Barrier labels, DSR, diversity and curiosity are not computed:
+PPO actors), networks wider than 512 units (``agents.networks.fused_net_unsupported``), and a
+device where Triton cannot run (``foxhunt.accel.triton``: a CPU needs TRITON_INTERPRET=1). Barrier labels, DSR, diversity and curiosity are not computed:
 with shaping off they change no return, position or trade.
 
 Precision: "tf32" by default (``DEFAULT_PRECISION``); "ieee" is float32 throughout (slower),
@@ -23,22 +23,21 @@ torch path's (only at near-ties of Q).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
-from torch import nn
 
 from foxhunt.accel.triton import unavailable
 from foxhunt.agents.networks import DuelingQNet, fused_net_unsupported
-from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, trade_rows
+from foxhunt.backtest.result import BacktestResult, assemble_result, trade_rows
 from foxhunt.backtest.policies import ActionPolicy, GreedyPolicy
 from foxhunt.env.params import EnvTensors
-from foxhunt.kernels.backtest_fused import (
-    ExecParams, FusedOutputs, MarketArrays, fused_backtest,
-)
-from foxhunt.kernels.dueling_mlp_fused import pack_net
+from foxhunt.kernels._backtest_host import ExecParams, FusedOutputs, MarketArrays
 from foxhunt.market import MarketData, NormStats
+
+if TYPE_CHECKING:
+    from foxhunt.backtest.evaluator import Backtester
 
 DEFAULT_PRECISION = "tf32"
 
@@ -115,6 +114,9 @@ def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQ
         actions = actions.to(device=dev, dtype=torch.int64).contiguous()
         if actions.dim() != 2 or actions.shape[0] != st.shape[0]:
             raise ValueError(f"actions: expected [{st.shape[0]}, T] (one row per window), got {tuple(actions.shape)}")
+    from foxhunt.kernels.backtest_fused import fused_backtest  # Triton: imported only when a kernel runs
+    from foxhunt.kernels.dueling_mlp_fused import pack_net
+
     return fused_backtest(
         market_arrays(m), torch.as_tensor(st, device=dev), torch.as_tensor(ln, device=dev), mean, inv,
         pack_net(net, precision) if net is not None else None, exec_params(backtester), n_steps=int(ln.max()),
