@@ -156,7 +156,7 @@ def test_every_accepted_set_runs_one_epoch_and_its_validation_backtest_on_the_cp
         s = tr.replay.sampler
         assert isinstance(s, samplers[sampler if sampler != "proportional" else arity]), plan
         if sampler == "proportional":
-            fused = (s.fused if arity == 2 else s.backend == "triton")
+            fused = (s.fused if arity == 2 else s.backend == "fused")
             assert fused == (plan.replay == "fused"), plan
         assert (tr.learner.fused is not None) == (plan.train_step == "fused"), plan
         assert (tr.collector._fused is not None) == (plan.acting == "fused"), plan

@@ -51,3 +51,13 @@ def test_gpu_graphed_step_does_one_step_of_work_per_call_and_restores_host_state
         step()
     torch.cuda.synchronize()
     assert step.graph is not None and int(counter) == 4 and host["pos"] == 4
+
+
+def test_sections_come_from_an_explicit_registry_and_a_missing_module_is_not_swallowed(monkeypatch):
+    from foxhunt import config
+
+    assert "foxhunt.accel.config" in config.SECTION_MODULES
+    assert {"accel", "dqn", "env", "train"} <= set(config.build_config({}).sections())
+    monkeypatch.setattr(config, "SECTION_MODULES", (*config.SECTION_MODULES, "foxhunt.backtest.config"))
+    with pytest.raises(ModuleNotFoundError, match="foxhunt.backtest.config"):
+        config.build_config({})

@@ -107,7 +107,7 @@ def test_triton_and_torch_backends_give_the_same_samples_weights_and_trees(capac
     new rows at the max priority and at given |δ|, batches 1, 5, 64): bitwise equal."""
     g = torch.Generator(DEV).manual_seed(capacity)
     st = ReplayStorage(capacity, device=DEV)
-    a, b = WidePER(st, seed=3, backend="torch"), WidePER(st, seed=3, backend="triton", weight_norm="buffer")
+    a, b = WidePER(st, seed=3, backend="torch"), WidePER(st, seed=3, backend="fused", weight_norm="buffer")
     for step in range(6):
         n = min(capacity, 1 + 17 * step % 50)
         slots = st.add(make_transitions(n, DEV, start=100 * step))
@@ -127,7 +127,7 @@ def test_triton_and_torch_backends_give_the_same_samples_weights_and_trees(capac
         assert torch.equal(b.max_priority, a.max_priority)
 
 
-@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=needs_triton)])
+@pytest.mark.parametrize("backend", ["torch", pytest.param("fused", marks=needs_triton)])
 def test_wide_add_sample_update_do_no_host_reads(backend):
     st = ReplayStorage(50, device=DEV)
     replay = ReplayBuffer(st, WidePER(st, backend=backend, weight_norm="batch"))
@@ -150,7 +150,7 @@ def test_wide_backend_choice_and_errors(monkeypatch):
     monkeypatch.setattr(accel_triton, "is_interpreted", lambda: False)
     assert WidePER(st).backend == "torch"  # auto falls back on a CPU without the interpreter
     with pytest.raises(ValueError, match="WidePER: Triton .*TRITON_INTERPRET"):
-        WidePER(st, backend="triton")
+        WidePER(st, backend="fused")
     with pytest.raises(ValueError, match="branch"):
         WidePER(st, branch=6)
     with pytest.raises(ValueError, match="empty"):
@@ -163,7 +163,7 @@ def test_dqn_epoch_runs_with_the_wide_sampler():
     tr = small_trainer(small_market(device=DEV), seed=3, sampler="proportional", tree_arity=32,
                        replay="fused" if TRITON else "torch")
     s = tr.replay.sampler
-    assert isinstance(s, WidePER) and s.backend == ("triton" if TRITON else "torch")
+    assert isinstance(s, WidePER) and s.backend == ("fused" if TRITON else "torch")
     tr.run_epoch()
     assert not torch.equal(tr.learner.flat.data, tr.learner._init_weights)  # it trained (sample + update)
     assert s.total.item() > 0 and s.max_priority.item() >= 1.0
@@ -180,7 +180,7 @@ def test_gpu_wide_per_triton_equals_torch_and_graph_replay_equals_eager_at_1m_sl
         st.add(make_transitions(1 << 16, DEV, start=k << 16))
     td0 = torch.rand(cap, device=DEV, generator=torch.Generator(DEV).manual_seed(0)) * 3
     slots = torch.arange(cap, device=DEV)
-    twin, eager, graphed = (WidePER(st, seed=1, backend=be) for be in ("torch", "triton", "triton"))
+    twin, eager, graphed = (WidePER(st, seed=1, backend=be) for be in ("torch", "fused", "fused"))
     for s in (twin, eager, graphed):
         s.on_add(slots, td0)
     assert torch.equal(eager.sum_tree.tree, twin.sum_tree.tree) and torch.equal(eager.min_tree.tree, twin.min_tree.tree)

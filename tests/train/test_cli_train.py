@@ -144,13 +144,13 @@ def test_bad_resume_directories_are_refused_and_left_untouched(tmp_path):
     run = tmp_path / "runs" / "r"
     assert "cannot be combined with --epochs" in _assert_one_line_exit_2(_train("--resume", str(run), "--epochs", "3"))
     last = ckpt.latest(run / "checkpoints")
-    data = bytearray((last / "trainer.safetensors").read_bytes())
+    data = bytearray((last / "learner.safetensors").read_bytes())
     data[100] ^= 0x01
-    (last / "trainer.safetensors").write_bytes(bytes(data))
+    (last / "learner.safetensors").write_bytes(bytes(data))
     (run / "checkpoints" / ".tmp-f001-e00009-epoch-1").mkdir()  # a leftover: must survive a refused resume
     before = snapshot(run)
     text = _assert_one_line_exit_2(_train("--resume", str(run)))
-    assert "trainer.safetensors" in text and "corrupt" in text
+    assert "learner.safetensors" in text and "corrupt" in text
     assert snapshot(run) == before
     (run / "config.toml").write_text("[dqn]\nn_envs = -1\n")
     assert "dqn.n_envs" in _assert_one_line_exit_2(_train("--resume", str(run)))
@@ -227,3 +227,18 @@ def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path
     assert {p: plan[p] for p in ("env_step", "acting", "train_step", "replay", "eval")} == dict.fromkeys(
         ("env_step", "acting", "train_step", "replay", "eval"), "fused")
     assert "accel: backend=fused" in res.stdout
+
+
+def test_resuming_a_run_written_before_component_state_is_refused_in_one_line(tmp_path):
+    """An older run directory: its config has the removed speed switches and its checkpoint the
+    format-1 layout; --resume says the checkpoint cannot be resumed (not which key to edit)."""
+    run = tmp_path / "runs" / "old"
+    (run / "checkpoints" / "f000-e00001-epoch").mkdir(parents=True)
+    (run / "config.toml").write_text("[dqn]\ncuda_graphs = true\nfused_env = false\n")
+    (run / "folds.json").write_text("[]\n")
+    manifest = {"format": 1, "files": {"trainer.safetensors": {}}, "host": {}, "generators": []}
+    (run / "checkpoints" / "f000-e00001-epoch" / "manifest.json").write_text(json.dumps(manifest))
+    before = snapshot(run)
+    text = _assert_one_line_exit_2(_train("--resume", str(run)))
+    assert "format 1 was written by an older foxhunt" in text and "start a new run" in text
+    assert snapshot(run) == before

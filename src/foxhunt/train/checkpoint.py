@@ -179,6 +179,22 @@ def save(ckpt_dir: Path, trainer: Any, *, fold: int, epoch: int, fold_done: bool
 
 
 # --------------------------------------------------------------------------- loading
+def _refuse_format_1(mpath: Path, fmt: object) -> None:
+    if fmt == 1:
+        raise CheckpointError(f"checkpoint {mpath}: format 1 was written by an older foxhunt (before components saved "
+                              f"their own state); this version cannot resume it: start a new run")
+
+
+def refuse_old_format(path: Path) -> None:
+    """CheckpointError when checkpoint ``path`` has the old format 1 (nothing else is checked here:
+    ``read_manifest`` verifies the rest)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return
+    _refuse_format_1(path / MANIFEST, manifest.get("format") if isinstance(manifest, dict) else None)
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
     """The manifest of checkpoint ``path``, with every file's sha256 verified (CheckpointError)."""
     mpath = path / MANIFEST
@@ -189,9 +205,7 @@ def read_manifest(path: Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise CheckpointError(f"checkpoint {mpath}: unreadable manifest ({exc})") from None
     fmt = manifest.get("format") if isinstance(manifest, dict) else None
-    if fmt == 1:
-        raise CheckpointError(f"checkpoint {mpath}: format 1 was written by an older foxhunt (before components saved "
-                              f"their own state); this version cannot resume it: start a new run")
+    _refuse_format_1(mpath, fmt)
     if fmt != FORMAT_VERSION:
         raise CheckpointError(f"checkpoint {mpath}: unknown format {fmt!r} (expected {FORMAT_VERSION})")
     files = manifest.get("files", {})

@@ -118,14 +118,15 @@ def read_run_dir(run_dir: Path) -> tuple[Config, ResumePoint]:
         if not (run_dir / need).is_file():
             raise RunDirError(f"--resume {run_dir}: {need} is missing (not a foxhunt train run directory)")
     last = ckpt.latest(run_dir / "checkpoints")
-    manifest = ckpt.read_manifest(last) if last is not None else None  # first: an old format says so
+    if last is not None:
+        ckpt.refuse_old_format(last)  # before the config: an older run's config has removed keys too
     try:
         config = load_config(run_dir / "config.toml")
     except ConfigError as exc:
         raise RunDirError(f"--resume {run_dir}: {exc}") from None
     if last is None:
         return config, ResumePoint(None)
-    return config, ResumePoint(last, manifest)
+    return config, ResumePoint(last, ckpt.read_manifest(last))
 
 
 def check_resume(run_dir: Path, config: Config, prepared: Prepared, point: ResumePoint) -> None:

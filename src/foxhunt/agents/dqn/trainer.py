@@ -52,13 +52,13 @@ class DQNTrainer:
     """Walk-forward DQN training on device-resident market data.
 
     plan: how each component runs (``foxhunt.accel.backend.resolve`` of the run's [accel] section);
-    None: plain torch, no graphs (the reference)."""
+    None: the torch backend (every component in plain torch, captured in CUDA graphs on CUDA)."""
 
     def __init__(self, market: MarketData, env_params: EnvParams, cfg: DQNConfig, seed: int = 0,
                  plan: ExecutionPlan | None = None) -> None:
         if market.fold is None:
             raise ValueError("DQNTrainer: set a fold on the market first")
-        plan = plan or ExecutionPlan(device=str(market.device))
+        plan = plan or ExecutionPlan(device=str(market.device), graphs=market.device.type == "cuda")
         self.plan = plan
         _matmul_precision(plan.matmul_precision)
         self.market = market
@@ -79,7 +79,7 @@ class DQNTrainer:
                                       fused=fused, search_level=0 if fused else 16)
         elif cfg.sampler == "proportional":
             sampler = WidePER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
-                              branch=cfg.tree_arity, backend="triton" if plan.replay == "fused" else "torch")
+                              branch=cfg.tree_arity, backend=plan.replay)
         else:
             sampler = RankPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, refresh_every=cfg.rank_refresh, seed=seed)
         self.replay = ReplayBuffer(storage, sampler)
