@@ -27,8 +27,6 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -49,10 +47,7 @@ from foxhunt.backtest.fused import check_windows, launch, run_fused  # noqa: E40
 from foxhunt.backtest.metrics import GraphedMetrics, TradeRecords, compute_metrics  # noqa: E402
 from foxhunt.backtest.policies import GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
-from foxhunt.features.featureset import FeatureSet  # noqa: E402
-from foxhunt.folds import FoldRange  # noqa: E402
 from foxhunt.kernels.backtest_fused import PRECOMPUTE_MAX_BYTES  # noqa: E402
-from foxhunt.market import MarketData  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL = {"tf32": "0.8-1.0 s", "bf16": "0.5-0.6 s", "ieee": "~1.2 s", "tf32x3": "~1 s"}

@@ -19,19 +19,13 @@ from bench import common as _common
 import argparse
 import json
 import platform
-import statistics
-import subprocess
 import time
 from pathlib import Path
-from typing import Callable
 
-import numpy as np
 import torch
 
 from foxhunt.env import EnvParams, StepGraph, VecTradingEnv
 from foxhunt.env.gym_wrapper import TradingEnv
-from foxhunt.features.featureset import FeatureSet
-from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,9 +22,7 @@ from __future__ import annotations
 import argparse  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from typing import Callable  # noqa: E402
 
 import torch  # noqa: E402

@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone

@@ -17,8 +17,6 @@ from bench import common as _common
 import argparse
 import json
 import platform
-import statistics
-import subprocess
 import time
 from pathlib import Path
 

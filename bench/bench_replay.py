@@ -20,7 +20,6 @@ from bench import common as _common
 import argparse
 import json
 import platform
-import time
 from pathlib import Path
 from typing import Callable
 
