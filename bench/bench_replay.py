@@ -27,7 +27,7 @@ import torch
 
 from foxhunt.accel.graphs import capture
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Transitions, UniformSampler, WidePER
-from foxhunt.agents.replay.fused import unsupported as fused_unavailable
+from foxhunt.agents.replay.fused import unsupported as trees_unsupported
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -73,7 +73,7 @@ def fused_skip_reason(device: torch.device) -> str | None:
     on a CPU would measure the interpreter, so only CUDA counts."""
     if device.type != "cuda":
         return "needs CUDA (the Triton interpreter is not worth timing)"
-    return fused_unavailable(device)
+    return trees_unsupported(device)
 
 
 def cases(storage: ReplayStorage):
