@@ -43,7 +43,7 @@ ROOT = common.ROOT
 QUICK = [
     "run.device=\"cpu\"", "data.bars=6000", "dqn.n_envs=64", "dqn.batch_size=128", "dqn.buffer_capacity=16384",
     "dqn.warmup_transitions=512", "dqn.hidden=[64,64]", "dqn.head_hidden=32", "dqn.rounds_per_epoch=8",
-    "env.episode_length=256", "env.reward_scale=100.0",
+    "env.episode_length=256", "env.reward_scale=100.0", "accel.eval=\"auto\"",  # h200.toml pins eval to fused (CUDA)
 ]
 
 
