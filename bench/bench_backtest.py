@@ -22,18 +22,11 @@ Writes bench/results/backtest_<device>[_quick].json and prints a table last.
 
 from __future__ import annotations
 
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).resolve().parent))
-import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
 
 import argparse
 import json
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -46,16 +39,15 @@ if "--quick" in sys.argv or not torch.cuda.is_available():
 
 import triton  # noqa: E402
 
+from bench import common as _common  # noqa: E402
+
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.backtest.evaluator import Backtester  # noqa: E402
 from foxhunt.backtest.fused import check_windows, launch, run_fused  # noqa: E402
 from foxhunt.backtest.metrics import GraphedMetrics, TradeRecords, compute_metrics  # noqa: E402
 from foxhunt.backtest.policies import GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
-from foxhunt.features.featureset import FeatureSet  # noqa: E402
-from foxhunt.folds import FoldRange  # noqa: E402
 from foxhunt.kernels.backtest_fused import PRECOMPUTE_MAX_BYTES  # noqa: E402
-from foxhunt.market import MarketData  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MODEL = {"tf32": "0.8-1.0 s", "bf16": "0.5-0.6 s", "ieee": "~1.2 s", "tf32x3": "~1 s"}
@@ -63,28 +55,6 @@ MODEL = {"tf32": "0.8-1.0 s", "bf16": "0.5-0.6 s", "ieee": "~1.2 s", "tf32x3": "
 
 
 _git_revision = _common.git_revision
-
-
-def build_market(n_bars: int, n_features: int, device: torch.device, seed: int = 0) -> MarketData:
-    """Random-walk OHLCV with random features (tests/helpers.random_feature_set's recipe)."""
-    rng = np.random.default_rng(seed)
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0, 1e-3, n_bars)))
-    open_ = np.concatenate([[100.0], close[:-1]]) * np.exp(rng.normal(0, 2e-4, n_bars))
-    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, 5e-4, n_bars)))
-    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, 5e-4, n_bars)))
-    fs = FeatureSet(
-        features=torch.from_numpy(rng.normal(3.0, 2.0, (n_bars, n_features)).astype(np.float32)),
-        targets=torch.zeros((n_bars, 4), dtype=torch.float32),
-        ohlc=torch.from_numpy(np.stack([open_, high, low, close], 1)),
-        volume=torch.from_numpy(rng.lognormal(8, 0.5, n_bars)),
-        timestamps=torch.from_numpy(np.arange(n_bars, dtype=np.int64) * 60_000_000_000 + 1_700_000_000 * 10**9),
-        names=tuple(f"f{i}" for i in range(n_features)), warmup=0, has_volume=True,
-        spec_version="bench", source_sha256="0" * 64,
-    )
-    m = MarketData(fs, device)
-    half = n_bars // 2
-    m.set_fold(FoldRange(0, 0, half, half, n_bars))
-    return m
 
 
 def build_net(obs_dim: int, device: torch.device) -> DuelingQNet:
@@ -110,27 +80,6 @@ class RecordingPolicy(GreedyPolicy):
         return a
 
 
-def timed(fn, device: torch.device, reps: int, warmup: int = 1) -> float:
-    """Median seconds of ``fn()`` after ``warmup`` calls (CUDA events on a GPU)."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    for _ in range(reps):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            samples.append(a.elapsed_time(b) / 1e3)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            samples.append(time.perf_counter() - t0)
-    return statistics.median(samples)
-
-
 def agreement(torch_actions: np.ndarray, fused_actions: np.ndarray) -> dict[str, float]:
     """Share of bars before each window's first differing action, and how many windows differ."""
     w, t = fused_actions.shape
@@ -148,7 +97,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
     torch_t = args.torch_bars or (small_t if quick else 10_000)
     big_w = 20 if quick else 256
     reps = 1 if quick or args.fast else 3
-    market = build_market(n_bars, n_feat, device)
+    market = _common.build_market(n_bars, n_feat, device, train_frac=0.5)
     net = build_net(market.obs_dim, device)
     params = EnvParams()
     rng = np.random.default_rng(1)
@@ -160,7 +109,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
     bt = Backtester(market, params, chunk=64, cuda_graphs=True)
     policy = GreedyPolicy(net)
     bt.run(starts8, [min(torch_t, 640)] * 8, policy)  # warm-up: kernels, cuBLAS, graph machinery
-    t_torch = timed(lambda: bt.run(starts8, [torch_t] * 8, policy), device, reps=1 if torch_t > 20_000 else reps, warmup=0)
+    t_torch = _common.timed(lambda: bt.run(starts8, [torch_t] * 8, policy), device, reps=1 if torch_t > 20_000 else reps, warmup=0)
     rec = RecordingPolicy(net, 8, small_t, device)
     bt.run(starts8, [small_t] * 8, rec)
     torch_actions = rec.actions.cpu().numpy()
@@ -197,7 +146,7 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
             holder["out"] = launch(bt, st8, ln8, net, precision=prec, num_warps=nw, block_w=bw, bn=bn, precompute=pre,
                                    store_debug=True, **extra)
 
-        s = timed(go, device, reps)
+        s = _common.timed(go, device, reps)
         row = {"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn, "precompute": pre, "windows": 8,
                "adv_only": extra.get("adv_only", True), "l1_keep": extra.get("l1_keep", False),
                "bars": small_t, "kernel_s": s,
@@ -225,8 +174,8 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
         def kern(st=st, ln=ln, holder=holder, tune=tune):
             holder["out"] = launch(bt, st, ln, net, **tune)
 
-        k_s = timed(kern, device, reps)
-        e2e = timed(lambda st=st, ln=ln, tune=tune: run_fused(bt, st, ln, net, **tune), device, reps, warmup=0)
+        k_s = _common.timed(kern, device, reps)
+        e2e = _common.timed(lambda st=st, ln=ln, tune=tune: run_fused(bt, st, ln, net, **tune), device, reps, warmup=0)
         result["rows"].append({"precision": prec, "num_warps": nw, "block_w": bw, "bn": bn,
                                "precompute": bool(bw == 1 and prec != "bf16" and pre is not False
                                                   and w * big_t * 256 * 4 <= PRECOMPUTE_MAX_BYTES),
@@ -245,11 +194,11 @@ def run(args: argparse.Namespace, device: torch.device) -> dict:
     trades = TradeRecords(torch.arange(w, device=device).repeat_interleave(t), out.trade_return.reshape(-1),
                           out.trade_closed.reshape(-1))
     kw = {"positions": out.positions, "trades": trades}
-    m_eager = timed(lambda: compute_metrics(out.returns, lengths, **kw), device, reps=5 if quick else 20, warmup=2)
+    m_eager = _common.timed(lambda: compute_metrics(out.returns, lengths, **kw), device, reps=5 if quick else 20, warmup=2)
     m_graph = None
     if device.type == "cuda":
         gm = GraphedMetrics(w, t, device, with_positions=True, trade_capacity=w * t)
-        m_graph = timed(lambda: gm(out.returns, lengths, **kw), device, reps=20, warmup=2)
+        m_graph = _common.timed(lambda: gm(out.returns, lengths, **kw), device, reps=20, warmup=2)
     result["metrics"] = {"windows": w, "bars": t, "eager_s": m_eager, "graphed_s": m_graph,
                          "trades": int(out.trade_closed.sum())}
     return result

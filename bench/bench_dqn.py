@@ -10,24 +10,21 @@
 (d) Stable-Baselines3 DQN trained through the Gymnasium wrapper on the same data for the same number
     of env steps as ours: env-steps/s and out-of-sample Sharpe of both (our backtester evaluates both).
 
-    python bench/bench_dqn.py            # on the GPU
-    python bench/bench_dqn.py --quick    # tiny CPU smoke test of the harness
+    PYTHONPATH=src:. python -m bench.bench_dqn            # on the GPU
+    PYTHONPATH=src:. python -m bench.bench_dqn --quick    # tiny CPU smoke test of the harness
 """
 
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 import time
 import warnings
-from pathlib import Path
 
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import cuda_time, machine, write_result  # noqa: E402
+from bench.common import build_market, cuda_time, machine, trainer, write_result  # noqa: E402
 
 from foxhunt.agents.dqn.config import DQNConfig  # noqa: E402
 from foxhunt.agents.dqn.trainer import DQNTrainer  # noqa: E402
@@ -39,22 +36,19 @@ from foxhunt.market import MarketData  # noqa: E402
 
 
 def random_market(n_bars: int, device: torch.device) -> MarketData:
-    from tests.helpers import random_feature_set
-
-    m = MarketData(random_feature_set(n_bars, 51, seed=1), device)
-    m.set_fold(FoldRange(0, 0, int(n_bars * 0.8), int(n_bars * 0.8) + 10, n_bars))
-    return m
+    return build_market(n_bars, 51, device, seed=1)
 
 
 def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
-    """One collection variant. "fused*": fused env step; "fusedc*": + compile_learner; "fusedmlp*":
-    + fused_acting (the acting MLP as one Triton kernel); "*bf16": bf16 acting. A suffix
+    """One collection variant (per-part plan choices). "compiled": env_step compiled; "fused*": env_step
+    fused; "fusedc*": + acting compiled; "fusedmlp*": + acting fused (the acting MLP as one Triton
+    kernel); "*bf16": matmul_precision bf16; "eager": no CUDA graphs. A suffix
     "@m<block_m>w<num_warps>b<bn>s<stages>" overrides the fused MLP's launch parameters."""
     base, _, tune = variant.partition("@")
-    cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=10**12,
-                    compile_env=(base == "compiled"), fused_env=(base.startswith("fused")),
-                    compile_learner=base.startswith("fusedc"), fused_acting=base.startswith("fusedmlp"),
-                    matmul_precision="bf16" if base.endswith("bf16") else "tf32", cuda_graphs=(base != "eager"))
+    plan = dict(env_step="compiled" if base == "compiled" else "fused" if base.startswith("fused") else "torch",
+                acting="compiled" if base.startswith("fusedc") else "fused" if base.startswith("fusedmlp") else "torch",
+                matmul_precision="bf16" if base.endswith("bf16") else "tf32", graphs=base != "eager")
+    cfg = dict(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=10**12)
     saved = None
     if tune:  # the launcher reads DEFAULTS at every launch: capture (first round) and replays use these
         from foxhunt.kernels import dueling_mlp_fused as dmf
@@ -64,7 +58,7 @@ def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
         saved = dict(dmf.DEFAULTS[prec])
         dmf.DEFAULTS[prec].update({keys[k]: int(v) for k, v in re.findall(r"([mwbs])(\d+)", tune)})
     try:
-        tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
+        tr = trainer(market, **cfg, **plan)
         t0 = time.perf_counter()
         tr._round()  # eager warm-up + capture (and compile)
         torch.cuda.synchronize() if market.device.type == "cuda" else None
@@ -83,15 +77,15 @@ def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
 def training(market: MarketData, graphs: bool, capacity: int, batch: int, sampler: str, compiled: bool = False,
              fused: bool = False, over: dict | None = None) -> dict:
     """Train-step throughput. compiled: torch.compile of loss and update around autograd
-    (compile_learner); fused: the whole step as one compiled program with a hand-written
-    backward (fused_train_step); over: further DQNConfig fields. setup_s: first call (warm-up,
-    compile, capture)."""
+    (train_step "compiled", acting "compiled"); fused: the whole step as one compiled program with a
+    hand-written backward (train_step "fused"); over: further DQNConfig / ExecutionPlan fields.
+    setup_s: first call (warm-up, compile, capture)."""
     n = 65_536 if market.device.type == "cuda" else 256
     rollout = max(1, capacity // n)
-    cfg = DQNConfig(n_envs=n, rollout_len=rollout, buffer_capacity=capacity, batch_size=batch, sampler=sampler,
-                    warmup_transitions=0, cuda_graphs=graphs, compile_learner=compiled, fused_train_step=fused,
-                    **(over or {}))
-    tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
+    step = "fused" if fused else "compiled" if compiled else "torch"
+    tr = trainer(market, n_envs=n, rollout_len=rollout, buffer_capacity=capacity, batch_size=batch, sampler=sampler,
+                 warmup_transitions=0, graphs=graphs, train_step=step, acting="compiled" if compiled else "torch",
+                 **(over or {}))
     tr._round()
     t0 = time.perf_counter()
     tr._train()
@@ -105,9 +99,8 @@ def training(market: MarketData, graphs: bool, capacity: int, batch: int, sample
 
 
 def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
-    cfg = DQNConfig(n_envs=4096, rollout_len=16, rounds_per_epoch=8, train_steps_per_round=8, batch_size=1024,
-                    warmup_transitions=0, lagged_readback=lagged)
-    tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
+    tr = trainer(market, n_envs=4096, rollout_len=16, rounds_per_epoch=8, train_steps_per_round=8, batch_size=1024,
+                 warmup_transitions=0, readback="lagged" if lagged else "sync", graphs=market.device.type == "cuda")
     tr.train_epoch()  # capture
     waits = {"n": 0}
     real = torch.cuda.Event.synchronize
@@ -247,8 +240,9 @@ def main() -> None:
                 for smp in ("proportional", "uniform")
                 if not (c and smp == "uniform") and not (f and dev.type != "cuda" and smp == "proportional")]
         if dev.type == "cuda":
-            rows.append(("graph-fused-proportional-fused_replay", True, False, True, "proportional", {"fused_replay": True}))
-            rows.append(("graph-fused-proportional_wide", True, False, True, "proportional_wide", None))
+            rows.append(("graph-fused-proportional-fused_replay", True, False, True, "proportional", {"replay": "fused"}))
+            rows.append(("graph-fused-proportional_wide", True, False, True, "proportional",
+                         {"tree_arity": 32, "replay": "fused"}))
         if args.train_variants:
             rows = [r for r in rows if r[0] in args.train_variants.split(",")]
         for rep in range(args.repeat):

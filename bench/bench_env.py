@@ -14,28 +14,18 @@ prints a short table.
 
 from __future__ import annotations
 
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).resolve().parent))
-import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+from bench import common as _common
 
 import argparse
 import json
 import platform
-import statistics
-import subprocess
 import time
 from pathlib import Path
-from typing import Callable
 
-import numpy as np
 import torch
 
 from foxhunt.env import EnvParams, StepGraph, VecTradingEnv
 from foxhunt.env.gym_wrapper import TradingEnv
-from foxhunt.features.featureset import FeatureSet
-from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,45 +33,6 @@ RESULTS = ROOT / "bench" / "results"
 
 
 git_revision = _common.git_revision
-
-
-def make_market(n_bars: int, n_features: int, device: torch.device, seed: int = 0) -> MarketData:
-    """A random-walk market (OHLCV + random features) with one fold over most of it."""
-    rng = np.random.default_rng(seed)
-    close = 100.0 * np.exp(np.cumsum(rng.normal(0, 1e-3, n_bars)))
-    open_ = np.concatenate([[100.0], close[:-1]])
-    high = np.maximum(open_, close) * np.exp(np.abs(rng.normal(0, 5e-4, n_bars)))
-    low = np.minimum(open_, close) * np.exp(-np.abs(rng.normal(0, 5e-4, n_bars)))
-    fs = FeatureSet(
-        features=torch.from_numpy(rng.normal(0, 1, (n_bars, n_features)).astype(np.float32)),
-        targets=torch.zeros(n_bars, 4),
-        ohlc=torch.from_numpy(np.stack([open_, high, low, close], 1)),
-        volume=torch.from_numpy(rng.lognormal(10, 0.5, n_bars)),
-        timestamps=torch.arange(n_bars, dtype=torch.int64) * 60_000_000_000,
-        names=tuple(f"f{i}" for i in range(n_features)),
-        warmup=0,
-        has_volume=True,
-        spec_version="bench",
-        source_sha256="0" * 64,
-    )
-    m = MarketData(fs, device)
-    m.set_fold(FoldRange(0, 0, int(n_bars * 0.8), int(n_bars * 0.8) + 10, n_bars))
-    return m
-
-
-def median_seconds(fn: Callable[[], None], repeats: int, warmup: int, device: torch.device) -> float:
-    """Median wall seconds of ``fn`` (synchronised around each call on CUDA)."""
-    for _ in range(warmup):
-        fn()
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    times = []
-    for _ in range(repeats):
-        sync()
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def bench_vec(market: MarketData, n: int, k: int, repeats: int, warmup: int) -> dict[str, float | int | None]:
@@ -96,7 +47,7 @@ def bench_vec(market: MarketData, n: int, k: int, repeats: int, warmup: int) -> 
             env.step(actions[i], bonus[i])
             env.observe()
 
-    t_eager = median_seconds(eager, repeats, warmup, dev)
+    t_eager = _common.timed(eager, dev, repeats, warmup, clock='wall')
     row: dict[str, float | int | None] = {
         "n_envs": n,
         "k_steps": k,
@@ -112,7 +63,7 @@ def bench_vec(market: MarketData, n: int, k: int, repeats: int, warmup: int) -> 
         graph = StepGraph(env, k, with_curiosity=True, observe=True)
         graph.actions.copy_(actions)
         graph.curiosity.copy_(bonus)
-        t_graph = median_seconds(graph.replay, repeats, warmup, dev)
+        t_graph = _common.timed(graph.replay, dev, repeats, warmup, clock='wall')
         row.update(
             graph_s_per_block=t_graph,
             graph_env_steps_per_s=n * k / t_graph,
@@ -162,9 +113,9 @@ def main() -> None:
     n_bars = 5_000 if args.quick else 200_000
     n_features = 51
 
-    market = make_market(n_bars, n_features, device)
+    market = _common.build_market(n_bars, n_features, device)
     rows = [bench_vec(market, n, k, repeats, warmup) for n in sizes]
-    market_cpu = market if device.type == "cpu" else make_market(n_bars, n_features, torch.device("cpu"))
+    market_cpu = market if device.type == "cpu" else _common.build_market(n_bars, n_features, torch.device("cpu"))
     gym_row = bench_gym(market_cpu, gym_steps)
 
     result = {

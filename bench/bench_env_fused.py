@@ -18,18 +18,11 @@ revision, rows) and prints a short table.
 
 from __future__ import annotations
 
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).resolve().parent))
-import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
 
 import argparse  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
-import statistics  # noqa: E402
 import sys  # noqa: E402
-import time  # noqa: E402
 from typing import Callable  # noqa: E402
 
 import torch  # noqa: E402
@@ -39,8 +32,10 @@ if "--quick" in sys.argv or not torch.cuda.is_available():
 
 import triton  # noqa: E402
 
-from bench_env import make_market  # noqa: E402
+from bench import common as _common  # noqa: E402
+
 from foxhunt.env import EnvParams, VecTradingEnv  # noqa: E402
+from foxhunt.accel.graphs import capture as accel_capture  # noqa: E402
 from foxhunt.env.fused import fused_step  # noqa: E402
 from foxhunt.env.vec_env import step  # noqa: E402
 
@@ -50,33 +45,8 @@ CONFIGS = ((128, 4), (256, 8), (64, 2))
 
 def capture(fn: Callable[[], None], env: VecTradingEnv, snap) -> torch.cuda.CUDAGraph:
     """``fn`` (K steps) warmed up on a side stream, then captured; the env is restored after each."""
-    dev = env.device
-    side = torch.cuda.Stream(dev)
-    side.wait_stream(torch.cuda.current_stream(dev))
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.current_stream(dev).wait_stream(side)
-    env.restore(snap)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(env.sampler.generator)
-    with torch.cuda.graph(graph):
-        fn()
-    env.restore(snap)
-    return graph
-
-
-def seconds(fn: Callable[[], None], repeats: int, warmup: int, cuda: bool) -> float:
-    """Median seconds of one call (CUDA events on the GPU, perf_counter on the CPU)."""
-    if cuda:
-        return statistics.median(_common.cuda_time(fn, repeats, warmup))
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+    return accel_capture(fn, env.device, generators=[env.sampler.generator], save=lambda: snap,
+                         restore=env.restore, restore_after_warmup=True)
 
 
 def agreement(env: VecTradingEnv, snap, run_torch: Callable[[], None], run_fused: Callable[[], None]) -> dict:
@@ -124,11 +94,11 @@ def bench_size(market, n: int, k: int, repeats: int, warmup: int, curiosity: boo
     rows = []
     configs = CONFIGS if cuda else CONFIGS[:1]
     t_fn = capture(torch_block, env, snap).replay if cuda else torch_block
-    t_torch = seconds(t_fn, repeats, warmup, cuda)
+    t_torch = _common.timed(t_fn, market.device, repeats, warmup)
     env.restore(snap)
     for block, warps in configs:
         f_fn = capture(fused_block(block, warps), env, snap).replay if cuda else fused_block(block, warps)
-        t_fused = seconds(f_fn, repeats, warmup, cuda)
+        t_fused = _common.timed(f_fn, market.device, repeats, warmup)
         agree = agreement(env, snap, t_fn, f_fn)
         rows.append({
             "n_envs": n, "k_steps": k, "block": block, "num_warps": warps, "curiosity": curiosity,
@@ -153,7 +123,7 @@ def main() -> None:
     k = args.k or (4 if args.quick else 64)
     repeats = args.repeats or (2 if args.quick else 20)
     warmup = 1 if args.quick else 3
-    market = make_market(5_000 if args.quick else 200_000, 51, device)
+    market = _common.build_market(5_000 if args.quick else 200_000, 51, device)
     rows = [r for n in sizes for r in bench_size(market, n, k, repeats, warmup, args.curiosity)]
     result = {
         "benchmark": "env_fused",

@@ -13,17 +13,12 @@ part of the figure. One small build first warms up code paths, then the timed bu
 
 from __future__ import annotations
 
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).resolve().parent))
-import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+from bench import common as _common
 
 import argparse
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from datetime import datetime, timezone

@@ -12,17 +12,11 @@ Writes ``bench/results/metrics_<device>[_quick].json`` and prints a table.
 
 from __future__ import annotations
 
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).resolve().parent))
-import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+from bench import common as _common
 
 import argparse
 import json
 import platform
-import statistics
-import subprocess
 import time
 from pathlib import Path
 
@@ -51,30 +45,6 @@ def _inputs(W: int, T: int, device: torch.device, seed: int = 0, trades_per_wind
     return to(returns), to(lengths), to(positions), TradeRecords(to(trades.window), to(trades.ret), to(trades.valid))
 
 
-def _time(fn, device: torch.device, *, warmup: int, reps: int, inner: int) -> float:
-    """Median seconds per call."""
-    for _ in range(warmup):
-        fn()
-    samples = []
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-        for _ in range(reps):
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            for _ in range(inner):
-                fn()
-            end.record()
-            end.synchronize()
-            samples.append(start.elapsed_time(end) / 1e3 / inner)
-    else:
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            samples.append((time.perf_counter() - t0) / inner)
-    return statistics.median(samples)
-
-
 def run(quick: bool, device: torch.device) -> dict:
     cases = [(8, 10_000), (32, 10_000)] if quick else [(8, 100_000), (256, 100_000)]
     warmup, reps, inner = (2, 5, 2) if quick else (20, 50, 20)
@@ -84,14 +54,13 @@ def run(quick: bool, device: torch.device) -> dict:
         for variant in ("returns", "full"):
             kw = {"positions": positions, "trades": trades} if variant == "full" else {}
             row = {"windows": W, "bars": T, "inputs": variant}
-            row["eager_s"] = _time(lambda: compute_metrics(returns, lengths, **kw), device,
-                                   warmup=warmup, reps=reps, inner=inner)
+            row["eager_s"] = _common.timed(lambda: compute_metrics(returns, lengths, **kw), device, reps, warmup, inner)
             if device.type == "cuda":
                 gm = GraphedMetrics(W, T, device, with_positions=variant == "full",
                                     trade_capacity=trades.window.shape[0] if variant == "full" else None)
                 ok = torch.allclose(gm(returns, lengths, **kw), compute_metrics(returns, lengths, **kw), equal_nan=True)
                 row["graphed_equal_eager"] = bool(ok)
-                row["graphed_s"] = _time(lambda: gm(returns, lengths, **kw), device, warmup=warmup, reps=reps, inner=inner)
+                row["graphed_s"] = _common.timed(lambda: gm(returns, lengths, **kw), device, reps, warmup, inner)
                 row["eager_over_graphed"] = row["eager_s"] / row["graphed_s"]
                 del gm
             rows.append(row)

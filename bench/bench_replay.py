@@ -15,23 +15,19 @@ prints a short table.
 
 from __future__ import annotations
 
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).resolve().parent))
-import common as _common  # noqa: E402  (bench/common.py: revision from FOXHUNT_GIT_REV or git)
+from bench import common as _common
 
 import argparse
 import json
 import platform
-import time
 from pathlib import Path
 from typing import Callable
 
 import torch
 
+from foxhunt.accel.graphs import capture
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Transitions, UniformSampler, WidePER
-from foxhunt.agents.replay.sum_tree import fused_unavailable
+from foxhunt.agents.replay.fused import unsupported as trees_unsupported
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,35 +60,8 @@ def make_step(sampler, batch: int) -> Callable[[], None]:
     return step
 
 
-def time_it(fn: Callable[[], None], iters: int, device: torch.device) -> float:
-    """Mean seconds per call of ``fn`` over ``iters`` calls (CUDA events on a GPU)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(iters):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / iters
-    t0 = time.perf_counter()
-    for _ in range(iters):
-        fn()
-    return (time.perf_counter() - t0) / iters
-
-
 def graphed(fn: Callable[[], None], generator: torch.Generator) -> Callable[[], None]:
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    g.register_generator_state(generator)
-    with torch.cuda.graph(g):
-        fn()
-    return g.replay
+    return capture(fn, "cuda", warmup=3, generators=[generator]).replay
 
 
 FUSED = "proportional (fused Triton trees)"
@@ -104,7 +73,7 @@ def fused_skip_reason(device: torch.device) -> str | None:
     on a CPU would measure the interpreter, so only CUDA counts."""
     if device.type != "cuda":
         return "needs CUDA (the Triton interpreter is not worth timing)"
-    return fused_unavailable(device)
+    return trees_unsupported(device)
 
 
 def cases(storage: ReplayStorage):
@@ -115,7 +84,7 @@ def cases(storage: ReplayStorage):
     if fused_skip_reason(storage.device) is None:
         yield FUSED, ProportionalPER(storage, seed=1, fused=True), "step"
         yield f"{FUSED[:-1]}, search_level=0)", ProportionalPER(storage, search_level=0, seed=1, fused=True), "step"
-        yield WIDE, WidePER(storage, seed=1, backend="triton"), "step"
+        yield WIDE, WidePER(storage, seed=1, backend="fused"), "step"
     yield "proportional (partial rebuild)", ProportionalPER(storage, rebuild="partial", seed=1), "step"
     yield "proportional (full rebuild)", ProportionalPER(storage, rebuild="full", seed=1), "step"
     yield "proportional (search_level=0)", ProportionalPER(storage, search_level=0, seed=1), "step"
@@ -154,8 +123,8 @@ def main(argv: list[str] | None = None) -> dict:
         fn = sampler.refresh if what == "refresh" else make_step(sampler, batch)
         for _ in range(3):
             fn()
-        eager = time_it(fn, iters, dev)
-        graph = time_it(graphed(fn, sampler.generator), iters, dev) if dev.type == "cuda" else None
+        eager = _common.timed(fn, dev, reps=1, warmup=0, inner=iters)
+        graph = _common.timed(graphed(fn, sampler.generator), dev, reps=1, warmup=0, inner=iters) if dev.type == "cuda" else None
         best = graph if graph is not None else eager
         rows.append({
             "name": name,

@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import json
 import platform
-import sys
 import tempfile
 import time
 import warnings
@@ -33,19 +32,18 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import common  # noqa: E402  (bench/common.py: revision, machine facts, JSON output)
+from bench import common
+from foxhunt.config import load_config
+from foxhunt.pipeline import prepare_market
+from foxhunt.train import checkpoint as ckpt
+from foxhunt.train.runner import WalkForwardRunner, create_run_dir
 
-from foxhunt.config import load_config  # noqa: E402
-from foxhunt.pipeline import prepare_market  # noqa: E402
-from foxhunt.train import checkpoint as ckpt  # noqa: E402
-from foxhunt.train.runner import WalkForwardRunner, create_run_dir  # noqa: E402
+ROOT = common.ROOT
 
 QUICK = [
     "run.device=\"cpu\"", "data.bars=6000", "dqn.n_envs=64", "dqn.batch_size=128", "dqn.buffer_capacity=16384",
     "dqn.warmup_transitions=512", "dqn.hidden=[64,64]", "dqn.head_hidden=32", "dqn.rounds_per_epoch=8",
-    "env.episode_length=256", "env.reward_scale=100.0",
+    "env.episode_length=256", "env.reward_scale=100.0", "accel.eval=\"auto\"",  # h200.toml pins eval to fused (CUDA)
 ]
 
 
@@ -246,6 +244,7 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
         "device_name": torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
         "torch": torch.__version__,
         "git_revision": common.git_revision(),
+        "accel": runner.plan.to_dict(),  # what ran, per component
         "machine": common.machine(device),
         "quick": quick,
         "cpu_threads": torch.get_num_threads(),

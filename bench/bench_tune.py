@@ -15,7 +15,7 @@ the per-trial evaluation time, the per-trial overhead, and (optionally) pruned a
     python bench/bench_tune.py                                # CUDA: configs/h200-fast.toml, 5 folds × 3 epochs, K = 1 2 4
     python bench/bench_tune.py --workers 4 --seconds 300 --name tune_cuda_k4
     python bench/bench_tune.py --prune-trials 12 --workers --no-eval --name tune_cuda_prune   # pruning only
-    python bench/bench_tune.py --workers 1 --set dqn.fused_train_step=false   # any config override
+    python bench/bench_tune.py --workers 1 --set accel.train_step=torch   # any config override
     python bench/bench_tune.py --quick                        # small CPU run (a smoke test of the harness)
 
 Writes bench/results/<name>.json (default tune_<device>[_quick]).
@@ -48,8 +48,8 @@ QUICK = {"run": {"device": "cpu"}, "data": {"bars": 4000}, "folds": {"train": 10
          "env": {"episode_length": 64},
          "dqn": {"n_envs": 32, "rollout_len": 8, "rounds_per_epoch": 4, "train_steps_per_round": 2, "batch_size": 64,
                  "hidden": [32, 32], "head_hidden": 16, "buffer_capacity": 8192, "warmup_transitions": 256,
-                 "fused_env": False, "fused_acting": False, "fused_train_step": False, "sampler": "proportional",
-                 "matmul_precision": "fp32"},
+                 "sampler": "proportional"},
+         "accel": {"backend": "torch", "matmul_precision": "fp32"},
          "train": {"epochs": 1}}
 
 

@@ -5,28 +5,20 @@ the kernels per call, the summed kernel time per call (the GPU's real work) and 
 that "launch-bound" vs "bandwidth-bound" vs "GEMM-bound" is read from numbers, and writes
 ``bench/results/profile_dqn_<device>.json``.
 
-    python bench/profile_dqn.py            # on the GPU
-    python bench/profile_dqn.py --quick    # CPU smoke test
+    PYTHONPATH=src:. python -m bench.profile_dqn            # on the GPU
+    PYTHONPATH=src:. python -m bench.profile_dqn --quick    # CPU smoke test
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from collections import defaultdict
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_dqn import random_market  # noqa: E402
-from common import cuda_time, machine, write_result  # noqa: E402
-
-from foxhunt.agents.dqn.config import DQNConfig  # noqa: E402
-from foxhunt.agents.dqn.trainer import DQNTrainer  # noqa: E402
-from foxhunt.env import EnvParams  # noqa: E402
+from bench.common import build_market, cuda_time, machine, trainer, write_result
 
 
 def kernel_table(fn, calls: int, cuda: bool) -> dict:
@@ -68,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
     cuda = torch.cuda.is_available() and not args.quick
     dev = torch.device("cuda" if cuda else "cpu")
-    market = random_market(200_000 if cuda else 5_000, dev)
+    market = build_market(200_000 if cuda else 5_000, 51, dev, seed=1)
     n = 65_536 if cuda else 256
     cap = 1 << 20 if cuda else 1 << 12
     batch = 4096 if cuda else 256
@@ -79,19 +71,18 @@ def main() -> None:
         variants = [v for v in variants if not v[1].startswith("fused")]
     for what, var, compiled in variants:
         fused = var.startswith("fused")
-        cfg = DQNConfig(n_envs=n, rollout_len=16 if what == "round" else max(1, cap // n), buffer_capacity=cap,
-                        batch_size=batch, sampler=var if what == "train" else "proportional", warmup_transitions=0,
-                        cuda_graphs=False, compile_learner=compiled, fused_env=fused,
-                        matmul_precision="bf16" if var.endswith("bf16") else "tf32")
-        tr = DQNTrainer(market, EnvParams(episode_length=256), cfg, seed=0)
+        cfg = dict(n_envs=n, rollout_len=16 if what == "round" else max(1, cap // n), buffer_capacity=cap,
+                   batch_size=batch, sampler=var if what == "train" else "proportional", warmup_transitions=0,
+                   train_step="compiled" if compiled else "torch", acting="compiled" if compiled else "torch",
+                   env_step="fused" if fused else "torch", matmul_precision="bf16" if var.endswith("bf16") else "tf32")
+        tr = trainer(market, graphs=False, **cfg)
         tr._round()
         step = tr._train if what == "train" else tr._round
         step()
         table = kernel_table(step, 3, cuda)
         row = {"program": what, "variant": var, "compiled": compiled, **table}
         if cuda:  # the same program graphed, for launch overhead = graphed time - kernel time
-            cfg_g = cfg.model_copy(update={"cuda_graphs": True})
-            trg = DQNTrainer(market, EnvParams(episode_length=256), cfg_g, seed=0)
+            trg = trainer(market, graphs=True, **cfg)
             trg._round()
             g = trg._train if what == "train" else trg._round
             g()

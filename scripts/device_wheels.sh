@@ -3,7 +3,7 @@
 # The device command then installs them with:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 #   export PYTHONPATH=/tmp/site:src
-# (see scripts/gpu_run.sh). Versions pinned to what the CPU venv uses.
+# (see scripts/gpu.sh). Versions pinned to what the CPU venv uses.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .whl

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -35,3 +37,12 @@ def random_feature_set(n_bars: int = 2_000, n_features: int = 8, seed: int = 0, 
         spec_version="test",
         source_sha256="0" * 64,
     )
+
+
+@contextlib.contextmanager
+def capture_guards(device):
+    """Around a CUDA-graph capture: no host reads and no synchronising CUDA calls."""
+    from foxhunt.testing import cuda_sync_errors, forbid_host_reads
+
+    with cuda_sync_errors(device), forbid_host_reads():
+        yield

@@ -43,7 +43,7 @@ def test_the_estimate_is_at_least_what_a_trained_trainer_holds_and_at_most_four_
     market = MarketData(random_feature_set(1_500, 12, seed=1), "cpu")
     market.set_fold(FoldRange(0, 100, 1_000, 1_050, 1_400))
     cfg = build_config({"env": {"action_mode": "exposure", "episode_length": 32},
-                        "dqn": {"cuda_graphs": False, "rounds_per_epoch": 2, "warmup_transitions": 64, **dqn}})
+                        "accel": {"graphs": "off"}, "dqn": {"rounds_per_epoch": 2, "warmup_transitions": 64, **dqn}})
     before = _storages(market)
     trainer = DQNTrainer(market, cfg.env, cfg.dqn, seed=0)
     trainer.train_epoch()

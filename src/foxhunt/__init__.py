@@ -1,7 +1,8 @@
 """foxhunt: GPU-resident reinforcement-learning trading agents and vectorised backtests.
 
 Layers (dependencies flow down): config → data → features → folds → market → env → agents →
-train / backtest → hyperopt → cli.  ``kernels`` is a leaf that imports nothing of ours.
+backtest → train → cli. ``accel`` (graph capture, Triton availability, backend resolution) sits
+below every layer but ``kernels``, a leaf that imports nothing of ours.
 """
 
 __version__ = "0.1.0"

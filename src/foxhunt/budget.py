@@ -62,12 +62,12 @@ def dueling_params(obs_dim: int, hidden: tuple[int, ...] | list[int], head_hidde
     return mlp_params([obs_dim, *h]) + mlp_params([h[-1], head_hidden, 1]) + mlp_params([h[-1], head_hidden, n_actions])
 
 
-def _sampler_bytes(sampler: str, capacity: int) -> int:
+def _sampler_bytes(sampler: str, capacity: int, tree_arity: int = 2) -> int:
     leaves = 1 << max(0, math.ceil(math.log2(max(1, capacity))))
+    if sampler == "proportional" and tree_arity == 32:  # 32-ary trees: ~C × 32/31 nodes, two of them (float64 bound)
+        return 2 * (capacity * 32 // 31 + 64) * 8
     if sampler == "proportional":  # sum tree + min tree (float32; float64 offered), 2 × leaves nodes each
         return 2 * 2 * leaves * 8
-    if sampler == "proportional_wide":  # 32-ary trees: ~C × 32/31 nodes, two of them (float64 bound)
-        return 2 * (capacity * 32 // 31 + 64) * 8
     if sampler == "rank":  # priorities + sorted copy (float32) + order (int64)
         return capacity * (4 + 4 + 8)
     return 0
@@ -84,7 +84,7 @@ def dqn_trainer_bytes(dqn: Any, n_features: int, n_actions: int) -> dict[str, in
     params = dueling_params(obs_dim, dqn.hidden, dqn.head_hidden, n_actions)
     widths = sum(dqn.hidden) + 2 * dqn.head_hidden + n_actions
     parts = {
-        "replay": capacity * _STORAGE_BYTES_PER_SLOT + _sampler_bytes(dqn.sampler, capacity),
+        "replay": capacity * _STORAGE_BYTES_PER_SLOT + _sampler_bytes(dqn.sampler, capacity, dqn.tree_arity),
         # online + target + gradient + Adam m, v + flat copies: 8 float32 copies
         "networks": 8 * 4 * params,
         # gathered obs / next_obs + activations of three forward passes and one backward

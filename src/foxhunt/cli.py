@@ -15,15 +15,13 @@ from pathlib import Path
 from typing import Any, Callable, Optional, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
+from foxhunt.console import console, err_console
 from foxhunt.errors import FoxhuntError
 
-console = Console()
-err_console = Console(stderr=True)
 F = TypeVar("F", bound=Callable[..., object])
 
 

@@ -94,7 +94,7 @@ _SECTIONS: dict[str, type[Section]] = {
 }
 
 
-SECTION_ORDER = ("run", "data", "features", "folds", "env", "dqn", "train", "backtest")
+SECTION_ORDER = ("run", "data", "features", "folds", "env", "dqn", "train", "backtest", "accel")
 """Canonical order of the sections in a written config.toml (others follow, sorted by name).
 
 The order never depends on which module happened to be imported first: a section registry filled
@@ -111,16 +111,18 @@ def register_section(name: str, model: type[Section]) -> None:
     _SECTIONS[name] = model
 
 
+SECTION_MODULES = ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.train.config", "foxhunt.backtest.config",
+                   "foxhunt.accel.config", "foxhunt.tune.config")
+"""The modules that own the later layers' sections (each calls ``register_section`` on import):
+the explicit registry. A new section's module is added here; a missing module is an ImportError."""
+
+
 def _registered_sections() -> dict[str, type[Section]]:
     """Every config section, in the canonical order (``SECTION_ORDER``, then by name)."""
-    # Import the layers that own sections so that they register themselves.
-    for mod in ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.train.config", "foxhunt.backtest.config",
-                "foxhunt.tune.config"):
-        try:
-            __import__(mod)
-        except ModuleNotFoundError as exc:  # layer not built yet
-            if exc.name is None or not mod.startswith(exc.name):
-                raise
+    import importlib
+
+    for mod in SECTION_MODULES:
+        importlib.import_module(mod)
     return {name: _SECTIONS[name] for name in sorted(_SECTIONS, key=_section_rank)}
 
 

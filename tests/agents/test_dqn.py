@@ -82,7 +82,7 @@ def test_epoch_summary_counts_every_transition_and_action():
 
 
 def test_lagged_mode_returns_earlier_epochs_in_order_without_waiting():
-    tr = small_trainer(lagged_readback=True)
+    tr = small_trainer(readback="lagged")
     assert tr.train_epoch() is None  # nothing earlier has landed yet
     got = [s for s in (tr.train_epoch(), tr.train_epoch()) if s is not None]
     got += tr.drain()
@@ -159,7 +159,7 @@ def test_cuda_graph_replay_equals_eager_on_a_fixed_seed():
     res = []
     for graphs in (False, True):
         m = small_market(device="cuda")
-        tr = small_trainer(m, n_envs=128, cuda_graphs=graphs, seed=5)
+        tr = small_trainer(m, n_envs=128, graphs=graphs, seed=5)
         for _ in range(3):
             tr.train_epoch()
         res.append((tr.learner.flat.data.clone(), tr.env.state.equity.clone(), tr.replay.storage.reward.clone()))
@@ -170,7 +170,7 @@ def test_cuda_graph_replay_equals_eager_on_a_fixed_seed():
 @pytest.mark.slow
 def test_compiled_learner_equals_the_eager_learner_within_float_rounding():
     a = small_trainer(seed=1)
-    b = small_trainer(seed=1, compile_learner=True)
+    b = small_trainer(seed=1, train_step="compiled", acting="compiled")
     for _ in range(2):
         sa, sb = a.train_epoch(), b.train_epoch()
         assert sb.loss_mean == pytest.approx(sa.loss_mean, rel=1e-4)

@@ -1,4 +1,4 @@
-"""fused_train_step: the hand-written backward equals autograd, and the fused (compiled) train step
+"""The fused train step (plan train_step = "fused"): the hand-written backward equals autograd, and the fused (compiled) train step
 equals the eager ``QLearner.train_step`` — weights, Adam moments, target, priorities, records,
 guard counters — including a skipped (NaN) step, which must leave the state bitwise unchanged."""
 
@@ -100,9 +100,10 @@ def _assert_states_close(a: dict, b: dict, rtol: float) -> None:
 
 def _pair(fused_compile: bool | None, **kw):
     """Two trainers on the same seed and replay contents: eager reference and fused learner.
-    fused_compile None: the fused step comes from the config (compiled, as in training)."""
+    fused_compile None: the fused step comes from the plan (train_step = "fused": compiled on CUDA,
+    eager on the CPU); True / False: a FusedTrainStep compiled or not, installed directly."""
     a = small_trainer(seed=4, **kw)
-    b = small_trainer(seed=4, fused_train_step=fused_compile is None, **kw)
+    b = small_trainer(seed=4, train_step="fused" if fused_compile is None else "torch", **kw)
     if fused_compile is not None:
         b.learner.fused = FusedTrainStep(b.learner, compile=fused_compile)
     for tr in (a, b):
@@ -171,8 +172,8 @@ def test_the_fused_step_does_no_host_reads():
 
 @pytest.mark.slow
 def test_compiled_fused_step_equals_eager_skips_nan_and_trains_an_epoch():
-    """The config path (torch.compile, fullgraph) on the CPU: one compile of ~20 s."""
-    a, b = _pair(None, sampler="proportional", target_update="hard", n_step=3, max_skipped_steps=5, **SCHEDULES)
+    """The compiled program (torch.compile, fullgraph; CUDA's path) on the CPU: one compile of ~20 s."""
+    a, b = _pair(True, sampler="proportional", target_update="hard", n_step=3, max_skipped_steps=5, **SCHEDULES)
     assert b.learner.fused is not None
     for _ in range(5):
         a.learner.train_step()
@@ -191,8 +192,8 @@ def test_compiled_fused_step_equals_eager_skips_nan_and_trains_an_epoch():
 def test_cuda_graphed_fused_step_equals_the_eager_step_on_a_fixed_seed(sampler):
     m = small_market(device="cuda")
     kw = dict(n_envs=128, batch_size=256, sampler=sampler, n_step=3, matmul_precision="fp32", **SCHEDULES)
-    a = small_trainer(m, seed=5, cuda_graphs=False, **kw)
-    b = small_trainer(m, seed=5, cuda_graphs=True, fused_train_step=True, **kw)
+    a = small_trainer(m, seed=5, graphs=False, **kw)
+    b = small_trainer(m, seed=5, graphs=True, train_step="fused", **kw)
     for tr in (a, b):
         for _ in range(4):
             tr.collector.round()
@@ -207,7 +208,7 @@ def test_cuda_graphed_fused_step_equals_the_eager_step_on_a_fixed_seed(sampler):
 @pytest.mark.gpu
 def test_cuda_fused_step_does_no_host_syncs_and_launches_few_kernels():
     m = small_market(device="cuda")
-    tr = small_trainer(m, n_envs=256, rounds_per_epoch=6, fused_train_step=True, sampler="uniform")
+    tr = small_trainer(m, n_envs=256, rounds_per_epoch=6, train_step="fused", sampler="uniform")
     tr.train_epoch()  # compile + capture
     with cuda_sync_errors("cuda"):
         tr.run_epoch()

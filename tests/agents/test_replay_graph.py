@@ -14,6 +14,7 @@ from foxhunt.agents.replay import (
     SegmentTree,
     UniformSampler,
 )
+from foxhunt.accel.graphs import capture as accel_capture
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 from foxhunt.testing import cuda_sync_errors
@@ -63,17 +64,7 @@ def step_fn(sampler, counter: torch.Tensor):
 
 
 def capture(fn, generator: torch.Generator) -> torch.cuda.CUDAGraph:
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(2):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    g = torch.cuda.CUDAGraph()
-    g.register_generator_state(generator)
-    with torch.cuda.graph(g):
-        fn()
-    return g
+    return accel_capture(fn, "cuda", warmup=2, generators=[generator])
 
 
 @pytest.mark.parametrize("kind", KINDS)

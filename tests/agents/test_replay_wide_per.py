@@ -21,14 +21,17 @@ from scipy.stats import chisquare  # noqa: E402
 
 from foxhunt.agents.replay import ReplayBuffer, ReplayStorage, WidePER  # noqa: E402
 from foxhunt.agents.replay import reference as ref  # noqa: E402
-from foxhunt.agents.replay import wide_per as wp  # noqa: E402
+from foxhunt.accel import triton as accel_triton  # noqa: E402
+from foxhunt.agents.replay import fused as replay_fused  # noqa: E402
+from foxhunt.accel.graphs import capture  # noqa: E402
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
+from tests.helpers import capture_guards  # noqa: E402
 from tests.agents.test_replay_storage import make_transitions  # noqa: E402
 
 N_LEAVES = 100
 DRAWS = 204_800
 BATCH = 2048
-TRITON = wp.triton_unavailable("cuda" if torch.cuda.is_available() else "cpu") is None
+TRITON = replay_fused.unsupported("cuda" if torch.cuda.is_available() else "cpu") is None
 DEV = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 needs_triton = pytest.mark.skipif(not TRITON, reason="Triton kernels need CUDA or TRITON_INTERPRET=1")
 
@@ -104,7 +107,7 @@ def test_triton_and_torch_backends_give_the_same_samples_weights_and_trees(capac
     new rows at the max priority and at given |δ|, batches 1, 5, 64): bitwise equal."""
     g = torch.Generator(DEV).manual_seed(capacity)
     st = ReplayStorage(capacity, device=DEV)
-    a, b = WidePER(st, seed=3, backend="torch"), WidePER(st, seed=3, backend="triton", weight_norm="buffer")
+    a, b = WidePER(st, seed=3, backend="torch"), WidePER(st, seed=3, backend="fused", weight_norm="buffer")
     for step in range(6):
         n = min(capacity, 1 + 17 * step % 50)
         slots = st.add(make_transitions(n, DEV, start=100 * step))
@@ -124,7 +127,7 @@ def test_triton_and_torch_backends_give_the_same_samples_weights_and_trees(capac
         assert torch.equal(b.max_priority, a.max_priority)
 
 
-@pytest.mark.parametrize("backend", ["torch", pytest.param("triton", marks=needs_triton)])
+@pytest.mark.parametrize("backend", ["torch", pytest.param("fused", marks=needs_triton)])
 def test_wide_add_sample_update_do_no_host_reads(backend):
     st = ReplayStorage(50, device=DEV)
     replay = ReplayBuffer(st, WidePER(st, backend=backend, weight_norm="batch"))
@@ -144,12 +147,10 @@ def test_wide_add_sample_update_do_no_host_reads(backend):
 def test_wide_backend_choice_and_errors(monkeypatch):
     st = ReplayStorage(64, device="cpu")
     assert WidePER(st, backend="torch").backend == "torch"
-    from foxhunt.kernels import wide_tree_fused as wk
-
-    monkeypatch.setattr(wk, "is_interpreted", lambda: False)
+    monkeypatch.setattr(accel_triton, "is_interpreted", lambda: False)
     assert WidePER(st).backend == "torch"  # auto falls back on a CPU without the interpreter
     with pytest.raises(ValueError, match="WidePER: Triton .*TRITON_INTERPRET"):
-        WidePER(st, backend="triton")
+        WidePER(st, backend="fused")
     with pytest.raises(ValueError, match="branch"):
         WidePER(st, branch=6)
     with pytest.raises(ValueError, match="empty"):
@@ -159,9 +160,10 @@ def test_wide_backend_choice_and_errors(monkeypatch):
 def test_dqn_epoch_runs_with_the_wide_sampler():
     from tests.agents.dqn_helpers import small_market, small_trainer
 
-    tr = small_trainer(small_market(device=DEV), seed=3, cuda_graphs=False, sampler="proportional_wide")
+    tr = small_trainer(small_market(device=DEV), seed=3, sampler="proportional", tree_arity=32,
+                       replay="fused" if TRITON else "torch")
     s = tr.replay.sampler
-    assert isinstance(s, WidePER) and s.backend == ("triton" if TRITON else "torch")
+    assert isinstance(s, WidePER) and s.backend == ("fused" if TRITON else "torch")
     tr.run_epoch()
     assert not torch.equal(tr.learner.flat.data, tr.learner._init_weights)  # it trained (sample + update)
     assert s.total.item() > 0 and s.max_priority.item() >= 1.0
@@ -178,7 +180,7 @@ def test_gpu_wide_per_triton_equals_torch_and_graph_replay_equals_eager_at_1m_sl
         st.add(make_transitions(1 << 16, DEV, start=k << 16))
     td0 = torch.rand(cap, device=DEV, generator=torch.Generator(DEV).manual_seed(0)) * 3
     slots = torch.arange(cap, device=DEV)
-    twin, eager, graphed = (WidePER(st, seed=1, backend=be) for be in ("torch", "triton", "triton"))
+    twin, eager, graphed = (WidePER(st, seed=1, backend=be) for be in ("torch", "fused", "fused"))
     for s in (twin, eager, graphed):
         s.on_add(slots, td0)
     assert torch.equal(eager.sum_tree.tree, twin.sum_tree.tree) and torch.equal(eager.min_tree.tree, twin.min_tree.tree)
@@ -194,16 +196,13 @@ def test_gpu_wide_per_triton_equals_torch_and_graph_replay_equals_eager_at_1m_sl
         counter.add_(1.0)
 
     snap = (graphed.sum_tree.tree.clone(), graphed.min_tree.tree.clone(), graphed.max_priority.clone())
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step(graphed, 0)  # compile the kernels
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(graphed.generator)
-    with cuda_sync_errors(DEV), forbid_host_reads(), torch.cuda.graph(graph):
-        for k in range(steps):
+    warm = iter([True])  # the warm-up call (compiles the kernels) is step 0 only
+
+    def body() -> None:
+        for k in range(1 if next(warm, False) else steps):
             step(graphed, k)
+
+    graph = capture(body, DEV, generators=[graphed.generator], during_capture=lambda: capture_guards(DEV))
     graphed.sum_tree.tree.copy_(snap[0])
     graphed.min_tree.tree.copy_(snap[1])
     graphed.max_priority.copy_(snap[2])

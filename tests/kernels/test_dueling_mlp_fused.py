@@ -4,7 +4,7 @@ Without CUDA the kernel runs in the Triton interpreter (TRITON_INTERPRET=1, set 
 Triton code is imported; CI sets it too). Small random nets of odd sizes: Q equals the torch net in
 float32 ("ieee"; "tf32" computes float32 in the interpreter), the max / argmax outputs equal torch's
 amax / argmax of the kernel's own Q, bf16 equals a torch emulation with bf16 weights and layer
-inputs, and a collection round with ``fused_acting`` equals the torch one. The GPU tests repeat the
+inputs, and a collection round with fused acting equals the torch one. The GPU tests repeat the
 comparison on the default 54 → 256 → 256 → {128, 128} → 45 net at N = 65,536 (bf16, tf32) and
 check that a captured round replays bit for bit like the eager one.
 """
@@ -22,7 +22,8 @@ import pytest  # noqa: E402
 
 from tests.kernels.cross_compile import run_interpreter_off  # noqa: E402
 
-from foxhunt.agents.dqn import collector as collector_mod  # noqa: E402
+from foxhunt.accel import triton as accel_triton  # noqa: E402
+from foxhunt.agents.dqn import fused_acting  # noqa: E402
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.kernels import dueling_mlp_fused as dmf  # noqa: E402
 from foxhunt.kernels.backtest_fused import pack_dueling  # noqa: E402
@@ -160,7 +161,7 @@ def _rounds(fused: bool, rounds: int = 3, **over) -> list[tuple[torch.Tensor, ..
     """Per round: (actions, rewards, |TD| priorities) [L, N], with train steps between rounds (so
     the packed weights must follow the learner). Uniform replay: the sampled batches do not depend
     on the priorities, which differ between the two paths by float rounding."""
-    kw = dict(seed=4, fused_acting=fused, eps_start=0.3, eps_end=0.0, eps_decay_steps=8, sampler="uniform",
+    kw = dict(seed=4, acting="fused" if fused else "torch", eps_start=0.3, eps_end=0.0, eps_decay_steps=8, sampler="uniform",
               warmup_transitions=0, matmul_precision="fp32")
     kw.update(over)
     tr = small_trainer(small_market(device=DEV), **kw)
@@ -185,22 +186,22 @@ def test_a_collection_round_with_fused_acting_equals_the_torch_round():
 
 
 def test_a_fused_round_with_its_weight_refresh_does_no_host_reads():
-    tr = small_trainer(small_market(device=DEV), fused_acting=True)
+    tr = small_trainer(small_market(device=DEV), acting="fused")
     tr.collector.round()
     with forbid_host_reads():
         tr.collector.round()
 
 
 def test_fused_acting_refuses_networks_and_devices_it_cannot_run(monkeypatch):
-    assert collector_mod.fused_acting_unsupported(varied_net(7, 5), DEV) is None
-    with pytest.raises(ValueError, match="fused acting unavailable: the kernel needs two trunk layers"):
-        small_trainer(small_market(device=DEV), fused_acting=True, hidden=(16, 16, 16))
+    assert fused_acting.unsupported(varied_net(7, 5), DEV) is None
+    with pytest.raises(ValueError, match="fused acting unavailable: the fused kernels need two trunk layers"):
+        small_trainer(small_market(device=DEV), acting="fused", hidden=(16, 16, 16))
     with pytest.raises(ValueError, match="fused acting unavailable: layers wider than"):
-        small_trainer(small_market(device=DEV), fused_acting=True, hidden=(600, 16))
+        small_trainer(small_market(device=DEV), acting="fused", hidden=(600, 16))
     if DEV.type == "cpu":
-        monkeypatch.setattr(dmf, "is_interpreted", lambda: False)
+        monkeypatch.setattr(accel_triton, "is_interpreted", lambda: False)
         with pytest.raises(ValueError, match="fused acting unavailable: no CUDA device"):
-            small_trainer(small_market(), fused_acting=True)
+            small_trainer(small_market(), acting="fused")
 
 
 # ------------------------------------------------------------------------------------ sm_90 compile
@@ -315,7 +316,7 @@ def test_gpu_captured_round_with_fused_acting_replays_like_eager(precision):
         pytest.skip("CUDA graphs")
     res = []
     for graphs in (False, True):
-        tr = small_trainer(small_market(device="cuda"), n_envs=1024, cuda_graphs=graphs, seed=5, fused_acting=True,
+        tr = small_trainer(small_market(device="cuda"), n_envs=1024, graphs=graphs, seed=5, acting="fused",
                            matmul_precision=precision, buffer_capacity=16_384)
         for _ in range(3):
             tr.train_epoch()

@@ -27,13 +27,15 @@ import pytest  # noqa: E402
 pytest.importorskip("triton")
 
 from foxhunt.env import EnvParams, StepOutput  # noqa: E402
-from foxhunt.env.fused import FusedEnvStep, fused_step, fused_supported  # noqa: E402
+from foxhunt.env.fused import FusedEnvStep, fused_step, unsupported  # noqa: E402
 from foxhunt.env.state import StartSampler  # noqa: E402
 from foxhunt.env.vec_env import step  # noqa: E402
 from foxhunt.folds import FoldRange  # noqa: E402
 from foxhunt.kernels.env_step_fused import is_interpreted  # noqa: E402
 from foxhunt.market import MarketData  # noqa: E402
+from foxhunt.accel.graphs import capture  # noqa: E402
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
+from tests.helpers import capture_guards  # noqa: E402
 from tests.env.test_parity import N_BARS, TRAIN_END, parity_feature_set, per_env_params  # noqa: E402
 from tests.kernels.env_step_pair import Pair  # noqa: E402
 
@@ -144,15 +146,15 @@ def test_fused_env_step_is_a_drop_in_for_the_dqn_collectors_env_step():
     assert_states_close(b.env.state, a.env.state)
 
 
-def test_fused_supported_names_why_the_kernel_cannot_run():
+def test_unsupported_names_why_the_kernel_cannot_run():
     market = market_on(DEV)
     env = Pair(market, 4, EnvParams(), None, 0).env
-    assert fused_supported(env.params, market) is None
+    assert unsupported(env.params, market) is None
     if not is_interpreted():
         cpu = market_on(torch.device("cpu"))
         from foxhunt.env.params import EnvTensors
 
-        reason = fused_supported(EnvTensors.build(EnvParams(), 4, "cpu"), cpu)
+        reason = unsupported(EnvTensors.build(EnvParams(), 4, "cpu"), cpu)
         assert reason is not None and "interpreter" in reason
     env.auto_reset = False
     with pytest.raises(ValueError, match="auto_reset"):
@@ -190,17 +192,8 @@ def test_gpu_fused_steps_captured_in_a_cuda_graph_replay_like_eager_torch_steps(
             fused_step(env.state, env.params, env.market, actions[i], bonus[i], env.out, env.sampler)
             rewards[i].copy_(env.out.reward)
 
-    side = torch.cuda.Stream(dev)
-    side.wait_stream(torch.cuda.current_stream(dev))
-    with torch.cuda.stream(side):
-        body()  # compiles the kernel
-    torch.cuda.current_stream(dev).wait_stream(side)
-    env.restore(snap)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(env.sampler.generator)
-    with cuda_sync_errors(dev), forbid_host_reads(), torch.cuda.graph(graph):
-        body()
-    env.restore(snap)
+    graph = capture(body, dev, generators=[env.sampler.generator], save=lambda: snap, restore=env.restore,
+                    restore_after_warmup=True, during_capture=lambda: capture_guards(dev))  # warm-up compiles
     graph.replay()
     torch.cuda.synchronize()
     ref_state, ref_out, sampler = pair.state, pair.out, StartSampler(n, dev, 5)

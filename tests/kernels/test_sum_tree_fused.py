@@ -22,9 +22,12 @@ import pytest  # noqa: E402
 pytest.importorskip("triton")
 
 from foxhunt.agents.replay import ProportionalPER, ReplayStorage, SegmentTree  # noqa: E402
-from foxhunt.agents.replay import sum_tree as st_mod  # noqa: E402
+from foxhunt.accel import triton as accel_triton  # noqa: E402
+from foxhunt.agents.replay import fused as replay_fused  # noqa: E402
 from foxhunt.kernels import sum_tree_fused as sf  # noqa: E402
+from foxhunt.accel.graphs import capture  # noqa: E402
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
+from tests.helpers import capture_guards  # noqa: E402
 
 DEV = torch.device("cpu" if sf.is_interpreted() else "cuda")
 CAPACITIES = [1, 3, 37, 1000, 4096]
@@ -228,9 +231,9 @@ def test_fused_sample_and_update_do_no_host_reads():
 
 
 def test_fused_trees_name_why_they_cannot_run(monkeypatch):
-    assert st_mod.fused_unavailable(DEV) is None
-    monkeypatch.setattr(sf, "is_interpreted", lambda: False)
-    reason = st_mod.fused_unavailable("cpu")
+    assert replay_fused.unsupported(DEV) is None
+    monkeypatch.setattr(accel_triton, "is_interpreted", lambda: False)
+    reason = replay_fused.unsupported("cpu")
     assert reason is not None and "TRITON_INTERPRET" in reason
     with pytest.raises(ValueError, match="ProportionalPER: fused .*TRITON_INTERPRET"):
         ProportionalPER(ReplayStorage(64, device="cpu"), fused=True)
@@ -240,14 +243,14 @@ def test_fused_trees_name_why_they_cannot_run(monkeypatch):
 
 
 def test_dqn_trainer_with_fused_replay_trains_like_the_torch_replay():
-    """``DQNConfig.fused_replay`` reaches the sampler; one epoch of two same-seed trainers gives
+    """The plan's ``replay = "fused"`` reaches the sampler; one epoch of two same-seed trainers gives
     the same trees and the same network (every sample and priority update was equal)."""
     if not sf.is_interpreted():
         pytest.skip("two CUDA trainers are not bitwise reproducible (learner); the GPU tests compare the sampler")
     from tests.agents.dqn_helpers import small_market, small_trainer
 
-    a = small_trainer(small_market(device=DEV), seed=3, cuda_graphs=False)
-    b = small_trainer(small_market(device=DEV), seed=3, cuda_graphs=False, fused_replay=True)
+    a = small_trainer(small_market(device=DEV), seed=3)
+    b = small_trainer(small_market(device=DEV), seed=3, replay="fused")
     assert b.replay.sampler.fused and not a.replay.sampler.fused
     a.run_epoch()
     b.run_epoch()
@@ -314,16 +317,13 @@ def test_gpu_fused_per_sample_update_captured_in_a_cuda_graph_replays_like_eager
         counter.add_(1.0)
 
     snap = (fused.sum_tree.tree.clone(), fused.min_tree.tree.clone(), fused.max_priority.clone())
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        step(fused, 0)  # compile the kernels
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    graph.register_generator_state(fused.generator)
-    with cuda_sync_errors(DEV), forbid_host_reads(), torch.cuda.graph(graph):
-        for k in range(steps):
+    warm = iter([True])  # the warm-up call (compiles the kernels) is step 0 only
+
+    def body() -> None:
+        for k in range(1 if next(warm, False) else steps):
             step(fused, k)
+
+    graph = capture(body, DEV, generators=[fused.generator], during_capture=lambda: capture_guards(DEV))
     fused.sum_tree.tree.copy_(snap[0])
     fused.min_tree.tree.copy_(snap[1])
     fused.max_priority.copy_(snap[2])

@@ -26,7 +26,9 @@ pytest.importorskip("triton")
 from foxhunt.agents.replay import reference as ref  # noqa: E402
 from foxhunt.agents.replay.wide_per import WideTree, descend_torch, rebuild_torch, write_leaves_torch  # noqa: E402
 from foxhunt.kernels import wide_tree_fused as wk  # noqa: E402
-from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
+from foxhunt.accel.graphs import capture  # noqa: E402
+
+from tests.helpers import capture_guards  # noqa: E402
 
 DEV = torch.device("cpu" if wk.is_interpreted() else "cuda")
 CASES = [(1, 32), (3, 32), (33, 32), (37, 32), (1000, 32), (37, 4), (300, 4)]
@@ -228,10 +230,7 @@ def test_gpu_kernels_equal_the_twin_at_1m_slots_batch_4096_eager_and_graphed():
         wk.rebuild(p.ker[0].tree, p.ker[1].tree, idx, **p.kw)
         wk.descend(p.ker[0].tree, u, out, val, **p.kw)
 
-    step()  # compiled
-    graph = torch.cuda.CUDAGraph()
-    with cuda_sync_errors(DEV), forbid_host_reads(), torch.cuda.graph(graph):
-        step()
+    graph = capture(step, DEV, during_capture=lambda: capture_guards(DEV))  # the warm-up call compiles
     vals.mul_(2.0)
     graph.replay()
     write_leaves_torch(p.ref, idx, vals, p.max_ref)

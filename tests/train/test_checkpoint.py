@@ -39,11 +39,7 @@ def _save(tr: DQNTrainer, d: Path, epoch: int, done: bool = False) -> Path:
 
 
 def _state(tr: DQNTrainer) -> dict[str, torch.Tensor]:
-    out = {}
-    for group in ckpt.trainer_tensors(tr).values():
-        out.update({k: v.clone() for k, v in group.items()})
-    out.update({f"gen.{k}": g.get_state() for k, g in ckpt.generators(tr).items()})
-    return out
+    return {f"{c}.{k}": v.clone() for c, group in tr.state_dict().items() for k, v in group.items()}
 
 
 @pytest.mark.parametrize("sampler, curiosity", [("proportional", False), ("rank", True), ("uniform", False)])
@@ -62,22 +58,48 @@ def test_restored_trainer_continues_bitwise_like_the_uninterrupted_one(tmp_path,
         assert torch.equal(v, _state(b)[k]), k
 
 
-def test_checkpoint_holds_every_state_tensor_generator_and_host_counter(tmp_path):
+def test_checkpoint_holds_every_component_state_dict_and_nothing_else(tmp_path):
     tr = _trainer("rank", curiosity=True)
     tr.train_epoch()
     path = _save(tr, tmp_path, 1)
     m = ckpt.read_manifest(path)
-    assert set(m["files"]) == set(ckpt.FILES)
-    assert m["generators"] == ["collector", "curiosity", "env_start_sampler", "replay_sampler"]
-    assert {"trainer_epoch", "trainer_rounds", "replay_pos", "replay_size", "sampler_n_updates"} <= set(m["host"])
+    comps = ["collector", "curiosity", "env", "learner", "monitor", "replay", "trainer"]
+    assert m["components"] == comps and set(m["files"]) == {f"{c}.safetensors" for c in comps}
     assert {"config_sha256", "data_sha256", "versions", "fold", "epoch", "fold_done"} <= set(m)
     from safetensors.torch import load_file
 
-    main = load_file(path / "trainer.safetensors")
-    assert set(tr.state_tensors()) <= set(main)
-    assert {"curiosity.adam_m", "curiosity.adam_v", "curiosity.adam_step"} <= set(main)
-    rng = load_file(path / "rng.safetensors")
-    assert all(t.dtype == torch.uint8 for t in rng.values())
+    live = tr.state_dict()
+    for c in comps:
+        saved = load_file(path / f"{c}.safetensors")
+        assert set(saved) == set(live[c]), c
+        for k, v in live[c].items():
+            assert torch.equal(saved[k], v.cpu()), (c, k)
+    assert {"generator", "n_updates", "priorities", "order"} <= {k.split(".", 1)[1] for k in live["replay"]}
+    assert {"weights", "adam_m", "adam_v", "adam_step", "generator"} == set(live["curiosity"])
+    assert int(load_file(path / "trainer.safetensors")["epoch"]) == 1
+
+
+def test_a_checkpoint_of_the_old_format_is_refused_with_a_clear_message(tmp_path):
+    """Checkpoints written before components saved their own state (format 1: trainer / replay / rng
+    files) cannot be resumed; the message says so, for the run and for --resume."""
+    tr = _trainer()
+    path = _save(tr, tmp_path, 1)
+    m = json.loads((path / ckpt.MANIFEST).read_text())
+    old = {"format": 1, "files": {}, "host": {"trainer_epoch": 1}, "generators": ["collector"]}
+    (path / ckpt.MANIFEST).write_text(json.dumps({**m, **old}))
+    with pytest.raises(CacheError, match="format 1 was written by an older foxhunt .*cannot resume it: start a new run"):
+        ckpt.read_manifest(path)
+
+
+def test_a_state_dict_of_another_shape_is_refused_naming_the_component(tmp_path):
+    a, b = _trainer("proportional"), _trainer("uniform")
+    path = _save(a, tmp_path, 1)
+    with pytest.raises(CacheError, match="component 'replay': ReplayBuffer: state does not match this component \\(unexpected 'sampler.max_priority'"):
+        ckpt.restore(path, b, ckpt.read_manifest(path))
+    state = a.state_dict()
+    state["learner"] = {**state["learner"], "online": torch.zeros(3)}
+    with pytest.raises(ValueError, match="component 'learner': QLearner: tensor 'online' is torch.float32 \\[3\\]"):
+        _trainer("proportional").load_state_dict(state)
 
 
 def test_a_corrupt_file_is_named_in_the_error(tmp_path):
@@ -132,7 +154,7 @@ def test_a_trainer_of_another_shape_is_refused_naming_file_and_tensor(tmp_path):
     path = _save(_trainer(), tmp_path, 1)
     other = _trainer()
     other.replay.storage.reward = torch.zeros(128)  # a different capacity
-    with pytest.raises(CacheError, match=r"replay.safetensors: tensor 'storage.reward'"):
+    with pytest.raises(CacheError, match=r"replay.safetensors: component 'replay': ReplayStorage: tensor 'reward'"):
         ckpt.restore(path, other, ckpt.read_manifest(path))
 
 

@@ -144,13 +144,13 @@ def test_bad_resume_directories_are_refused_and_left_untouched(tmp_path):
     run = tmp_path / "runs" / "r"
     assert "cannot be combined with --epochs" in _assert_one_line_exit_2(_train("--resume", str(run), "--epochs", "3"))
     last = ckpt.latest(run / "checkpoints")
-    data = bytearray((last / "trainer.safetensors").read_bytes())
+    data = bytearray((last / "learner.safetensors").read_bytes())
     data[100] ^= 0x01
-    (last / "trainer.safetensors").write_bytes(bytes(data))
+    (last / "learner.safetensors").write_bytes(bytes(data))
     (run / "checkpoints" / ".tmp-f001-e00009-epoch-1").mkdir()  # a leftover: must survive a refused resume
     before = snapshot(run)
     text = _assert_one_line_exit_2(_train("--resume", str(run)))
-    assert "trainer.safetensors" in text and "corrupt" in text
+    assert "learner.safetensors" in text and "corrupt" in text
     assert snapshot(run) == before
     (run / "config.toml").write_text("[dqn]\nn_envs = -1\n")
     assert "dqn.n_envs" in _assert_one_line_exit_2(_train("--resume", str(run)))
@@ -159,7 +159,7 @@ def test_bad_resume_directories_are_refused_and_left_untouched(tmp_path):
 def test_lagged_readback_gives_the_same_fold_metrics_and_epoch_rows(tmp_path):
     cfg = tiny_config(tmp_path, epochs=3, every=2)
     assert _train("--config", str(cfg), "--name", "plain").exit_code == 0
-    assert _train("--config", str(cfg), "--name", "lagged", "--set", "dqn.lagged_readback=true").exit_code == 0
+    assert _train("--config", str(cfg), "--name", "lagged", "--set", "accel.readback=\"lagged\"").exit_code == 0
     plain, lagged = tmp_path / "runs" / "plain", tmp_path / "runs" / "lagged"
     strip = lambda p: [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")}  # noqa: E731
                        for line in (p / "metrics.jsonl").read_text().splitlines()]
@@ -171,7 +171,7 @@ def test_lagged_readback_gives_the_same_fold_metrics_and_epoch_rows(tmp_path):
 @pytest.mark.parametrize("crash_after_saves", [2, 4])
 def test_a_crash_after_a_committed_checkpoint_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, crash_after_saves):
     cfg = tiny_config(tmp_path, epochs=3, every=1)
-    assert _train("--config", str(cfg), "--name", "ref", "--set", "dqn.lagged_readback=true").exit_code == 0
+    assert _train("--config", str(cfg), "--name", "ref", "--set", "accel.readback=\"lagged\"").exit_code == 0
     real, saves = ckpt.save, []
 
     def crashing(*a, **k):
@@ -182,7 +182,7 @@ def test_a_crash_after_a_committed_checkpoint_resumes_to_the_uninterrupted_resul
         return out
 
     monkeypatch.setattr(ckpt, "save", crashing)
-    res = _train("--config", str(cfg), "--name", "crash", "--set", "dqn.lagged_readback=true")
+    res = _train("--config", str(cfg), "--name", "crash", "--set", "accel.readback=\"lagged\"")
     assert res.exit_code == 1 and isinstance(res.exception, RuntimeError)
     monkeypatch.setattr(ckpt, "save", real)
     run = tmp_path / "runs" / "crash"
@@ -197,17 +197,18 @@ def test_a_crash_after_a_committed_checkpoint_resumes_to_the_uninterrupted_resul
 
 
 def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path):
-    """configs/h200-fast.toml's switches (fused env step, fused acting MLP, compiled train step with
-    the hand-written backward, 32-ary Triton PER trees, fused validation backtests) in one walk-forward
-    run; without CUDA the Triton kernels run in the interpreter, in a subprocess so that
-    TRITON_INTERPRET is set before Triton is imported."""
+    """configs/h200-fast.toml's shape (accel.backend = "fused": fused env step, fused acting MLP,
+    compiled train step with the hand-written backward, 32-ary Triton PER trees, fused validation
+    backtests) in one walk-forward run; without CUDA the Triton kernels run in the interpreter, in a
+    subprocess so that TRITON_INTERPRET is set before Triton is imported. The resolved plan is
+    printed and written into the run directory (accel.json)."""
     import os
     import subprocess
     import sys
 
     sets = ["dqn.n_envs=16", "dqn.hidden=[16,16]", "dqn.head_hidden=8", "dqn.rounds_per_epoch=2", "dqn.batch_size=32",
-            "dqn.buffer_capacity=4096", "dqn.warmup_transitions=64", "dqn.fused_env=true", "dqn.fused_acting=true",
-            "dqn.fused_train_step=true", "dqn.sampler=\"proportional_wide\"", "train.eval_fused=true", "data.bars=6000", "folds.train=3000", "folds.val=600",
+            "dqn.buffer_capacity=4096", "dqn.warmup_transitions=64", "accel.backend=\"fused\"",
+            "dqn.sampler=\"proportional\"", "dqn.tree_arity=32", "data.bars=6000", "folds.train=3000", "folds.val=600",
             f"run.out_dir=\"{(tmp_path / 'runs').as_posix()}\""]
     cmd = [sys.executable, "-m", "foxhunt.cli", "train", "--folds", "2", "--epochs", "2", "--name", "fast"]
     for s in sets:
@@ -222,3 +223,22 @@ def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path
     for k in (0, 1):
         m = json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text())
         assert m["agent"]["bars"] > 0 and m["buy_and_hold"]["exposure_time"] == pytest.approx(1.0)
+    plan = json.loads((run / "accel.json").read_text())
+    assert {p: plan[p] for p in ("env_step", "acting", "train_step", "replay", "eval")} == dict.fromkeys(
+        ("env_step", "acting", "train_step", "replay", "eval"), "fused")
+    assert "accel: backend=fused" in res.stdout
+
+
+def test_resuming_a_run_written_before_component_state_is_refused_in_one_line(tmp_path):
+    """An older run directory: its config has the removed speed switches and its checkpoint the
+    format-1 layout; --resume says the checkpoint cannot be resumed (not which key to edit)."""
+    run = tmp_path / "runs" / "old"
+    (run / "checkpoints" / "f000-e00001-epoch").mkdir(parents=True)
+    (run / "config.toml").write_text("[dqn]\ncuda_graphs = true\nfused_env = false\n")
+    (run / "folds.json").write_text("[]\n")
+    manifest = {"format": 1, "files": {"trainer.safetensors": {}}, "host": {}, "generators": []}
+    (run / "checkpoints" / "f000-e00001-epoch" / "manifest.json").write_text(json.dumps(manifest))
+    before = snapshot(run)
+    text = _assert_one_line_exit_2(_train("--resume", str(run)))
+    assert "format 1 was written by an older foxhunt" in text and "start a new run" in text
+    assert snapshot(run) == before

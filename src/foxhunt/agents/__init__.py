@@ -1,1 +1,1 @@
-"""Agents: networks, replay (storage × sampler), DQN, PPO, curiosity."""
+"""Agents: networks, replay (storage × sampler), DQN (with its curiosity model), epoch monitor, model files."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from foxhunt.state import load_into
+
 
 class FlatParams:
     """One flat float32 buffer holding every parameter of ``module`` and one for the gradients."""
@@ -94,5 +96,9 @@ class MaskedAdam:
         self.v.copy_(torch.where(ok, v_new, self.v))
         self.step_count.copy_(t)
 
-    def state_tensors(self) -> dict[str, torch.Tensor]:
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The live moments and step count (``foxhunt.state`` convention)."""
         return {"adam_m": self.m, "adam_v": self.v, "adam_step": self.step_count}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        load_into("MaskedAdam", self.state_dict(), state)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from foxhunt.state import load_into
+
 FIELDS = (
     "reward_sum", "reward_sumsq", "reward_min", "reward_max", "transitions",
     "act_short_full", "act_short_half", "act_flat", "act_long_half", "act_long_full",
@@ -107,6 +109,14 @@ class EpochMonitor:
         self._pending: list[tuple[int, int]] = []  # (epoch, slot)
         self._slot = 0
         self.reset()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The epoch accumulator (live; ``foxhunt.state`` convention). Summaries already started
+        on their way to the host are not state: a checkpoint is taken after they are read."""
+        return {"buf": self.buf}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        load_into("EpochMonitor", self.state_dict(), state)
 
     def reset(self) -> None:
         """Start a new epoch's accumulation (device op, no host read)."""

@@ -12,6 +12,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
+from foxhunt.accel.backend import FUSED_MAX_WIDTH
+
 N_FACTORED_ACTIONS = 45
 N_EXPOSURE_ACTIONS = 5
 N_CATEGORIES = 3  # short / flat / long
@@ -81,3 +83,44 @@ def action_category(actions: torch.Tensor, n_actions: int) -> torch.Tensor:
     """Short / flat / long category of factored (45) or exposure (5) actions: [B] int64."""
     exposure = actions // 9 if n_actions == N_FACTORED_ACTIONS else actions
     return (exposure >= 2).long() + (exposure >= 3).long()
+
+
+
+
+def _linear_stack(seq: nn.Module) -> tuple[list[nn.Linear], list[float]] | None:
+    """(Linear layers, LeakyReLU slopes) of a Linear/LeakyReLU Sequential, else None."""
+    lins, slopes = [], []
+    for mod in seq.children():
+        if type(mod) is nn.Linear:
+            lins.append(mod)
+        elif type(mod) is nn.LeakyReLU:
+            slopes.append(float(mod.negative_slope))
+        else:
+            return None
+    return lins, slopes
+
+
+def fused_net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str | None:
+    """Why the fused dueling-MLP kernels (acting, backtest) cannot run ``net`` (None when they can).
+
+    The one set of network rules both kernels share: a DuelingQNet (forward not overridden) of two
+    trunk layers and Linear-LeakyReLU-Linear heads, one LeakyReLU slope, obs_dim → n_actions as the
+    env needs, every width (incl. n_actions + 1 outputs) at most ``FUSED_MAX_WIDTH``, float32."""
+    if not isinstance(net, DuelingQNet) or type(net).forward is not DuelingQNet.forward:
+        return f"the network is a {type(net).__name__}, not a DuelingQNet"
+    parts = [_linear_stack(net.trunk), _linear_stack(net.value), _linear_stack(net.advantage)]
+    if any(p is None for p in parts):
+        return "the DuelingQNet holds layers other than Linear and LeakyReLU"
+    (trunk, s_t), (value, s_v), (adv, s_a) = parts  # type: ignore[misc]
+    if len(trunk) != 2 or len(s_t) != 2 or len(value) != 2 or len(adv) != 2 or len(s_v) != 1 or len(s_a) != 1:
+        return "the fused kernels need two trunk layers (dqn.hidden of length 2) and Linear-LeakyReLU-Linear heads"
+    if len(set(s_t + s_v + s_a)) != 1:
+        return "the fused kernels need one LeakyReLU slope for every layer"
+    if net.obs_dim != obs_dim or adv[1].out_features != n_actions:
+        return f"the network maps {net.obs_dim} → {adv[1].out_features}, the env needs {obs_dim} → {n_actions}"
+    widest = max(obs_dim, trunk[0].out_features, trunk[1].out_features, 2 * value[0].out_features, n_actions + 1)
+    if widest > FUSED_MAX_WIDTH:
+        return f"layers wider than {FUSED_MAX_WIDTH} units"
+    if any(p.dtype != torch.float32 for p in net.parameters()):
+        return "the network's parameters are not float32"
+    return None

@@ -19,24 +19,23 @@ once at the end (and, on request, the curves and trades).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
 import torch
 
+from foxhunt.accel.graphs import GraphedStep
 from foxhunt.backtest.annualisation import Annualisation, resolve_bars_per_year
-from foxhunt.backtest.metrics import METRIC_NAMES, TradeRecords, compute_metrics, metrics_to_dicts
-from foxhunt.backtest.policies import Policy
+from foxhunt.backtest.fused import maybe_run_fused
+from foxhunt.backtest.metrics import METRIC_NAMES
+from foxhunt.backtest.policies import Policy, policy_params
+from foxhunt.backtest.result import NO_BARRIER, STATUS_BUST, STATUS_OK, BacktestResult, assemble_result, trade_rows
 from foxhunt.env import EnvParams, EnvState, EnvTensors, StepOutput
 from foxhunt.env.state import portfolio_features
 from foxhunt.env.vec_env import reset as env_reset
 from foxhunt.env.vec_env import step as env_step
 from foxhunt.market import MarketData, NormStats
-from foxhunt.train.graphs import GraphedStep
 
-STATUS_OK, STATUS_BUST = 0, 1
-NO_BARRIER = 2  # trade_barrier code of a round trip closed before any barrier was hit (None in rows)
 _SHAPING_OFF = dict(
     risk_weight=0.0, diversity_penalty=0.0, curiosity_weight=0.0, barrier_profit_scale=0.0,
     barrier_stop_scale=0.0, end_on_barrier=False, reward_mode="return", reward_scale=1.0,
@@ -51,33 +50,6 @@ def execution_params(params: EnvParams) -> EnvParams:
 def bars_per_year(market: MarketData) -> float:
     """Bars per year present in the market's data (``annualisation.infer_bars_per_year``)."""
     return resolve_bars_per_year(market.timestamps_host).bars_per_year
-
-
-def policy_params(params: EnvParams, policy: object) -> EnvParams:
-    """``params`` with the action mode the policy asks for (``policy.action_mode``), if any."""
-    mode = getattr(policy, "action_mode", None)
-    if mode is None or mode == params.action_mode:
-        return params
-    return params.model_copy(update={"action_mode": mode})
-
-
-@dataclass
-class BacktestResult:
-    """Host-side results. metrics: one dict per window (``METRIC_NAMES`` + status)."""
-
-    metrics: list[dict[str, float]]
-    starts: np.ndarray
-    lengths: np.ndarray
-    returns: np.ndarray | None = None  # [W, T] per-bar simple returns (0 past each length)
-    positions: np.ndarray | None = None  # [W, T] exposure after each step
-    trades: list[dict[str, float]] | None = None  # round trips, in window then time order
-    metrics_tensor: torch.Tensor | None = None  # [W, M] on the device
-    bars_per_year: float = float("nan")  # the annualisation factor of these metrics
-
-    def equity(self, w: int) -> np.ndarray:
-        """Equity curve of window w starting at 1 (needs returns)."""
-        assert self.returns is not None
-        return np.concatenate([[1.0], np.cumprod(1.0 + self.returns[w, : self.lengths[w]].astype(np.float64))])
 
 
 class Backtester:
@@ -130,8 +102,6 @@ class Backtester:
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"window {i}: start {st[i]} + length {ln[i]} must lie inside the data (last bar {m.n_bars - 1})")
         if fused:
-            from foxhunt.backtest.fused import maybe_run_fused  # local import: fused.py imports this module
-
             res = maybe_run_fused(self, st, ln, policy, fused, norms=norms, keep_curves=keep_curves,
                                   keep_trades=keep_trades, barriers=barriers)
             if res is not None:
@@ -260,48 +230,5 @@ class _Run:
         return res
 
 
-def assemble_result(bt: Backtester, starts: np.ndarray, lengths: np.ndarray, returns: torch.Tensor,
-                    positions: torch.Tensor, trade_ret: torch.Tensor, trade_closed: torch.Tensor,
-                    bust: torch.Tensor, keep_curves: bool, *, traded: torch.Tensor | None = None) -> BacktestResult:
-    """Metrics and status codes of a finished backtest, read back together (one readback).
-
-    returns, positions: [W, T] (T ≥ every length); trade_ret / trade_closed: [W, T'] per-bar round
-    trips; bust: [W] bool; traded: [W, T] traded notional per bar / initial capital (turnover).
-    Shared by the torch path and the fused kernel's adapter. Each row also carries ``status`` and
-    ``bars_per_year`` (the annualisation used).
-    """
-    w = returns.shape[0]
-    dev = returns.device
-    trades = TradeRecords(window=torch.arange(w, device=dev).repeat_interleave(trade_ret.shape[1]),
-                          ret=trade_ret.reshape(-1), valid=trade_closed.reshape(-1))
-    metrics = compute_metrics(returns, torch.as_tensor(lengths, device=dev), bars_per_year=bt.bars_per_year,
-                              positions=positions, trades=trades, traded=traded)
-    status = torch.where(bust, float(STATUS_BUST), float(STATUS_OK)).to(metrics.dtype)
-    rows = metrics_to_dicts(torch.cat([metrics, status.unsqueeze(1)], 1), (*METRIC_NAMES, "status"))
-    for row in rows:
-        row["bars_per_year"] = bt.bars_per_year
-    res = BacktestResult(rows, starts, lengths, metrics_tensor=metrics, bars_per_year=bt.bars_per_year)
-    if keep_curves:
-        res.returns = returns.cpu().numpy()
-        res.positions = positions.cpu().numpy()
-    return res
-
-
-def trade_rows(closed: torch.Tensor, fields: dict[str, torch.Tensor | np.ndarray]) -> list[dict[str, float]]:
-    """Round trips in window then time order from per-bar [W, T] arrays (one readback each)."""
-    mask = closed.cpu().numpy()
-    host = {k: (v.cpu().numpy() if isinstance(v, torch.Tensor) else v) for k, v in fields.items()}
-    ints = ("entry_bar", "exit_bar", "side")
-
-    def value(k: str, x: object) -> int | float | None:
-        if k == "barrier":
-            return None if int(x) == NO_BARRIER else int(x)  # type: ignore[call-overload]
-        return int(x) if k in ints else float(x)  # type: ignore[call-overload,arg-type]
-
-    return [
-        {"window": int(wi), **{k: value(k, v[wi, ti]) for k, v in host.items()}}
-        for wi, ti in zip(*np.nonzero(mask))
-    ]
-
-
-__all__ = ["Backtester", "BacktestResult", "METRIC_NAMES", "bars_per_year", "execution_params", "policy_params"]
+__all__ = ["NO_BARRIER", "STATUS_BUST", "STATUS_OK", "Backtester", "BacktestResult", "METRIC_NAMES",
+           "assemble_result", "bars_per_year", "execution_params", "policy_params", "trade_rows"]

@@ -12,9 +12,9 @@ without volume, per-window normalisation, any window lengths, triple-barrier lab
 trips (``barriers``); policies: ``GreedyPolicy`` of a ``DuelingQNet`` with two trunk layers and
 LeakyReLU activations, a voting ``EnsemblePolicy`` of such nets (K members' votes inside the
 kernel, one window per program), ``ActionPolicy`` (fixed actions, ``ExposurePolicy``). Not covered
-(``fused_unsupported`` says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path):
-mean-Q ensembles, other networks (PPO actors, other layers), networks wider than 512 units, and a
-CPU without the Triton interpreter (TRITON_INTERPRET=1). DSR, diversity and curiosity are not
+(``unsupported`` says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path):
+mean-Q ensembles, other networks (PPO actors, other layers), networks wider than 512 units (``agents.networks.fused_net_unsupported``), and a device where
+Triton cannot run (``foxhunt.accel.triton``: a CPU needs TRITON_INTERPRET=1). DSR, diversity and curiosity are not
 computed: with shaping off they change no return, position or trade.
 
 Precision: "tf32" by default (``DEFAULT_PRECISION``); "ieee" is float32 throughout (slower),
@@ -25,66 +25,34 @@ torch path's (only at near-ties of Q).
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from foxhunt.agents.networks import DuelingQNet
-from foxhunt.backtest.evaluator import Backtester, BacktestResult, assemble_result, policy_params, trade_rows
-from foxhunt.backtest.policies import ActionPolicy, EnsemblePolicy, GreedyPolicy
+from foxhunt.accel.triton import unavailable
+from foxhunt.agents.networks import DuelingQNet, fused_net_unsupported
+from foxhunt.backtest.policies import ActionPolicy, EnsemblePolicy, GreedyPolicy, policy_params
+from foxhunt.backtest.result import BacktestResult, assemble_result, trade_rows
 from foxhunt.env.params import EnvTensors
-from foxhunt.kernels.backtest_fused import (
-    DuelingWeights, EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, fused_backtest, is_interpreted, pack_dueling,
-)
+from foxhunt.kernels._backtest_host import EnsembleWeights, ExecParams, FusedOutputs, MarketArrays
 from foxhunt.market import MarketData, NormStats
 
+if TYPE_CHECKING:
+    from foxhunt.backtest.evaluator import Backtester
+
 DEFAULT_PRECISION = "tf32"
-MAX_WIDTH = 512
 
 
-def _linears(seq: nn.Module) -> tuple[list[nn.Linear], list[float]] | None:
-    """(Linear layers, LeakyReLU slopes) of a Linear/LeakyReLU Sequential, else None."""
-    lins, slopes = [], []
-    for mod in seq.children():
-        if type(mod) is nn.Linear:
-            lins.append(mod)
-        elif type(mod) is nn.LeakyReLU:
-            slopes.append(float(mod.negative_slope))
-        else:
-            return None
-    return lins, slopes
-
-
-def net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str | None:
-    """Why the fused kernel cannot run ``net`` (None when it can)."""
-    if not isinstance(net, DuelingQNet) or type(net).forward is not DuelingQNet.forward:
-        return f"the policy's network is a {type(net).__name__}, not a DuelingQNet"
-    parts = [_linears(net.trunk), _linears(net.value), _linears(net.advantage)]
-    if any(p is None for p in parts):
-        return "the DuelingQNet holds layers other than Linear and LeakyReLU"
-    (trunk, s_t), (value, s_v), (adv, s_a) = parts  # type: ignore[misc]
-    if len(trunk) != 2 or len(s_t) != 2 or len(value) != 2 or len(adv) != 2 or len(s_v) != 1 or len(s_a) != 1:
-        return "the fused kernel needs two trunk layers and Linear-LeakyReLU-Linear heads"
-    if len(set(s_t + s_v + s_a)) != 1:
-        return "the fused kernel needs one LeakyReLU slope for every layer"
-    if net.obs_dim != obs_dim or adv[1].out_features != n_actions:
-        return f"the network maps {net.obs_dim} → {adv[1].out_features}, the env needs {obs_dim} → {n_actions}"
-    if max(trunk[0].out_features, trunk[1].out_features, 2 * value[0].out_features, obs_dim) > MAX_WIDTH:
-        return f"layers wider than {MAX_WIDTH} units"
-    if any(p.dtype != torch.float32 for p in net.parameters()):
-        return "the network's parameters are not float32"
-    return None
-
-
-def fused_unsupported(backtester: Backtester, policy: object) -> str | None:
+def unsupported(backtester: Backtester, policy: object) -> str | None:
     """Why ``Backtester.run(…, policy, fused=…)`` cannot take the fused path (None when it can)."""
     if not isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy)):
         return f"the policy is a {type(policy).__name__}, not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"
     dev = backtester.device
-    if dev.type != "cuda" and not is_interpreted():
-        return "no CUDA device (and the Triton interpreter is off)"
+    reason = unavailable(dev)
+    if reason is not None:
+        return reason
     if isinstance(policy, ActionPolicy):
         return None
     if isinstance(policy, EnsemblePolicy):
@@ -101,11 +69,13 @@ def fused_unsupported(backtester: Backtester, policy: object) -> str | None:
 def _net_reason(backtester: Backtester, net: nn.Module) -> str | None:
     if any(p.device != backtester.device for p in net.parameters()):
         return "the network is not on the market's device"
-    return net_unsupported(net, backtester.market.obs_dim, backtester.params.n_actions)
+    return fused_net_unsupported(net, backtester.market.obs_dim, backtester.params.n_actions)
 
 
 def pack_ensemble(policy: EnsemblePolicy, precision: str, n_feat: int, device: torch.device) -> EnsembleWeights:
     """The kernel's form of a voting ensemble: packed members, weights and per-member norms."""
+    from foxhunt.kernels.dueling_mlp_fused import pack_net
+
     if policy.norm_mean is None:  # members see the window's normalisation: identity inside the kernel
         mean = torch.zeros(len(policy.nets), n_feat, dtype=torch.float32, device=device)
         inv = torch.ones_like(mean)
@@ -113,14 +83,6 @@ def pack_ensemble(policy: EnsemblePolicy, precision: str, n_feat: int, device: t
         mean, inv = policy.norm_mean[:, 0, :], policy.norm_inv[:, 0, :]
     return EnsembleWeights([pack_net(n, precision) for n in policy.nets], policy.weights.to(device, torch.float32),
                            mean.to(device, torch.float32).contiguous(), inv.to(device, torch.float32).contiguous())
-
-
-def pack_net(net: DuelingQNet, precision: str) -> DuelingWeights:
-    """The kernel's packed weights of ``net`` (bf16 weights for precision "bf16")."""
-    lin = lambda seq: [(m.weight, m.bias) for m in seq.children() if isinstance(m, nn.Linear)]  # noqa: E731
-    slope = next(m.negative_slope for m in net.trunk.children() if isinstance(m, nn.LeakyReLU))
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    return pack_dueling(lin(net.trunk), lin(net.value), lin(net.advantage), slope, dtype)
 
 
 def exec_params(backtester: Backtester) -> ExecParams:
@@ -184,6 +146,9 @@ def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQ
         actions = actions.to(device=dev, dtype=torch.int64).contiguous()
         if actions.dim() != 2 or actions.shape[0] != st.shape[0]:
             raise ValueError(f"actions: expected [{st.shape[0]}, T] (one row per window), got {tuple(actions.shape)}")
+    from foxhunt.kernels.backtest_fused import fused_backtest  # Triton: imported only when a kernel runs
+    from foxhunt.kernels.dueling_mlp_fused import pack_net
+
     ens = pack_ensemble(ensemble, precision, m.n_features, dev) if ensemble is not None else None
     if ens is not None:
         tuning = {**tuning, "block_w": 1}
@@ -204,12 +169,12 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
     """``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms, …)`` in one fused kernel;
     ``net`` may also be an ActionPolicy (fixed actions, e.g. ExposurePolicy: buy-and-hold).
 
-    Raises ValueError when the kernel cannot run this network / device (``fused_unsupported``).
+    Raises ValueError when the kernel cannot run this network / device (``unsupported``).
     barriers: with keep_trades, each round trip's triple-barrier label (``Backtester.run``'s rule).
     tuning: block_w, bk, stages, num_warps (see ``fused_backtest``).
     """
     policy = net if isinstance(net, (ActionPolicy, EnsemblePolicy)) else GreedyPolicy(net)
-    reason = fused_unsupported(backtester, policy)
+    reason = unsupported(backtester, policy)
     if reason is not None:
         raise ValueError(f"fused backtest unavailable: {reason}")
     m = backtester.market
@@ -240,13 +205,13 @@ def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, 
     """The ``Backtester.run(fused=…)`` hook: a result from the fused kernel, or None for the torch path.
 
     fused: False → None; True → the fused path or a ValueError saying why it cannot run;
-    "auto" → the fused path when ``fused_unsupported`` allows it, else None.
+    "auto" → the fused path when ``unsupported`` allows it, else None.
     """
     if fused is False:
         return None
     if fused not in (True, "auto"):
         raise ValueError(f"fused = {fused!r}: expected True, False or 'auto'")
-    reason = fused_unsupported(backtester, policy)
+    reason = unsupported(backtester, policy)
     if reason is not None:
         if fused is True:
             raise ValueError(f"fused backtest unavailable: {reason}")
@@ -256,4 +221,4 @@ def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, 
                      barriers=barriers)
 
 
-__all__ = ["DEFAULT_PRECISION", "fused_unsupported", "maybe_run_fused", "net_unsupported", "run_fused"]
+__all__ = ["DEFAULT_PRECISION", "maybe_run_fused", "run_fused", "unsupported"]

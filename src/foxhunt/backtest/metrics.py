@@ -72,6 +72,8 @@ from dataclasses import dataclass
 
 import torch
 
+from foxhunt.accel.graphs import capture
+
 __all__ = ["METRIC_NAMES", "TradeRecords", "compute_metrics", "metrics_to_dicts", "GraphedMetrics"]
 
 METRIC_NAMES: tuple[str, ...] = (
@@ -390,15 +392,11 @@ class GraphedMetrics:
                 torch.zeros(trade_capacity, dtype=torch.bool, device=self.device),
             )
         if use_graph and self.device.type == "cuda":
-            stream = torch.cuda.Stream(self.device)
-            stream.wait_stream(torch.cuda.current_stream(self.device))
-            with torch.cuda.stream(stream):
-                for _ in range(2):  # warm-up (allocator, kernels) outside the capture
-                    self._run()
-            torch.cuda.current_stream(self.device).wait_stream(stream)
-            self.graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(self.graph):
-                self.out = self._run()
+            # warm-up (allocator, kernels) outside the capture; the captured call's output is static
+            self.graph = capture(self._capture_body, self.device, warmup=2)
+
+    def _capture_body(self) -> None:
+        self.out = self._run()
 
     def _run(self) -> torch.Tensor:
         return compute_metrics(self.returns, self.lengths, positions=self.positions, trades=self.trades,

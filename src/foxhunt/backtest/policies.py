@@ -25,6 +25,8 @@ import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state
 
+from foxhunt.env.params import EnvParams
+
 N_LEVELS = 5
 _MARKET_NORMAL = 0 * 3 + 1  # order type 0 (market), urgency 1 (normal) inside a factored action
 
@@ -132,3 +134,12 @@ class ExposurePolicy(ActionPolicy):
             raise ValueError("ExposurePolicy: exposures must be finite and within [-1, 1] (fraction of max_position)")
         level = torch.round((ex + 1.0) * 2.0).long().clamp(0, N_LEVELS - 1)  # -1 → 0, 0 → 2, +1 → 4
         super().__init__(level * 9 + _MARKET_NORMAL)
+
+
+def policy_params(params: EnvParams, policy: object) -> EnvParams:
+    """``params`` with the action mode the policy asks for (``policy.action_mode``), if any."""
+    mode = getattr(policy, "action_mode", None)
+    if mode is None or mode == params.action_mode:
+        return params
+    return params.model_copy(update={"action_mode": mode})
+

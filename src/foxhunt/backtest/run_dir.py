@@ -39,6 +39,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     """
     import torch
 
+    from foxhunt.accel.backend import resolve
     from foxhunt.agents.model_io import load_model
     from foxhunt.backtest.evaluator import Backtester
     from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
@@ -68,8 +69,9 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
         loaded.append((FoldRange(**meta.extra["fold"]), net))
     bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
     use_barriers = cfg.backtest.barriers if barriers is None else barriers
-    bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs, bars_per_year=bpy)
-    fused = "auto" if market.device.type == "cuda" and cfg.train.eval_fused else False
+    plan = resolve(cfg.accel, cfg.dqn, market.device)  # the run's own backend: evaluate as training did
+    bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=plan.graphs, bars_per_year=bpy)
+    fused = plan.eval == "fused"
     # Buy-and-hold: one lockstep run of every window under the first fold's statistics (the runner's rule).
     market.set_fold(loaded[0][0])
     starts = [f.val_start for f, _ in loaded]

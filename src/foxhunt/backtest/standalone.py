@@ -130,7 +130,7 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
     fused = choose_fused(backend, dev.type)
     model_fused: bool | str = fused
     if model_fused:
-        from foxhunt.backtest.fused import fused_unsupported
+        from foxhunt.backtest.fused import unsupported as fused_unsupported
 
         reason = fused_unsupported(bt, policy)
         if reason is not None and model_fused is True:

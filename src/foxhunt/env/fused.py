@@ -7,8 +7,8 @@ per step, drawn here before the kernel with the same generator call; the kernel 
 as ``draw`` does and writes ``sampler.starts``). It reads no tensor value on the host and allocates
 nothing, so a sequence of steps can be captured in a CUDA graph (register ``sampler.generator``).
 
-``fused_supported(params, market)`` says why the kernel cannot run (None when it can): no Triton,
-or a CPU without the Triton interpreter (TRITON_INTERPRET=1 before Triton is imported).
+``unsupported(params, market)`` says why the kernel cannot run (None when it can): Triton unusable
+on the market's device (``foxhunt.accel.triton``), or a reward / action mode the kernel lacks.
 ``FusedEnvStep(env)`` is a drop-in for ``VecTradingEnv.step`` in training (``collector._env_step``).
 
 Semantics: the same as the torch step to float32 rounding (the same operation order; see
@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from foxhunt.accel.triton import unavailable
 from foxhunt.env.params import EnvTensors
 from foxhunt.env.state import EnvState, StartSampler
 from foxhunt.market import MarketData
@@ -35,18 +36,19 @@ def _kernels():
     return env_step_fused
 
 
-def fused_supported(params: EnvTensors, market: MarketData) -> str | None:
+COVERED_REWARD_MODES = ("return", "pnl", "dsr")
+COVERED_ACTION_MODES = ("factored", "exposure")
+
+
+def unsupported(params: EnvTensors, market: MarketData) -> str | None:
     """Why ``fused_step`` cannot run for these parameters and market (None when it can)."""
-    try:
-        k = _kernels()
-    except ImportError as exc:  # triton missing (or broken)
-        return f"triton is not available ({exc})"
     dev = market.device
-    if dev.type != "cuda" and not k.is_interpreted():
-        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
+    reason = unavailable(dev)
+    if reason is not None:
+        return reason
     if params.device != dev:
         return f"the parameters live on {params.device}, the market on {dev}"
-    if params.reward_mode not in ("return", "pnl", "dsr") or params.action_mode not in ("factored", "exposure"):
+    if params.reward_mode not in COVERED_REWARD_MODES or params.action_mode not in COVERED_ACTION_MODES:
         return f"reward_mode {params.reward_mode!r} / action_mode {params.action_mode!r} not covered"
     return None
 
@@ -101,13 +103,13 @@ class FusedEnvStep:
     """``env.step`` of a training VecTradingEnv (auto_reset on) through the fused kernel.
 
     Call as ``env.step``: ``(actions, curiosity=None) -> env.out``. Raises ValueError at construction
-    when the kernel cannot run (``fused_supported``) or the env freezes done envs (auto_reset off).
+    when the kernel cannot run (``unsupported``) or the env freezes done envs (auto_reset off).
     """
 
     def __init__(self, env: "VecTradingEnv", *, block: int = 128, num_warps: int = 4) -> None:
         if not env.auto_reset:
             raise ValueError("the fused env step covers auto_reset=True (training) envs only")
-        reason = fused_supported(env.params, env.market)
+        reason = unsupported(env.params, env.market)
         if reason is not None:
             raise ValueError(f"fused env step unavailable: {reason}")
         self.env = env
@@ -120,4 +122,4 @@ class FusedEnvStep:
                           block=self.block, num_warps=self.num_warps)
 
 
-__all__ = ["FusedEnvStep", "fused_step", "fused_supported"]
+__all__ = ["COVERED_ACTION_MODES", "COVERED_REWARD_MODES", "FusedEnvStep", "fused_step", "unsupported"]

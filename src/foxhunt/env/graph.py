@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import torch
 
+from foxhunt.accel.graphs import capture
 from foxhunt.env.vec_env import VecTradingEnv
 
 
@@ -33,19 +34,8 @@ class StepGraph:
         self.curiosity = torch.zeros((self.k, n), dtype=torch.float32, device=dev) if with_curiosity else None
         self.rewards = torch.zeros((self.k, n), dtype=torch.float32, device=dev)
         self.dones = torch.zeros((self.k, n), dtype=torch.bool, device=dev)
-        snap = env.snapshot()
-        side = torch.cuda.Stream(device=dev)
-        side.wait_stream(torch.cuda.current_stream(dev))
-        with torch.cuda.stream(side):
-            for _ in range(max(0, warmup)):
-                self._body()
-        torch.cuda.current_stream(dev).wait_stream(side)
-        env.restore(snap)
-        self.graph = torch.cuda.CUDAGraph()
-        self.graph.register_generator_state(env.sampler.generator)
-        with torch.cuda.graph(self.graph):
-            self._body()
-        env.restore(snap)
+        self.graph = capture(self._body, dev, warmup=warmup, generators=[env.sampler.generator],
+                             save=env.snapshot, restore=env.restore, restore_after_warmup=True)
 
     def _body(self) -> None:
         for i in range(self.k):

@@ -29,6 +29,7 @@ from foxhunt.env.state import (
 )
 from foxhunt.folds import FoldRange
 from foxhunt.market import N_PORTFOLIO_FEATURES, MarketData
+from foxhunt.state import pack, unpack
 
 
 @dataclass
@@ -373,6 +374,13 @@ class VecTradingEnv:
         self.reset_flags.zero_()
 
     # ------------------------------------------------------------------ snapshots (tests, graphs)
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The env state's live tensors and the episode-start generator (``foxhunt.state``)."""
+        return pack(self.state.tensors(), generators={"start_generator": self.sampler.generator})
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        unpack("VecTradingEnv", state, self.state.tensors(), generators={"start_generator": self.sampler.generator})
+
     def snapshot(self) -> tuple[EnvState, torch.Tensor]:
         """A copy of the state and of the start generator's state."""
         return self.state.clone(), self.sampler.generator.get_state()

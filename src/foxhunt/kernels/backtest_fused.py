@@ -37,18 +37,16 @@ well under the L2's ~5 TB/s): about the same time as 8 windows, 32× the through
 per program (BLOCK_W = 32) halve the weight bytes per window but double the MMA rows; with few
 windows there is no way to use more SMs for one window block (one per-layer grid barrier would
 cost ~1 µs, the whole budget).
-Measured on the H200 (bench/results/backtest_cuda.json): the tile path runs 20.9 µs per bar in tf32
-(2.1 s for 8 × 100 K), 2-3× the model: each layer's K-loop is a chain of exposed L2 round trips,
-scratch stores and CTA barriers, not a stream. Hence the row path (BLOCK_W = 1,
-``_backtest_mlp.greedy_action_row``): one window per program, matrix-vector products in float32
-FMA on the CUDA cores with layers 2-3 fused over column chunks (no scratch, no barriers between
-layers): 11.0 µs per bar in float32 (1.10 s for 8 × 100 K; exact float32, so "tf32" there
-means float32), with bf16 weights slower (17 µs: the conversions cost more than the bytes save).
-With W windows it uses W SMs; 256 windows take 1.6 s (two waves of programs over 132 SMs).
+Measured (BENCHMARKS.md, bench/results/backtest_cuda.json), the tile path runs at 2-3× the
+model: each layer's K-loop is a chain of exposed L2 round trips, scratch stores and CTA
+barriers, not a stream. Hence the row path (BLOCK_W = 1, ``_backtest_mlp.greedy_action_row``):
+one window per program, matrix-vector products in float32 FMA on the CUDA cores with layers 2-3
+fused over column chunks (no scratch, no barriers between layers), about twice as fast per bar
+(exact float32, so "tf32" there means float32); bf16 weights are slower there (the conversions
+cost more than the bytes save). With W windows it uses W SMs (waves of programs over 132 SMs).
 Greedy actions need only the advantage head (argmax Q = argmax A; ``greedy_action_row``'s ADV, with
-an exact fallback at float32 near-ties), 416 instead of 576 KiB of weights per bar: 8.9 µs per bar,
-8 × 100 K in 0.887 s, 256 × 100 K in 1.36 s (rev 0ea073de, with the L1 cache hints). The tile path
-does the same per block of windows: 256 × 100 K in 1.93 s instead of 2.12 s (rev c1302818).
+an exact fallback at float32 near-ties), 416 instead of 576 KiB of weights per bar; the tile path
+does the same per block of windows (timings per revision: BENCHMARKS.md).
 Worth trying on the device (``bench/bench_backtest.py`` sweeps them): num_warps, BK, stages, BN.
 Cross-compiled for sm_90 with Triton 3.9 on a CPU (tests/kernels/compile_backtest_sm90.py; the
 device runs 3.6): mma.sync (MMA v2), each layer's K-loop pipelined 3 deep with cp.async, 68 KB of
@@ -65,6 +63,8 @@ import torch
 import triton
 import triton.language as tl
 
+from foxhunt.kernels._triton import is_interpreted
+
 from foxhunt.kernels._backtest_env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_barrier, update_kelly,
 )
@@ -78,9 +78,8 @@ PRECOMPUTE_MAX_BYTES = 1 << 30
 """The row path precomputes layer 1's feature part when [W, n_steps, H1] float32 fits this."""
 
 ROW_MAX_WINDOWS = 265
-"""Below this many windows the default is one window per program (``greedy_action_row``). Measured
-on the H200: 8 windows 1.14 s (rows) vs 2.10 s (16-window tiles), 256 windows 1.59 s vs 2.12 s.
-A row program uses 187 registers × 128 threads (255 with both heads), so two fit an SM: 264 windows run in one wave on
+"""Below this many windows the default is one window per program (``greedy_action_row``): faster
+than 16-window tiles up to a few hundred windows (BENCHMARKS.md). A row program uses 187 registers × 128 threads (255 with both heads), so two fit an SM: 264 windows run in one wave on
 132 SMs; beyond that each further wave adds about a window's whole time, while the tiles stay at
 one wave up to 2,112 windows."""
 
@@ -88,11 +87,6 @@ PRECISIONS = ("ieee", "tf32", "tf32x3", "bf16")
 """Dot precision: float32 weights with Triton's ``input_precision`` ("ieee" = exact float32 FMA,
 "tf32" = tensor cores with 10-bit mantissa inputs, "tf32x3" = three tf32 products, ~float32), or
 bf16 weights and activations with float32 accumulation."""
-
-
-def is_interpreted() -> bool:
-    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1 at import)."""
-    return type(_backtest_kernel).__name__ == "InterpretedFunction"
 
 
 @triton.jit
@@ -307,7 +301,7 @@ def fused_backtest(
     float32 rounding could make the dueling argmax differ (``greedy_action_row``; the tile path
     does it per block of windows): the same actions, fewer weight bytes per bar. l1_keep: (row path) stream W2 through L2 only and
     keep the head weights in L1 across bars (cache hints). Both defaults are the configuration
-    measured fastest on the H200 (bench/results/backtest_cuda.json: 8 × 100 K in 0.887 s).
+    measured fastest (BENCHMARKS.md, bench/results/backtest_cuda.json).
     barriers: (with store_trades) track the env's triple barriers and write each round trip's label
     into ``trade_barrier`` (+1 profit, -1 stop, 0 time, 2 closed before any barrier).
     ensemble: K members voting instead of ``net`` (``EnsembleWeights``; row path only, no

@@ -72,6 +72,8 @@ import torch
 import triton
 import triton.language as tl
 
+from foxhunt.kernels._triton import is_interpreted
+
 from foxhunt.kernels._backtest_mlp import leaky
 from foxhunt.kernels.backtest_fused import DuelingWeights, pack_dueling
 
@@ -169,11 +171,6 @@ def _dueling_q_kernel(
             tl.store(max_ptr + row0 + r, tl.max(qa, axis=1), mask=rmask)
         if STORE_ARG:
             tl.store(arg_ptr + row0 + r, tl.argmax(qa, axis=1, tie_break_left=True).to(tl.int64), mask=rmask)
-
-
-def is_interpreted() -> bool:
-    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1 at import)."""
-    return type(_dueling_q_kernel).__name__ == "InterpretedFunction"
 
 
 def _out(arg: torch.Tensor | bool, shape: tuple[int, ...], dtype: torch.dtype, dev: torch.device,

@@ -35,6 +35,8 @@ import torch
 import triton
 import triton.language as tl
 
+from foxhunt.kernels._triton import is_interpreted
+
 from foxhunt.kernels._backtest_env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_kelly,
 )
@@ -261,11 +263,6 @@ def _env_step_kernel(
     tl.store(peak_p + i, tl.where(done, capital, tl.maximum(peak, equity1)), mask=valid)
     tl.store(cumc_p + i, tl.where(done, 0.0, cum_costs + (cost1 + cost2)), mask=valid)
     tl.store(openc_p + i, tl.where(done, 0.0, oc2), mask=valid)
-
-
-def is_interpreted() -> bool:
-    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1 at import)."""
-    return type(_env_step_kernel).__name__ == "InterpretedFunction"
 
 
 def _arg(t: torch.Tensor) -> torch.Tensor:

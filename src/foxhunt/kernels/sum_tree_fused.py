@@ -70,6 +70,8 @@ import torch
 import triton
 import triton.language as tl
 
+from foxhunt.kernels._triton import is_interpreted
+
 OPS = {"sum": 0, "min": 1}
 MAX_REBUILD_BLOCK = 4096
 """Lanes of the single rebuild program (larger batches loop over chunks of this many)."""
@@ -180,11 +182,6 @@ def _write_rebuild_kernel(a_p, b_p, idx_p, val_p, max_p, n, idx_stride, val_stri
     if HAS_MAX:  # torch.maximum(running_max, values.max()); n >= 1, so mx is a real value
         mx = tl.max(vmax, axis=0)
         tl.store(max_p, tl.maximum(tl.load(max_p), mx.to(max_p.dtype.element_ty)))
-
-
-def is_interpreted() -> bool:
-    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1 at import)."""
-    return type(_find_prefix_kernel).__name__ == "InterpretedFunction"
 
 
 def find_prefix(tree: torch.Tensor, prefix: torch.Tensor, out: torch.Tensor, *, depth: int, search_level: int,

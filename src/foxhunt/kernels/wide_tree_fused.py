@@ -66,6 +66,8 @@ import torch
 import triton
 import triton.language as tl
 
+from foxhunt.kernels._triton import is_interpreted
+
 
 def level_start(branch: int, d: int) -> int:
     """Flat offset of level d (0 = root) in the shifted B-ary heap (module docstring)."""
@@ -144,11 +146,6 @@ def _level_kernel(s_p, m_p, idx_p, n, idx_stride, shift, parent0, child0,
         mn = tl.minimum(mn, tl.load(m_p + base + k, mask=m, other=0.0), propagate_nan=tl.PropagateNan.ALL)
     tl.store(s_p + parent0 + j, acc.to(s_p.dtype.element_ty), mask=m)
     tl.store(m_p + parent0 + j, mn, mask=m)
-
-
-def is_interpreted() -> bool:
-    """True when Triton kernels run in the interpreter (TRITON_INTERPRET=1 at import)."""
-    return type(_descend_kernel).__name__ == "InterpretedFunction"
 
 
 def _block(n: int, block: int) -> int:

@@ -1,1 +1,1 @@
-"""Training: graph capture helper, walk-forward runner, checkpoints, logs."""
+"""Training: the walk-forward runner, checkpoints of component state, logs, report, `foxhunt train`."""

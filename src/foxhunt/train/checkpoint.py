@@ -3,11 +3,16 @@
 A checkpoint is a directory ``checkpoints/f{fold:03d}-e{epoch:05d}-{kind}`` (kind ``epoch``: inside
 a fold, ``end``: the fold is finished and evaluated) holding
 
-    trainer.safetensors   every tensor of ``trainer.state_tensors()`` (+ curiosity's Adam moments)
-    replay.safetensors    the replay storage arrays and the sampler's trees / priorities / beta
-    rng.safetensors       the state (uint8) of every torch.Generator the training draws from
-    manifest.json         versions, config hash, data hash (MarketData.source_sha256), host counters
-                          (fold, epoch, rounds, replay pos/size, ...) and the sha256 of each file
+    <component>.safetensors   the ``state_dict()`` of each of the trainer's stateful components
+                              (learner, replay, env, collector, monitor, curiosity if on, trainer's
+                              host counters): live tensors, generator states, host integers
+    manifest.json             versions, config hash, data hash (MarketData.source_sha256), the
+                              component list and the sha256 of each file
+
+This module knows nothing of a component's insides: ``trainer.state_dict()`` gives the dicts and
+``trainer.load_state_dict()`` checks and copies them back (``foxhunt.state``). A checkpoint of an
+older format (1: written before components saved their own state) is refused with a message
+saying so: it cannot be resumed by this version.
 
 Writing: everything goes into ``checkpoints/.tmp-<name>-<pid>``; each file is fsynced; the manifest
 is written last; the directory is fsynced, renamed to its final name, and the parent fsynced. A
@@ -37,7 +42,8 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 import foxhunt
-from foxhunt.train.manifest import FILES, FORMAT_VERSION, CheckpointError, check_headers, check_restored_values, parse_manifest
+from foxhunt.state import ComponentStateError
+from foxhunt.train.manifest import FORMAT_VERSION, CheckpointError, check_headers, check_restored_values, parse_manifest
 
 MANIFEST = "manifest.json"
 TMP_PREFIX = ".tmp-"
@@ -46,52 +52,12 @@ SLEEP_ENV = "FOXHUNT_TEST_CHECKPOINT_SLEEP"
 """Test hook: seconds to sleep between the files of a save (so that a kill can land inside it)."""
 
 _NAME_RE = re.compile(r"^f(\d{3,})-e(\d{5,})-(epoch|end)$")
-_STORAGE_FIELDS = ("bar", "portfolio", "action", "reward", "done", "next_bar", "next_portfolio", "discount", "pos_t", "size_t")
 
 
 # --------------------------------------------------------------------------- what is saved
-def trainer_tensors(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:
-    """The live device tensors of ``trainer`` (a DQNTrainer), grouped by file (no copies).
-
-    Loading copies into exactly these tensors in place, so captured CUDA graphs stay valid.
-    """
-    main = dict(trainer.state_tensors())
-    main["collector.epsilon"] = trainer.collector.epsilon
-    storage, sampler = trainer.replay.storage, trainer.replay.sampler
-    replay = {f"storage.{f}": getattr(storage, f) for f in _STORAGE_FIELDS}
-    replay["sampler.beta"] = sampler.beta
-    for name in ("max_priority", "priorities", "order"):
-        if hasattr(sampler, name):
-            replay[f"sampler.{name}"] = getattr(sampler, name)
-    for name in ("sum_tree", "min_tree"):
-        if hasattr(sampler, name):
-            replay[f"sampler.{name}"] = getattr(sampler, name).tree
-    return {"trainer.safetensors": main, "replay.safetensors": replay}
-
-
-def generators(trainer: Any) -> dict[str, torch.Generator]:
-    """Every torch.Generator that training draws from, by a stable name."""
-    gens = {
-        "env_start_sampler": trainer.env.sampler.generator,
-        "collector": trainer.collector.generator,
-        "replay_sampler": trainer.replay.sampler.generator,
-    }
-    if trainer.curiosity is not None:
-        gens["curiosity"] = trainer.curiosity.generator
-    return gens
-
-
-def host_counters(trainer: Any) -> dict[str, int]:
-    """Host-side integers a resumed trainer needs (known by construction, never read back)."""
-    out = {
-        "trainer_epoch": int(trainer.epoch),
-        "trainer_rounds": int(trainer.rounds),
-        "replay_pos": int(trainer.replay.storage.pos),
-        "replay_size": int(trainer.replay.storage.size),
-    }
-    if hasattr(trainer.replay.sampler, "n_updates"):
-        out["sampler_n_updates"] = int(trainer.replay.sampler.n_updates)
-    return out
+def component_files(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:
+    """``{file name: state dict}``: one file per component of ``trainer.state_dict()`` (live tensors)."""
+    return {f"{name}.safetensors": state for name, state in trainer.state_dict().items()}
 
 
 # --------------------------------------------------------------------------- names
@@ -176,10 +142,9 @@ def save(ckpt_dir: Path, trainer: Any, *, fold: int, epoch: int, fold_done: bool
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     pause = float(os.environ.get(SLEEP_ENV, "0") or 0)
-    groups = trainer_tensors(trainer)
-    groups["rng.safetensors"] = {k: g.get_state() for k, g in generators(trainer).items()}
+    groups = component_files(trainer)
     files: dict[str, dict[str, Any]] = {}
-    for fname in FILES:
+    for fname in sorted(groups):
         host = _to_host(groups[fname])
         data = st_save(host, metadata={"format": str(FORMAT_VERSION)})
         files[fname] = {"sha256": _write_file(tmp / fname, data), "bytes": len(data), "tensors": len(host)}
@@ -193,8 +158,7 @@ def save(ckpt_dir: Path, trainer: Any, *, fold: int, epoch: int, fold_done: bool
         "fold": fold,
         "epoch": epoch,
         "fold_done": fold_done,
-        "host": host_counters(trainer),
-        "generators": sorted(generators(trainer)),
+        "components": sorted(name.removesuffix(".safetensors") for name in groups),
         "run": extra or {},
         "files": files,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -211,15 +175,31 @@ def save(ckpt_dir: Path, trainer: Any, *, fold: int, epoch: int, fold_done: bool
 
 
 # --------------------------------------------------------------------------- loading
+def _refuse_format_1(mpath: Path, fmt: object) -> None:
+    if fmt == 1:
+        raise CheckpointError(f"checkpoint {mpath}: format 1 was written by an older foxhunt (before components saved "
+                              f"their own state); this version cannot resume it: start a new run")
+
+
+def refuse_old_format(path: Path) -> None:
+    """CheckpointError when checkpoint ``path`` has the old format 1 (nothing else is checked here:
+    ``read_manifest`` verifies the rest)."""
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return
+    _refuse_format_1(path / MANIFEST, manifest.get("format") if isinstance(manifest, dict) else None)
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
     """The manifest of checkpoint ``path``, schema-checked (``foxhunt.train.manifest.Manifest``),
     with every file's length and sha256 verified (CheckpointError naming the file otherwise)."""
     mpath = path / MANIFEST
     if not mpath.is_file():
         raise CheckpointError(f"checkpoint {path}: {MANIFEST} is missing (torn or not a checkpoint)")
-    manifest = parse_manifest(mpath)
+    manifest = parse_manifest(mpath)  # refuses format 1 with its own message
     files = manifest["files"]
-    for fname in FILES:
+    for fname in (f"{c}.safetensors" for c in manifest["components"]):
         fpath = path / fname
         if not fpath.is_file():
             raise CheckpointError(f"checkpoint file {fpath} is missing")
@@ -243,54 +223,29 @@ def check_identity(path: Path, manifest: dict[str, Any], config_hash: str | tupl
         raise CheckpointError(f"checkpoint {path}: written for other data (data sha256 {str(manifest.get('data_sha256'))[:12]}… ≠ {data_hash[:12]}…)")
 
 
-def _copy_group(path: Path, fname: str, live: dict[str, torch.Tensor]) -> None:
-    fpath = path / fname
-    try:
-        loaded = st_load(fpath.read_bytes())
-    except Exception as exc:  # safetensors raises its own error types
-        raise CheckpointError(f"checkpoint file {fpath}: unreadable ({exc})") from None
-    if set(loaded) != set(live):
-        missing = sorted(set(live) - set(loaded)) or sorted(set(loaded) - set(live))
-        raise CheckpointError(f"checkpoint file {fpath}: tensor set does not match this trainer (e.g. {missing[0]!r})")
-    for k, dst in live.items():
-        src = loaded[k]
-        if src.shape != dst.shape or src.dtype != dst.dtype:
-            raise CheckpointError(
-                f"checkpoint file {fpath}: tensor {k!r} is {src.dtype} {list(src.shape)}, this trainer has {dst.dtype} {list(dst.shape)}"
-            )
-    with torch.no_grad():
-        for k, dst in live.items():
-            dst.copy_(loaded[k])
-
-
 def restore(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
     """Copy checkpoint ``path`` (already verified by ``read_manifest``) into ``trainer`` in place.
 
     The trainer must be built with the same configuration and have the checkpoint's fold set
-    (``reset_for_fold``); every tensor, generator and host counter is then overwritten.
+    (``reset_for_fold``); ``trainer.load_state_dict`` then overwrites every component's state.
     """
-    groups = trainer_tensors(trainer)
-    gens = generators(trainer)
-    want = {fname: {k: (t.dtype, tuple(t.shape)) for k, t in live.items()} for fname, live in groups.items()}
-    want["rng.safetensors"] = {k: (torch.uint8, tuple(g.get_state().shape)) for k, g in gens.items()}
-    for fname in FILES:  # headers only: nothing is read or copied until every file matches
-        check_headers(path / fname, want[fname])
-    for fname, live in groups.items():
-        _copy_group(path, fname, live)
-    rng_path = path / "rng.safetensors"
-    states = st_load(rng_path.read_bytes())
-    if set(states) != set(gens):
-        raise CheckpointError(f"checkpoint file {rng_path}: generators {sorted(states)} ≠ this trainer's {sorted(gens)}")
-    for k, g in gens.items():
+    live = component_files(trainer)
+    want = sorted(name.removesuffix(".safetensors") for name in live)
+    if sorted(manifest["components"]) != want:
+        raise CheckpointError(f"checkpoint {path}: components {sorted(manifest['components'])} ≠ this trainer's {want}")
+    for fname, group in live.items():  # headers only: nothing is read or copied until every file matches
+        check_headers(path / fname, {k: (t.dtype, tuple(t.shape)) for k, t in group.items()})
+    state: dict[str, dict[str, torch.Tensor]] = {}
+    for fname in live:
+        fpath = path / fname
         try:
-            g.set_state(states[k])
-        except RuntimeError as exc:
-            raise CheckpointError(f"checkpoint file {rng_path}: generator {k!r} state rejected ({exc})") from None
-    host = manifest["host"]
-    trainer.epoch = int(host["trainer_epoch"])
-    trainer.rounds = int(host["trainer_rounds"])
-    trainer.replay.storage.pos = int(host["replay_pos"])
-    trainer.replay.storage.size = int(host["replay_size"])
-    if host.get("sampler_n_updates") is not None:
-        trainer.replay.sampler.n_updates = int(host["sampler_n_updates"])
-    check_restored_values(path, trainer)
+            state[fname.removesuffix(".safetensors")] = st_load(fpath.read_bytes())
+        except Exception as exc:  # safetensors raises its own error types
+            raise CheckpointError(f"checkpoint file {fpath}: unreadable ({exc})") from None
+    try:
+        trainer.load_state_dict(state)
+    except ComponentStateError as exc:
+        raise CheckpointError(f"checkpoint file {path / (exc.component + '.safetensors')}: {exc}") from None
+    except ValueError as exc:
+        raise CheckpointError(f"checkpoint {path}: {exc}") from None
+    check_restored_values(path, trainer, manifest)

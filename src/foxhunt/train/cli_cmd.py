@@ -13,6 +13,7 @@ from typing import Any, Optional
 
 import typer
 
+from foxhunt.console import console
 from foxhunt.errors import ConfigError
 
 
@@ -33,8 +34,6 @@ def train(
     One trainer is reused across folds; checkpoints are crash-safe (--resume continues a run);
     the run directory gets metrics.jsonl, TensorBoard events, per-fold metrics and report.html.
     """
-    from foxhunt.cli import console
-
     if resume is not None:
         given = [flag for flag, v in (("--data", data), ("--sample", sample), ("--config", config), ("--folds", folds),
                                       ("--epochs", epochs), ("--device", device), ("--name", name),

@@ -15,7 +15,9 @@ from __future__ import annotations
 import sys
 from typing import Any, Sequence
 
-from pydantic import Field
+from pydantic import Field, model_validator
+
+from foxhunt.accel.config import reject_removed_keys
 
 from foxhunt.config import Config, Section, apply_overrides, apply_values, build_config, register_section
 from foxhunt.errors import ConfigError
@@ -35,13 +37,18 @@ class TrainConfig(Section):
     warm_start: bool = Field(False, description="start each fold from the previous fold's weights instead of re-initialising")
     eval_buy_and_hold: bool = Field(True, description="also backtest buy-and-hold on each validation window")
     eval_chunk: int = Field(64, ge=1, le=4096, description="backtest steps per (captured) chunk")
-    eval_fused: bool = Field(True, description="on CUDA, run the validation backtests (greedy agent, buy-and-hold) in the fused Triton kernel when it covers the network (verified against the torch path on the H200); false: the torch path")
     save_curves: bool = Field(True, description="write each fold's validation return/position curves")
     save_trades: bool = Field(True, description="write each fold's validation round trips (trades.csv)")
     tensorboard: bool = Field(True, description="write TensorBoard event files (one point per epoch)")
     report: bool = Field(True, description="write report.html at the end")
     progress: bool = Field(True, description="rich progress bars (fed by the epoch readback only)")
     threads: int = Field(0, ge=0, le=1024, description="torch CPU threads (0: torch's default)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: object) -> object:
+        reject_removed_keys("train", data)
+        return data
 
 
 register_section("train", TrainConfig)

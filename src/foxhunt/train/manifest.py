@@ -14,17 +14,17 @@ before training continues. Every failure is one line naming the file, the key an
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, field_validator, model_validator
 
 from foxhunt.errors import CacheError, FoxhuntError
 
-FORMAT_VERSION = 1
-FILES = ("trainer.safetensors", "replay.safetensors", "rng.safetensors")
+FORMAT_VERSION = 2
+"""2: one safetensors file per component state dict (``trainer.state_dict()``). 1 (older):
+trainer / replay / rng files, refused with a message saying so."""
 MAX_COUNT = 1 << 53
 """Upper bound of every counter (exactly representable as a float: a JSON reader may go through one)."""
 
@@ -51,14 +51,6 @@ class FileEntry(_Strict):
     tensors: Annotated[int, Field(ge=1, le=100_000)]
 
 
-class HostCounters(_Strict):
-    trainer_epoch: Count
-    trainer_rounds: Count
-    replay_pos: Count
-    replay_size: Count
-    sampler_n_updates: Count | None = None
-
-
 class RunState(_Strict):
     """The runner's state (``save(extra=...)``): both keys are required by ``check_manifest``."""
 
@@ -69,32 +61,32 @@ class RunState(_Strict):
 class Manifest(_Strict):
     """``checkpoints/<name>/manifest.json`` (written by ``foxhunt.train.checkpoint.save``)."""
 
-    format: Literal[1]
+    format: Literal[2]
     versions: dict[Annotated[str, StringConstraints(max_length=64)], Annotated[str, StringConstraints(max_length=256)]]
     config_sha256: Sha256
     data_sha256: Sha256
     fold: Annotated[int, Field(ge=0, le=1_000_000)]
     epoch: Annotated[int, Field(ge=0, le=100_000)]
     fold_done: bool
-    host: HostCounters
-    generators: list[Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]] = Field(min_length=1, max_length=64)
+    components: list[Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]] = Field(min_length=1, max_length=64)
     run: RunState
     files: dict[str, FileEntry]
     created: Annotated[str, StringConstraints(max_length=64)]
 
-    @field_validator("files")
-    @classmethod
-    def _exactly_the_files(cls, v: dict[str, FileEntry]) -> dict[str, FileEntry]:
-        if set(v) != set(FILES):
-            raise ValueError(f"must list exactly {', '.join(FILES)}")
-        return v
-
-    @field_validator("generators")
+    @field_validator("components")
     @classmethod
     def _unique(cls, v: list[str]) -> list[str]:
         if len(set(v)) != len(v):
             raise ValueError("names repeat")
         return v
+
+    @model_validator(mode="after")
+    def _one_file_per_component(self) -> "Manifest":
+        want = {f"{c}.safetensors" for c in self.components}
+        if set(self.files) != want:
+            odd = sorted(set(self.files) ^ want)[0]
+            raise ValueError(f"files must list exactly one <component>.safetensors per component (not {odd!r})")
+        return self
 
 
 class FoldRow(_Strict):
@@ -141,6 +133,9 @@ def parse_manifest(mpath: Path) -> dict[str, Any]:
     raw = _read_json(mpath, "checkpoint manifest", CheckpointError)
     if not isinstance(raw, dict):
         raise CheckpointError(f"checkpoint manifest {mpath}: expected a JSON object, got {type(raw).__name__}")
+    if raw.get("format") == 1:
+        raise CheckpointError(f"checkpoint {mpath}: format 1 was written by an older foxhunt (before components saved "
+                              f"their own state); this version cannot resume it: start a new run")
     if raw.get("format") != FORMAT_VERSION:
         raise CheckpointError(f"checkpoint manifest {mpath}: unknown format {raw.get('format')!r} (expected {FORMAT_VERSION})")
     try:
@@ -170,12 +165,13 @@ def read_folds_json(run_dir: Path) -> list[dict[str, int]]:
 def check_manifest(path: Path, m: dict[str, Any], config: Any, n_folds: int, metrics_path: Path) -> None:
     """The manifest's counters fit this run's configuration (before anything is built).
 
-    config: the run's Config (``train.epochs``, ``dqn.buffer_capacity``/``rounds_per_epoch``);
+    config: the run's Config (``train.epochs``); the component counters (replay positions, trainer
+    epoch) are range-checked after loading by ``check_restored_values``;
     n_folds: folds of the run; metrics_path: the run's metrics.jsonl (its length bounds the offset).
     """
     epochs = config.train.epochs
     where = f"checkpoint {path}"
-    host, run = m["host"], m["run"]
+    run = m["run"]
 
     def bad(rule: str) -> CheckpointError:
         return CheckpointError(f"{where}: {rule}")
@@ -186,15 +182,6 @@ def check_manifest(path: Path, m: dict[str, Any], config: Any, n_folds: int, met
         raise bad(f"epoch = {m['epoch']} at a fold end must equal train.epochs = {epochs}")
     if not m["fold_done"] and not 1 <= m["epoch"] < epochs:
         raise bad(f"epoch = {m['epoch']} inside a fold must be in 1…{epochs - 1} (train.epochs = {epochs})")
-    if host["trainer_epoch"] != m["epoch"]:
-        raise bad(f"host.trainer_epoch = {host['trainer_epoch']} differs from epoch = {m['epoch']}")
-    max_rounds = m["epoch"] * config.dqn.rounds_per_epoch
-    if host["trainer_rounds"] > max_rounds:
-        raise bad(f"host.trainer_rounds = {host['trainer_rounds']} exceeds epoch × dqn.rounds_per_epoch = {max_rounds}")
-    if host["replay_size"] > config.dqn.buffer_capacity:
-        raise bad(f"host.replay_size = {host['replay_size']} exceeds dqn.buffer_capacity = {config.dqn.buffer_capacity}")
-    if host["replay_pos"] > host["replay_size"]:
-        raise bad(f"host.replay_pos = {host['replay_pos']} exceeds host.replay_size = {host['replay_size']}")
     for key in ("metrics_bytes", "global_epoch"):
         if run.get(key) is None:
             raise bad(f"run.{key} is missing")
@@ -235,41 +222,39 @@ def check_headers(fpath: Path, want: dict[str, tuple[torch.dtype, tuple[int, ...
             )
 
 
-def check_restored_values(path: Path, trainer: Any) -> None:
+def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
     """Range checks of a restored trainer's values (one host read each, at resume only).
 
-    Replay bar indices must index the market, actions the action set, the storage counters the
-    buffer; every float state (weights, optimiser moments, priorities, rewards) must be finite.
+    The trainer's epoch must be the manifest's; replay bar indices must index the market, actions
+    the action set, the storage counters the buffer; every float state (weights, optimiser
+    moments, priorities, rewards) must be finite (the sampler trees' ±inf empty-slot markers
+    excepted).
     """
-    storage = trainer.replay.storage
-    cap = storage.capacity
-    pos, size = storage.pos, storage.size
     where = f"checkpoint {path}"
-    if size > cap or pos >= cap or (size < cap and pos != size):
-        raise CheckpointError(f"{where}: host.replay_pos = {pos}, replay_size = {size} do not fit a buffer of {cap} slots")
-    n_bars = trainer.market.n_bars
-    n_actions = trainer.env.n_actions
-    limits = {"bar": n_bars, "next_bar": n_bars, "action": n_actions}
-    for name, hi in limits.items():
-        t = getattr(storage, name)
-        lo_v, hi_v = int(t.min()), int(t.max())
-        if lo_v < 0 or hi_v >= hi:
-            raise CheckpointError(f"{where}: replay.safetensors storage.{name} holds {lo_v if lo_v < 0 else hi_v}, outside 0…{hi - 1}")
-    for name in ("pos_t", "size_t"):
-        t = getattr(storage, name, None)
-        if t is not None and int(t) != (pos if name == "pos_t" else size):
-            raise CheckpointError(f"{where}: replay.safetensors storage.{name} = {int(t)} differs from the manifest's {pos if name == 'pos_t' else size}")
-    from foxhunt.train import checkpoint as ckpt
-
-    for fname, group in ckpt.trainer_tensors(trainer).items():
+    if int(trainer.epoch) != manifest["epoch"]:
+        raise CheckpointError(f"{where}: trainer.safetensors epoch = {int(trainer.epoch)} differs from the manifest's epoch = {manifest['epoch']}")
+    replay = getattr(trainer, "replay", None)  # PPO keeps no replay buffer
+    if replay is not None:
+        storage = replay.storage
+        cap = storage.capacity
+        pos, size = storage.pos, storage.size
+        if size > cap or pos >= cap or (size < cap and pos != size):
+            raise CheckpointError(f"{where}: replay.safetensors storage.pos = {pos}, storage.size = {size} do not fit a buffer of {cap} slots")
+        limits = {"bar": trainer.market.n_bars, "next_bar": trainer.market.n_bars, "action": trainer.env.n_actions}
+        for name, hi in limits.items():
+            t = getattr(storage, name)
+            lo_v, hi_v = int(t.min()), int(t.max())
+            if lo_v < 0 or hi_v >= hi:
+                raise CheckpointError(f"{where}: replay.safetensors storage.{name} holds {lo_v if lo_v < 0 else hi_v}, outside 0…{hi - 1}")
+        for name in ("pos_t", "size_t"):
+            t = getattr(storage, name, None)
+            if t is not None and int(t) != (pos if name == "pos_t" else size):
+                raise CheckpointError(f"{where}: replay.safetensors storage.{name} = {int(t)} differs from storage.{name[:-2]} = {pos if name == 'pos_t' else size}")
+    for comp, group in trainer.state_dict().items():
         for k, t in group.items():
             if not t.is_floating_point():
                 continue
             # Sampler trees / priorities use ±inf as the empty-slot sentinel: only NaN is refused there.
             ok = ~torch.isnan(t) if k.startswith("sampler.") else torch.isfinite(t)
             if not bool(ok.all()):
-                raise CheckpointError(f"{where}: {fname} tensor {k!r} holds NaN or infinite values")
-    eps = float(trainer.collector.epsilon)
-    beta = float(trainer.replay.sampler.beta)
-    if not (0.0 <= eps <= 1.0 and 0.0 <= beta <= 1.0) or math.isnan(eps + beta):
-        raise CheckpointError(f"{where}: collector.epsilon = {eps} / sampler.beta = {beta} outside 0…1")
+                raise CheckpointError(f"{where}: {comp}.safetensors tensor {k!r} holds NaN or infinite values")

@@ -34,6 +34,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from foxhunt.accel.backend import resolve
 from foxhunt.agents.dqn.trainer import DQNTrainer
 from foxhunt.backtest.evaluator import Backtester
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
@@ -138,12 +139,14 @@ def read_run_dir(run_dir: Path) -> tuple[Config, ResumePoint]:
         p = run_dir / entry
         if (p.exists() or p.is_symlink()) and (p.is_dir() != want_dir or not (p.is_dir() or p.is_file())):
             raise RunDirError(f"--resume {run_dir}: {entry} is not a {'directory' if want_dir else 'regular file'}")
+    last = ckpt.latest(run_dir / "checkpoints")
+    if last is not None:
+        ckpt.refuse_old_format(last)  # before the config: an older run's config has removed keys too
     try:
         config = load_config(run_dir / "config.toml")
     except ConfigError as exc:
         raise RunDirError(f"--resume {run_dir}: {exc}") from None
     folds = read_folds_json(run_dir)  # schema-checked before anything is built
-    last = ckpt.latest(run_dir / "checkpoints")
     if last is None:
         return config, ResumePoint(None)
     manifest = ckpt.read_manifest(last)  # schema + every file's length and sha256
@@ -187,11 +190,12 @@ class WalkForwardRunner:
             check_episode_length(cfg.env.episode_length, f.train_start, f.train_end)
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
+        self.plan = resolve(cfg.accel, cfg.dqn, self.market.device)  # ConfigError on a contradiction
         from foxhunt.budget import check_trainer_fits
 
         check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device)  # before allocating
-        self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed)
-        self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs,
+        self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed, plan=self.plan)
+        self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=self.plan.graphs,
                                      bars_per_year=cfg.backtest.bars_per_year)  # None: inferred from the data
         self.bars_per_year = self.backtester.bars_per_year
         self._bh: dict[int, BuyHold] | None = None
@@ -216,10 +220,9 @@ class WalkForwardRunner:
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
 
-    def _fused(self) -> bool | str:
-        """The backtests' fused flag: "auto" on CUDA when configured (falls back to torch when the
-        kernel does not cover the network), else the torch path."""
-        return "auto" if self.market.device.type == "cuda" and self.tcfg.eval_fused else False
+    def _fused(self) -> bool:
+        """The backtests' fused flag: the plan's ``eval`` (the resolver checked that it can run)."""
+        return self.plan.eval == "fused"
 
     def buy_and_hold(self) -> dict[int, BuyHold]:
         """Buy-and-hold on every fold's validation window, computed once and cached: all windows
@@ -336,6 +339,9 @@ class WalkForwardRunner:
         t_run = time.perf_counter()
         tcfg, trainer, folds = self.tcfg, self.trainer, self.folds
         ckpt_dir = run_dir / "checkpoints"
+        write_json(run_dir / "accel.json", self.plan.to_dict())  # what ran, per component
+        if self.console is not None:
+            self.console.print(self.plan.summary(), highlight=False, soft_wrap=True)
         t0 = time.perf_counter()
         self.buy_and_hold()  # before any restore: always under the first fold's market statistics
         self.buy_and_hold_s = time.perf_counter() - t0

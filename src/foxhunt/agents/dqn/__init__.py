@@ -1,1 +1,2 @@
-"""GPU-resident DQN: collector, learner, guard and epoch monitor, captured in CUDA graphs."""
+"""GPU-resident DQN: collector, learner (with the on-device guard), trainer; fused-op adapters
+(fused_acting, fused_step); steps captured in CUDA graphs (``foxhunt.accel.graphs``)."""

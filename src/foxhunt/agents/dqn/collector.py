@@ -6,96 +6,25 @@ target network on it and writes the transitions with |TD| as their initial prior
 reads; ε comes from a device schedule over the device step counter, so a captured round replays
 with the current ε.
 
-``DQNConfig.fused_acting`` runs both forward passes as one fused Triton MLP kernel each
-(``foxhunt.kernels.dueling_mlp_fused``: activations stay on chip; the online pass also writes the
-greedy action, the target pass only the row max). The kernel reads packed copies of the weights,
-refreshed in place at the start of every round (inside the captured graph).
+The execution plan (``foxhunt.accel.backend.ExecutionPlan``) picks how the acting passes and the
+env step run: torch, compiled (torch.compile), or fused — the acting passes as one fused Triton MLP
+kernel each (``fused_acting``: packed copies of the weights refreshed in place at the start of every
+round, inside the captured graph), the env step as one Triton kernel (``foxhunt.env.fused``).
 """
 
 from __future__ import annotations
 
 import torch
-from torch import nn
-
 from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
 from foxhunt.agents.dqn.learner import QLearner, linear_schedule
 from foxhunt.agents.monitor import EpochMonitor
-from foxhunt.agents.networks import N_FACTORED_ACTIONS, DuelingQNet
+from foxhunt.agents.dqn.fused_acting import FusedActing
+from foxhunt.agents.networks import N_FACTORED_ACTIONS
 from foxhunt.agents.replay import ReplayBuffer, Transitions
 from foxhunt.env import VecTradingEnv
 from foxhunt.env.fused import FusedEnvStep
-
-
-FUSED_MAX_WIDTH = 512
-FUSED_PRECISION = {"fp32": "ieee", "tf32": "tf32", "bf16": "bf16"}  # matmul_precision → kernel precision
-
-
-def fused_acting_unsupported(net: nn.Module, device: torch.device) -> str | None:
-    """Why the fused acting kernel cannot run ``net`` on ``device`` (None when it can). The network
-    rules are ``foxhunt.backtest.fused.net_unsupported``'s (agents do not import the backtest)."""
-    try:
-        from foxhunt.kernels import dueling_mlp_fused
-    except ImportError as exc:  # triton missing (or broken)
-        return f"triton is not available ({exc})"
-    if device.type != "cuda" and not dueling_mlp_fused.is_interpreted():
-        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
-    if not isinstance(net, DuelingQNet) or type(net).forward is not DuelingQNet.forward:
-        return f"the network is a {type(net).__name__}, not a DuelingQNet"
-    lin, act = nn.Linear, nn.LeakyReLU
-    kinds = [[type(m) for m in seq.children()] for seq in (net.trunk, net.value, net.advantage)]
-    if kinds != [[lin, act, lin, act], [lin, act, lin], [lin, act, lin]]:
-        return "the kernel needs two trunk layers (dqn.hidden of length 2) and Linear-LeakyReLU-Linear heads"
-    mods = [m for seq in (net.trunk, net.value, net.advantage) for m in seq.children()]
-    if len({m.negative_slope for m in mods if isinstance(m, act)}) != 1:
-        return "the kernel needs one LeakyReLU slope for every layer"
-    t1, t2, v1 = net.trunk[0], net.trunk[2], net.value[0]
-    if max(t1.in_features, t1.out_features, t2.out_features, 2 * v1.out_features, net.n_actions + 1) > FUSED_MAX_WIDTH:
-        return f"layers wider than {FUSED_MAX_WIDTH} units"  # the kernel holds [BLOCK_M, width] tiles on chip
-    if any(p.dtype != torch.float32 or p.device.type != device.type for p in net.parameters()):
-        return "the network's parameters are not float32 on the env's device"
-    return None
-
-
-class FusedActing:
-    """The collector's two forward passes through the fused kernel: packed online and target
-    weights (refreshed in place by ``refresh``) and preallocated outputs (graph-safe).
-
-    q [N, n_actions] f32 and greedy [N] i64 of the online net; q_next_max [N] f32 of the target."""
-
-    def __init__(self, learner: QLearner, n: int, n_actions: int, precision: str) -> None:
-        reason = fused_acting_unsupported(learner.online, learner.device)
-        if reason is None and learner.online.n_actions != n_actions:
-            reason = f"the network has {learner.online.n_actions} actions, the env {n_actions}"
-        if reason is not None:
-            raise ValueError(f"fused acting unavailable: {reason}")
-        from foxhunt.kernels import dueling_mlp_fused as k
-
-        self.k = k
-        self.learner = learner
-        self.precision = FUSED_PRECISION[precision]
-        self.online = k.pack_net(learner.online, self.precision)
-        self.target = k.pack_net(learner.target, self.precision)
-        dev = learner.device
-        self.q = torch.zeros((n, n_actions), dtype=torch.float32, device=dev)
-        self.greedy = torch.zeros(n, dtype=torch.int64, device=dev)
-        self.q_next_max = torch.zeros(n, dtype=torch.float32, device=dev)
-
-    def refresh(self) -> None:
-        """Copy the current online and target weights into the packed buffers (in place)."""
-        for net, packed in ((self.learner.online, self.online), (self.learner.target, self.target)):
-            trunk, value, adv, _ = self.k.dueling_pairs(net)
-            self.k.pack_dueling_into(trunk, value, adv, packed)
-
-    def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(Q [N, n_actions], greedy action [N]) of the online net on obs [N, obs_dim]."""
-        self.k.fused_dueling_q(self.online, obs, precision=self.precision, q=self.q, argmax=self.greedy)
-        return self.q, self.greedy
-
-    def next_max(self, next_obs: torch.Tensor) -> torch.Tensor:
-        """max_a Q_target(next_obs, a): [N]."""
-        self.k.fused_dueling_q(self.target, next_obs, precision=self.precision, q=False, q_max=self.q_next_max)
-        return self.q_next_max
+from foxhunt.state import pack, unpack
 
 
 class Collector:
@@ -107,7 +36,9 @@ class Collector:
     """
 
     def __init__(self, cfg: DQNConfig, env: VecTradingEnv, learner: QLearner, replay: ReplayBuffer,
-                 monitor: EpochMonitor, curiosity: Curiosity | None = None, seed: int = 0) -> None:
+                 monitor: EpochMonitor, curiosity: Curiosity | None = None, seed: int = 0,
+                 plan: ExecutionPlan | None = None) -> None:
+        plan = plan or ExecutionPlan(device=str(env.device))
         dev = env.device
         n, steps = env.n_envs, cfg.rollout_len
         self.cfg = cfg
@@ -134,24 +65,31 @@ class Collector:
         self.r_next_bar, self.r_next_portfolio, self.r_td = buf(dtype=torch.int64), buf(3), buf()
         self.r_trade_closed, self.r_trade_return = buf(dtype=torch.bool), buf()
         self.r_curiosity = buf() if curiosity is not None else None
-        self.autocast = dev.type == "cuda" and cfg.matmul_precision == "bf16"
-        # The env step is ~450 elementwise kernels: fused_env runs it as ONE Triton kernel
-        # (foxhunt.env.fused, same results to float32 rounding); compile_env lets inductor fuse them.
+        self.autocast = dev.type == "cuda" and plan.matmul_precision == "bf16"
+        # The env step is ~450 elementwise kernels: "fused" runs it as ONE Triton kernel
+        # (foxhunt.env.fused, same results to float32 rounding); "compiled" lets inductor fuse them.
         # Acting passes: bias + LeakyReLU chains over [N, 256] activations are memory-bound at large N;
-        # compiling them (compile_learner) lets inductor fuse the elementwise work into fewer passes.
-        compile_nets = cfg.compile_learner and not cfg.fused_acting  # fused acting replaces the nets' passes
+        # "compiled" lets inductor fuse the elementwise work, "fused" keeps activations on chip.
+        compile_nets = plan.acting == "compiled"
         self._online = torch.compile(learner.online, dynamic=False) if compile_nets else learner.online
         self._target = torch.compile(learner.target, dynamic=False) if compile_nets else learner.target
-        # fused_acting: both forward passes as one Triton kernel each (ValueError when it cannot run).
-        self._fused = FusedActing(learner, n, env.n_actions, cfg.matmul_precision) if cfg.fused_acting else None
+        self._fused = FusedActing(learner, n, env.n_actions, plan.matmul_precision) if plan.acting == "fused" else None
         if self._fused is not None:
             self._fused.refresh()  # step() may run before the first round()
-        if cfg.fused_env:
+        if plan.env_step == "fused":
             self._env_step = FusedEnvStep(env)  # ValueError naming the reason when it cannot run
-        elif cfg.compile_env:
+        elif plan.env_step == "compiled":
             self._env_step = torch.compile(env.step, dynamic=False)
         else:
             self._env_step = env.step
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """ε schedule position, ε, and the exploration generator (``foxhunt.state`` convention)."""
+        return pack({"env_steps": self.env_steps, "epsilon": self.epsilon}, generators={"generator": self.generator})
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        unpack("Collector", state, {"env_steps": self.env_steps, "epsilon": self.epsilon},
+               generators={"generator": self.generator})
 
     def reset(self) -> None:
         """New fold: ε schedule restarts."""

@@ -6,6 +6,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from foxhunt.accel.config import reject_removed_keys
 from foxhunt.config import Section, register_section
 
 
@@ -30,8 +31,8 @@ class DQNConfig(Section):
     # Replay
     buffer_capacity: int = Field(200_000, ge=64, le=1 << 34, description="transitions (rounded down to a multiple of n_envs)")
     warmup_transitions: int = Field(4_096, ge=0, le=1 << 34, description="transitions collected before training starts")
-    sampler: Literal["uniform", "proportional", "rank", "proportional_wide"] = Field(
-        "proportional", description="replay sampler; proportional_wide: proportional PER on 32-ary sum/min trees (WidePER: 4 levels for 1 M slots; Triton on CUDA or TRITON_INTERPRET=1, else torch)")
+    sampler: Literal["uniform", "proportional", "rank"] = Field("proportional", description="replay sampler")
+    tree_arity: Literal[2, 32] = Field(2, description="proportional PER: children per sum/min tree node (2: SegmentTree, 20 levels for 1 M slots; 32: WideTree, 4 levels)")
     per_alpha: float = Field(0.6, ge=0.0, le=1.0)
     per_beta_start: float = Field(0.4, ge=0.0, le=1.0)
     per_beta_end: float = Field(1.0, ge=0.0, le=1.0)
@@ -66,23 +67,21 @@ class DQNConfig(Section):
     curiosity_every: int = Field(4, ge=1, description="rounds between forward-model training steps")
     curiosity_lr: float = Field(1e-3, gt=0.0)
     curiosity_batch: int = Field(1024, ge=1, le=1 << 24)
-    # Device
-    cuda_graphs: bool = Field(True, description="capture collection rounds and train steps (CUDA only)")
-    matmul_precision: Literal["fp32", "tf32", "bf16"] = "tf32"
-    compile_learner: bool = Field(False, description="torch.compile the loss and the guarded update")
-    fused_train_step: bool = Field(False, description="train step as one torch.compile'd program with a hand-written backward (no autograd; supersedes compile_learner for the train step)")
-    fused_env: bool = Field(False, description="run the env step as one fused Triton kernel (CUDA; CPU needs TRITON_INTERPRET=1)")
-    fused_replay: bool = Field(False, description="proportional PER sum/min trees as Triton kernels, same bits (CUDA; CPU needs TRITON_INTERPRET=1)")
-    fused_acting: bool = Field(False, description="run the acting forward passes (online on obs, target on next obs) as one fused Triton MLP kernel each (CUDA; CPU needs TRITON_INTERPRET=1); precision follows matmul_precision")
-    compile_env: bool = Field(False, description="torch.compile the env step (fuses its ~450 small kernels)")
-    lagged_readback: bool = Field(False, description="read epoch e's summary during epoch e+1")
     # Persistent epoch state: reset flags applied on the device at each epoch start
     reset_portfolio_each_epoch: bool = False
     reset_dsr_each_epoch: bool = False
     reset_vol_each_epoch: bool = False
 
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: object) -> object:
+        reject_removed_keys("dqn", data)
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> "DQNConfig":
+        if self.tree_arity != 2 and self.sampler != "proportional":
+            raise ValueError(f"tree_arity = {self.tree_arity} applies to sampler = 'proportional' only (got {self.sampler!r})")
         if self.buffer_capacity < self.n_envs * self.rollout_len:
             raise ValueError(
                 f"buffer_capacity {self.buffer_capacity} must hold one round: n_envs × rollout_len = "

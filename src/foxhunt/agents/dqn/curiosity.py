@@ -14,6 +14,7 @@ from foxhunt.agents.flat import FlatParams, MaskedAdam
 from foxhunt.agents.networks import CuriosityModel, action_category
 from foxhunt.agents.replay import ReplayStorage
 from foxhunt.market import MarketData
+from foxhunt.state import pack, unpack
 
 
 class Curiosity:
@@ -41,6 +42,14 @@ class Curiosity:
     def reset(self) -> None:
         self.flat.data.copy_(self._init)
         self.opt.reset()
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Forward-model weights, its Adam state and the batch generator (``foxhunt.state``)."""
+        return pack({"weights": self.flat.data, **self.opt.state_dict()}, generators={"generator": self.generator})
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        unpack("Curiosity", state, {"weights": self.flat.data, **self.opt.state_dict()},
+               generators={"generator": self.generator})
 
     @torch.no_grad()
     def bonus(self, obs: torch.Tensor, actions: torch.Tensor, bars: torch.Tensor) -> torch.Tensor:

@@ -1,4 +1,4 @@
-"""The DQN train step as one compiled device program, without autograd (``fused_train_step``).
+"""The fused train step's adapter: the DQN train step as one compiled program, without autograd.
 
 ``QLearner.train_step`` (the eager reference) is sample → gather → forward → autograd backward →
 guard → clip → masked Adam → target update → schedules → record → priority write-back. On a GPU it
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from foxhunt.agents.dqn.learner import linear_schedule, nstep_targets
+from foxhunt.agents.dqn.targets import linear_schedule, nstep_targets
 from foxhunt.agents.dqn.manual_grad import DuelingLayout, dqn_loss_and_grad
 
 if TYPE_CHECKING:
@@ -46,6 +46,16 @@ def gather_obs(features: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor
     features [T, F] float32; mean, inv_std [F]; bar [B] int64; portfolio [B, P] float32.
     """
     return torch.cat([(features.index_select(0, bar) - mean) * inv_std, portfolio], dim=1)
+
+
+def unsupported(net: torch.nn.Module) -> str | None:
+    """Why the fused train step cannot differentiate ``net`` (None when it can): the hand-written
+    backward covers DuelingQNet-shaped Linear / LeakyReLU stacks with biases and one slope."""
+    try:
+        DuelingLayout.from_module(net)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 class FusedTrainStep:

@@ -5,7 +5,7 @@ guard → masked Adam → target update → priority write-back → monitor), wi
 it can be captured once in a CUDA graph and replayed. Schedules (learning rate, PER beta) are
 computed on the device from the device step counter, so replays see their current values.
 
-This eager step (autograd) is the reference. ``DQNConfig.fused_train_step`` replaces it by the same
+This eager step (autograd) is the reference. The plan's ``train_step = "fused"`` replaces it by the same
 step as one torch.compile'd program with a hand-written backward (``fused_step``, ``manual_grad``):
 ~220 small kernels become a few dozen around the GEMMs.
 """
@@ -13,61 +13,23 @@ step as one torch.compile'd program with a hand-written backward (``fused_step``
 from __future__ import annotations
 
 import copy
+from typing import Callable
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from foxhunt.agents.dqn.config import DQNConfig
+from foxhunt.agents.dqn.targets import linear_schedule, nstep_targets
 from foxhunt.agents.flat import FlatParams, MaskedAdam
 from foxhunt.agents.monitor import EpochMonitor
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.agents.replay import ReplayBuffer
 from foxhunt.market import MarketData
+from foxhunt.state import load_into
 
 
 RECORD_FIELDS = ("loss", "grad_norm", "td_abs_mean", "q_sum", "q_min", "q_max", "ok", "nonfinite", "over_clip")
-
-
-def linear_schedule(start: float, end: float, steps: int, t: torch.Tensor) -> torch.Tensor:
-    """start → end linearly over ``steps`` of the device counter ``t`` (0-d), then flat at end."""
-    frac = (t.to(torch.float32) / float(steps)).clamp(0.0, 1.0)
-    return start + (end - start) * frac
-
-
-def nstep_targets(reward: torch.Tensor, done: torch.Tensor, bar: torch.Tensor, next_bar: torch.Tensor,
-                  pos_t: torch.Tensor, idx: torch.Tensor, n_env: int, gamma: float, n_step: int,
-                  gamma_pow: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """n-step returns of the rows ``idx`` ([B] int64) of a replay storage (see ``_nstep_batch``).
-
-    reward [C] float32, done [C] bool, bar / next_bar [C] int64: the storage's arrays; pos_t: its
-    0-d write head; gamma_pow: [n_step] float32, gamma^1..gamma^n. Returns (return [B], done [B],
-    discount [B] = gamma^k of the cut, last [B] = the row whose next observation bootstraps).
-    A pure function of its tensors, shared by the eager step and the fused (compiled) step.
-    """
-    cap = reward.shape[0]
-    rows_after = torch.remainder(pos_t - idx - 1, cap) // n_env  # complete later rows of this env
-    ret = torch.zeros_like(reward[:1].expand(idx.shape[0])).clone()
-    alive = torch.ones_like(idx, dtype=torch.bool)
-    last = idx.clone()
-    steps = torch.zeros_like(idx)
-    out_done = torch.zeros_like(alive)
-    slot = idx
-    for k in range(n_step):
-        if k > 0:
-            nxt = torch.remainder(slot + n_env, cap)
-            cont = (bar.index_select(0, nxt) == next_bar.index_select(0, slot)) & (rows_after >= k)
-            alive = alive & cont & ~out_done
-            slot = nxt
-        r = reward.index_select(0, slot)
-        d = done.index_select(0, slot)
-        disc = gamma ** k
-        ret = ret + torch.where(alive, r * disc, torch.zeros_like(r))
-        last = torch.where(alive, slot, last)
-        steps = steps + alive.long()
-        out_done = out_done | (alive & d)
-    discount = gamma_pow.index_select(0, steps - 1)
-    return ret, out_done, discount, last
 
 
 class QLearner:
@@ -112,13 +74,10 @@ class QLearner:
         self.record_idx = torch.zeros(1, dtype=torch.int64, device=dev)
         self.collapse_flag = torch.zeros((), dtype=torch.bool, device=dev)
         self._gamma_pow = torch.tensor([cfg.gamma ** k for k in range(1, cfg.n_step + 1)], dtype=torch.float32, device=dev)
-        # fused_train_step: the same step as one compiled program with a hand-written backward
-        # (foxhunt.agents.dqn.fused_step); None runs the eager reference below.
-        self.fused = None
-        if cfg.fused_train_step:
-            from foxhunt.agents.dqn.fused_step import FusedTrainStep  # imports this module
-
-            self.fused = FusedTrainStep(self)
+        # The fused train step (foxhunt.agents.dqn.fused_step: one compiled program with a
+        # hand-written backward), installed by the trainer when the plan says so; None runs the
+        # eager reference below.
+        self.fused: Callable[[], None] | None = None
 
     # ------------------------------------------------------------------ per fold
     def reset(self, reinit: bool = True) -> None:
@@ -240,8 +199,9 @@ class QLearner:
             self.target_flat.copy_(torch.where(due, self.flat.data, self.target_flat))
 
     # ------------------------------------------------------------------ checkpoints
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        """Every tensor a resumed run needs (flat weights, target, Adam, counters, guard)."""
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Every tensor a resumed run needs (flat weights, target, Adam, counters, guard): live
+        tensors (``foxhunt.state`` convention)."""
         return {
             "online": self.flat.data,
             "target": self.target_flat,
@@ -251,8 +211,12 @@ class QLearner:
             "skipped_total": self.skipped_total,
             "halted": self.halted,
             "collapse_flag": self.collapse_flag,
-            **self.opt.state_tensors(),
+            **self.opt.state_dict(),
         }
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Copy a ``state_dict`` of a learner of the same shape into this one (in place)."""
+        load_into("QLearner", self.state_dict(), state)
 
 
 def _rehome(module: nn.Module, flat: torch.Tensor) -> None:

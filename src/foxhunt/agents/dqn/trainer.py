@@ -14,9 +14,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from foxhunt.accel.backend import ExecutionPlan
+from foxhunt.accel.graphs import GraphedStep
 from foxhunt.agents.dqn.collector import Collector
 from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
+from foxhunt.agents.dqn.fused_step import FusedTrainStep
 from foxhunt.agents.dqn.learner import QLearner
 from foxhunt.agents.monitor import EpochMonitor, EpochSummary
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayBuffer, ReplayStorage, UniformSampler, WidePER
@@ -24,7 +27,7 @@ from foxhunt.env import RESET_DSR, RESET_PORTFOLIO, RESET_VOL, EnvParams, VecTra
 from foxhunt.errors import FoxhuntError
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
-from foxhunt.train.graphs import GraphedStep
+from foxhunt.state import ComponentStateError, pack, unpack
 
 
 class TrainingHalted(FoxhuntError):
@@ -39,19 +42,25 @@ class EpochTiming:
     extra: dict[str, float] = field(default_factory=dict)
 
 
-def _matmul_precision(cfg: DQNConfig) -> None:
+def _matmul_precision(precision: str) -> None:
     # tf32 (and bf16, whose training passes stay float32) lets float32 matmuls use the tensor cores.
-    torch.backends.cuda.matmul.allow_tf32 = cfg.matmul_precision in ("tf32", "bf16")
-    torch.backends.cudnn.allow_tf32 = cfg.matmul_precision in ("tf32", "bf16")
+    torch.backends.cuda.matmul.allow_tf32 = precision in ("tf32", "bf16")
+    torch.backends.cudnn.allow_tf32 = precision in ("tf32", "bf16")
 
 
 class DQNTrainer:
-    """Walk-forward DQN training on device-resident market data."""
+    """Walk-forward DQN training on device-resident market data.
 
-    def __init__(self, market: MarketData, env_params: EnvParams, cfg: DQNConfig, seed: int = 0) -> None:
+    plan: how each component runs (``foxhunt.accel.backend.resolve`` of the run's [accel] section);
+    None: the torch backend (every component in plain torch, captured in CUDA graphs on CUDA)."""
+
+    def __init__(self, market: MarketData, env_params: EnvParams, cfg: DQNConfig, seed: int = 0,
+                 plan: ExecutionPlan | None = None) -> None:
         if market.fold is None:
             raise ValueError("DQNTrainer: set a fold on the market first")
-        _matmul_precision(cfg)
+        plan = plan or ExecutionPlan(device=str(market.device), graphs=market.device.type == "cuda")
+        self.plan = plan
+        _matmul_precision(plan.matmul_precision)
         self.market = market
         self.cfg = cfg
         self.seed = seed
@@ -62,35 +71,41 @@ class DQNTrainer:
         storage = ReplayStorage(capacity, 3, self.device, gamma=cfg.gamma)
         if cfg.sampler == "uniform":
             sampler = UniformSampler(storage, seed=seed)
-        elif cfg.sampler == "proportional":
+        elif cfg.sampler == "proportional" and cfg.tree_arity == 2:
             # Fused trees descend all levels in one kernel: the searchsorted top (a cumsum, not
             # deterministic on CUDA) saves nothing there, so they start at the root (measured faster).
+            fused = plan.replay == "fused"
             sampler = ProportionalPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
-                                      fused=cfg.fused_replay, search_level=0 if cfg.fused_replay else 16)
-        elif cfg.sampler == "proportional_wide":
-            sampler = WidePER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed)
+                                      fused=fused, search_level=0 if fused else 16)
+        elif cfg.sampler == "proportional":
+            sampler = WidePER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
+                              branch=cfg.tree_arity, backend=plan.replay)
         else:
             sampler = RankPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, refresh_every=cfg.rank_refresh, seed=seed)
         self.replay = ReplayBuffer(storage, sampler)
         self.monitor = EpochMonitor(self.device)
         self.learner = QLearner(cfg, market, self.replay, self.env.n_actions, n, self.monitor, seed=seed)
-        if cfg.compile_learner:
+        if plan.train_step == "compiled":
             self.learner.compile()
+        elif plan.train_step == "fused":
+            # torch.compile is a CUDA path here (as for "compiled"): on a CPU the same hand-written-
+            # backward program runs eagerly (tests/agents/test_dqn_fused_step.py compiles it on the CPU).
+            self.learner.fused = FusedTrainStep(self.learner, compile=self.device.type == "cuda")
         self.curiosity = (
             Curiosity(market, storage, self.env.n_actions, cfg.curiosity_lr, cfg.curiosity_batch, seed) if cfg.curiosity else None
         )
-        self.collector = Collector(cfg, self.env, self.learner, self.replay, self.monitor, self.curiosity, seed)
+        self.collector = Collector(cfg, self.env, self.learner, self.replay, self.monitor, self.curiosity, seed, plan)
         gens = [self.env.sampler.generator, self.collector.generator]
         rows = n * cfg.rollout_len
         self._round = GraphedStep(
-            self.collector.round, self.device, cfg.cuda_graphs,
+            self.collector.round, self.device, plan.graphs,
             generators=gens,
             host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
             after_replay=lambda: storage.advance(rows),
         )
-        self._train = GraphedStep(self.learner.train_step, self.device, cfg.cuda_graphs, generators=[sampler.generator])
+        self._train = GraphedStep(self.learner.train_step, self.device, plan.graphs, generators=[sampler.generator])
         self._curiosity = (
-            GraphedStep(self.curiosity.train_step, self.device, cfg.cuda_graphs, generators=[self.curiosity.generator])
+            GraphedStep(self.curiosity.train_step, self.device, plan.graphs, generators=[self.curiosity.generator])
             if self.curiosity is not None else None
         )
         self.epoch = 0
@@ -173,7 +188,7 @@ class DQNTrainer:
         earlier epoch's summary that has already landed (no blocking wait), else None; only when the
         ring of in-flight summaries is full does the host wait for the oldest (back-pressure)."""
         self.run_epoch()
-        if not self.cfg.lagged_readback:
+        if self.plan.readback != "lagged":
             return self._collect_summary()
         m = self.monitor
         if m.pending >= m.RING or (m.pending > 1 and m.ready()):
@@ -213,12 +228,34 @@ class DQNTrainer:
         return f"training halted by the guard in fold {fold}, epoch {s.epoch}: {what}"
 
     # ------------------------------------------------------------------ state
-    def state_tensors(self) -> dict[str, torch.Tensor]:
-        """Device tensors of everything that changes during training (for checkpoints)."""
-        out = {f"learner.{k}": v for k, v in self.learner.state_tensors().items()}
-        out.update({f"env.{k}": v for k, v in self.env.state.tensors().items()})
-        out["collector.env_steps"] = self.collector.env_steps
+    def components(self) -> dict[str, object]:
+        """Every stateful component by a stable name (each has state_dict / load_state_dict)."""
+        comps: dict[str, object] = {"learner": self.learner, "replay": self.replay, "env": self.env,
+                                    "collector": self.collector, "monitor": self.monitor}
         if self.curiosity is not None:
-            out["curiosity.weights"] = self.curiosity.flat.data
-            out.update({f"curiosity.{k}": v for k, v in self.curiosity.opt.state_tensors().items()})
+            comps["curiosity"] = self.curiosity
+        return comps
+
+    def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
+        """{component: its state dict} (live tensors, ``foxhunt.state`` convention), plus the
+        trainer's own host counters under ``trainer``."""
+        out = {name: c.state_dict() for name, c in self.components().items()}  # type: ignore[attr-defined]
+        out["trainer"] = pack({}, {"epoch": self.epoch, "rounds": self.rounds})
         return out
+
+    def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
+        """Restore a ``state_dict`` of a trainer built with the same configuration, in place (the
+        captured graphs stay valid). ValueError naming the component and the first mismatch."""
+        comps = self.components()
+        if set(state) != set(comps) | {"trainer"}:
+            raise ValueError(f"DQNTrainer: components {sorted(state)} ≠ this trainer's {sorted([*comps, 'trainer'])}")
+        for name, comp in comps.items():
+            try:
+                comp.load_state_dict(state[name])  # type: ignore[attr-defined]
+            except ValueError as exc:
+                raise ComponentStateError(name, str(exc)) from None
+        try:
+            host = unpack("DQNTrainer", state["trainer"], {}, ("epoch", "rounds"))
+        except ValueError as exc:
+            raise ComponentStateError("trainer", str(exc)) from None
+        self.epoch, self.rounds = host["epoch"], host["rounds"]

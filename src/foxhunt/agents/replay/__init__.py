@@ -24,6 +24,7 @@ from foxhunt.agents.replay.storage import ReplayStorage, SampledBatch, Transitio
 from foxhunt.agents.replay.sum_tree import SegmentTree
 from foxhunt.agents.replay.uniform import UniformSampler
 from foxhunt.agents.replay.wide_per import WidePER, WideTree
+from foxhunt.state import check_keys, prefixed, split
 
 if TYPE_CHECKING:
     from foxhunt.market import MarketData
@@ -69,6 +70,15 @@ class ReplayBuffer:
     def update_priorities(self, indices: torch.Tensor, td_errors: torch.Tensor) -> None:
         """Priorities from the TD errors of the last learning step ([B] each)."""
         self.sampler.update_priorities(indices, td_errors)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """The storage's and the sampler's state dicts, under ``storage.`` and ``sampler.``."""
+        return {**prefixed("storage", self.storage.state_dict()), **prefixed("sampler", self.sampler.state_dict())}
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        check_keys("ReplayBuffer", self.state_dict(), state)
+        self.storage.load_state_dict(split(state, "storage"))
+        self.sampler.load_state_dict(split(state, "sampler"))
 
     def clear(self) -> None:
         """Empty storage and sampler (a new fold)."""

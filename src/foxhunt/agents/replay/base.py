@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from foxhunt.agents.replay.storage import ReplayStorage
+from foxhunt.state import pack, unpack
 
 WEIGHT_NORMS = ("buffer", "batch")
 
@@ -83,6 +84,26 @@ class SamplerBase:
         if self.storage.size == 0:  # host int, known by construction
             raise ValueError(f"{type(self).__name__}.sample: the replay storage is empty")
 
+    # state ---------------------------------------------------------------------------------
+    def _state_tensors(self) -> dict[str, torch.Tensor]:
+        """The live device tensors that change with training (subclasses add theirs)."""
+        return {"beta": self.beta}
+
+    def _host_counters(self) -> dict[str, int]:
+        """Host integers that change with training (subclasses add theirs; restored by name)."""
+        return {}
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Live tensors, host counters and the generator (``foxhunt.state`` convention)."""
+        return pack(self._state_tensors(), self._host_counters(), {"generator": self.generator})
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore a ``state_dict`` of a sampler built the same way (in place; ValueError on mismatch)."""
+        host = unpack(type(self).__name__, state, self._state_tensors(), tuple(self._host_counters()),
+                      {"generator": self.generator})
+        for k, v in host.items():
+            setattr(self, k, v)
+
     # protocol defaults --------------------------------------------------------------------
     def on_add(self, slots: torch.Tensor, td_abs: torch.Tensor | None = None) -> None:
         """New transitions were written at ``slots``; uniform sampling needs nothing."""
@@ -114,6 +135,10 @@ class TreePER(SamplerBase):
         self.eps = float(eps)
         self.max_priority = torch.ones((), dtype=dtype, device=self.device)
         """Largest priority written so far (device scalar); new transitions get it by default."""
+
+    def _state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"beta": self.beta, "max_priority": self.max_priority, "sum_tree": self.sum_tree.tree,
+                "min_tree": self.min_tree.tree}
 
     def priority(self, td_errors: torch.Tensor) -> torch.Tensor:
         """(|δ| + eps)^alpha, [B] in the tree dtype (non-finite δ count as 0)."""

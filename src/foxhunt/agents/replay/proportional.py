@@ -46,7 +46,8 @@ import torch
 
 from foxhunt.agents.replay.base import TreePER
 from foxhunt.agents.replay.storage import ReplayStorage
-from foxhunt.agents.replay.sum_tree import SegmentTree, fused_kernels
+from foxhunt.agents.replay.fused import kernels as fused_kernels
+from foxhunt.agents.replay.sum_tree import SegmentTree
 
 
 class ProportionalPER(TreePER):
@@ -80,7 +81,7 @@ class ProportionalPER(TreePER):
             rebuild = "full" if self.device.type == "cuda" else "partial"
         self.rebuild = rebuild
         self.fused = bool(fused)
-        self._kernels = fused_kernels(self.device, "ProportionalPER") if self.fused else None
+        self._kernels = fused_kernels(self.device, 2, "ProportionalPER") if self.fused else None
         self.sum_tree = SegmentTree(self.capacity, "sum", dtype, self.device, search_level, fused=self.fused)
         self.min_tree = SegmentTree(self.capacity, "min", dtype, self.device, fused=self.fused)
         self._init_priorities(alpha, eps, dtype)

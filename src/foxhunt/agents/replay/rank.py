@@ -71,6 +71,12 @@ class RankPER(SamplerBase):
         self.max_priority = torch.ones((), dtype=torch.float32, device=dev)
 
     # ------------------------------------------------------------------ priorities
+    def _state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"beta": self.beta, "max_priority": self.max_priority, "priorities": self.priorities, "order": self.order}
+
+    def _host_counters(self) -> dict[str, int]:
+        return {"n_updates": self.n_updates}
+
     def refresh(self) -> None:
         """Re-rank: stable descending sort of the priorities into ``order`` (device, no host read)."""
         torch.sort(self.priorities, descending=True, stable=True, out=(self._sorted, self.order))

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import torch
 
+from foxhunt.state import pack, unpack
+
 if TYPE_CHECKING:
     from foxhunt.market import MarketData
 
@@ -148,6 +150,17 @@ class ReplayStorage:
         """Advance the host ints by one write of n rows (``add`` does this itself)."""
         self.pos = (self.pos + n) % self.capacity
         self.size = min(self.size + n, self.capacity)
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Every transition array, the device write head / fill, and the host ``pos`` / ``size``."""
+        live = {f: getattr(self, f) for f in _FIELDS}
+        return pack({**live, "pos_t": self.pos_t, "size_t": self.size_t}, {"pos": self.pos, "size": self.size})
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Restore a ``state_dict`` of a storage of the same capacity (in place; ValueError on mismatch)."""
+        live = {f: getattr(self, f) for f in _FIELDS}
+        host = unpack("ReplayStorage", state, {**live, "pos_t": self.pos_t, "size_t": self.size_t}, ("pos", "size"))
+        self.pos, self.size = host["pos"], host["size"]
 
     def clear(self) -> None:
         """Empty the buffer (a new fold): counters to 0 and every slot zeroed."""

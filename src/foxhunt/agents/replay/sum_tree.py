@@ -41,28 +41,9 @@ from typing import Literal
 
 import torch
 
+from foxhunt.agents.replay.fused import kernels as fused_kernels
+
 Op = Literal["sum", "min"]
-
-
-def fused_unavailable(device: torch.device | str) -> str | None:
-    """Why the Triton sum-tree kernels cannot run on ``device`` (None when they can)."""
-    try:
-        from foxhunt.kernels import sum_tree_fused
-    except ImportError as exc:  # triton missing (or broken)
-        return f"triton is not available ({exc})"
-    if torch.device(device).type != "cuda" and not sum_tree_fused.is_interpreted():
-        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
-    return None
-
-
-def fused_kernels(device: torch.device | str, who: str):
-    """The ``foxhunt.kernels.sum_tree_fused`` module; ValueError naming the reason when it cannot run."""
-    reason = fused_unavailable(device)
-    if reason is not None:
-        raise ValueError(f"{who}: fused (Triton) replay trees unavailable: {reason}")
-    from foxhunt.kernels import sum_tree_fused
-
-    return sum_tree_fused
 
 
 def next_pow2(n: int) -> int:
@@ -111,7 +92,7 @@ class SegmentTree:
         self.levels = [self.tree[1 << d : 2 << d] for d in range(self.depth + 1)]
         """levels[d]: [2**d] view of level d (levels[depth] are the leaves)."""
         self.fused = bool(fused)
-        self._kernels = fused_kernels(self.device, "SegmentTree") if self.fused else None
+        self._kernels = fused_kernels(self.device, 2, "SegmentTree") if self.fused else None
 
     # ------------------------------------------------------------------ views
     @property

@@ -13,7 +13,7 @@ block B-aligned); a sum node is its B children added in float64 left to right, r
 descent walks a node's children left to right with a float64 remainder, taking the first child
 with rem < c_k and c_k > 0, else clamping to the last positive child (and every lower level's).
 
-Backends: the Triton kernels (``backend="triton"``: CUDA, or TRITON_INTERPRET=1 on a CPU) or this
+Backends: the Triton kernels (``backend="fused"``: CUDA, or TRITON_INTERPRET=1 on a CPU) or this
 module's plain-torch twin (``backend="torch"``) of the same layout and float order; "auto" (the
 default) picks Triton where it runs, else torch. The two give bitwise the same leaves, trees and
 weights. Everything is fixed-shape with no host reads: sample + update can be captured in a CUDA
@@ -34,6 +34,7 @@ from typing import Literal
 import torch
 
 from foxhunt.agents.replay.base import TreePER
+from foxhunt.agents.replay.fused import unsupported as fused_unsupported
 from foxhunt.agents.replay.storage import ReplayStorage
 
 Op = Literal["sum", "min"]
@@ -42,17 +43,6 @@ Op = Literal["sum", "min"]
 def _level_start(branch: int, d: int) -> int:
     """Flat offset of level d (kept equal to ``wide_tree_fused.level_start``; the kernels are optional)."""
     return branch - 1 if d == 0 else branch + branch * (branch ** (d - 1) - 1) // (branch - 1)
-
-
-def triton_unavailable(device: torch.device | str) -> str | None:
-    """Why the wide-tree Triton kernels cannot run on ``device`` (None when they can)."""
-    try:
-        from foxhunt.kernels import wide_tree_fused
-    except ImportError as exc:
-        return f"triton is not available ({exc})"
-    if torch.device(device).type != "cuda" and not wide_tree_fused.is_interpreted():
-        return "no CUDA device (and the Triton interpreter is off: set TRITON_INTERPRET=1 for CPU runs)"
-    return None
 
 
 class WideTree:
@@ -165,7 +155,7 @@ def descend_torch(tree: WideTree, u: torch.Tensor, out: torch.Tensor, value_out:
 class WidePER(TreePER):
     """Proportional PER on B-ary trees; see the module docstring. Same arguments as
     ``ProportionalPER`` where they apply (alpha, beta, eps, weight_norm, dtype, seed), plus
-    branch (B, default 32) and backend ("auto" | "triton" | "torch")."""
+    branch (B, default 32) and backend ("auto" | "fused" | "torch"; the plan's replay vocabulary)."""
 
     def __init__(
         self,
@@ -178,16 +168,16 @@ class WidePER(TreePER):
         dtype: torch.dtype = torch.float32,
         branch: int = 32,
         seed: int = 0,
-        backend: Literal["auto", "triton", "torch"] = "auto",
+        backend: Literal["auto", "fused", "torch"] = "auto",
     ) -> None:
         super().__init__(storage, beta=beta, seed=seed, weight_norm=weight_norm)
-        if backend not in ("auto", "triton", "torch"):
-            raise ValueError(f"WidePER: backend must be 'auto', 'triton' or 'torch', got {backend!r}")
-        reason = triton_unavailable(self.device)
-        if backend == "triton" and reason is not None:
+        if backend not in ("auto", "fused", "torch"):
+            raise ValueError(f"WidePER: backend must be 'auto', 'fused' or 'torch', got {backend!r}")
+        reason = fused_unsupported(self.device)
+        if backend == "fused" and reason is not None:
             raise ValueError(f"WidePER: Triton wide trees unavailable: {reason}")
-        self.backend = "triton" if backend == "triton" or (backend == "auto" and reason is None) else "torch"
-        if self.backend == "triton":
+        self.backend = "fused" if backend == "fused" or (backend == "auto" and reason is None) else "torch"
+        if self.backend == "fused":
             from foxhunt.kernels import wide_tree_fused
 
             self._k = wide_tree_fused
@@ -242,4 +232,4 @@ class WidePER(TreePER):
         return idx_out, w_out
 
 
-__all__ = ["WidePER", "WideTree", "descend_torch", "rebuild_torch", "triton_unavailable", "write_leaves_torch"]
+__all__ = ["WidePER", "WideTree", "descend_torch", "rebuild_torch", "write_leaves_torch"]

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# The one GPU script (run on the GPU machine, e.g. through the device tool): installs the carried
+# wheels (scripts/device_wheels.sh, .whl/), then runs GPU tests and benchmarks, each step bounded
+# by a timeout; results (JSON) come back in $OUT/results_<mode>.tgz, logs in $OUT/*.log.
+#
+#   scripts/gpu.sh                                   # every step of STEPS (default: all, ~20 min)
+#   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps (three calls cover the list)
+#   scripts/gpu.sh tests "tests/agents tests/accel"  # pytest -m gpu on those paths
+#   scripts/gpu.sh bench "bench_dqn --only abc" ...  # bench modules (python -m bench.<name> ARGS)
+#
+# Before the call: git rev-parse HEAD > bench/results/.revision (git-ignored, so carry it): the copy
+# on the device has no usable .git and every JSON records this revision.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl >/dev/null 2>&1 \
+  || echo "warning: wheel install failed"
+export PYTHONPATH=/tmp/site:$(pwd)/src:$(pwd) PYTHONUNBUFFERED=1
+rev=$(cat bench/results/.revision 2>/dev/null || echo unknown)
+export FOXHUNT_GIT_REV=$rev
+# A shim answers `git rev-parse HEAD` for anything that asks git.
+mkdir -p /tmp/bin && printf '#!/bin/sh\necho %s\n' "$rev" > /tmp/bin/git && chmod +x /tmp/bin/git
+export PATH=/tmp/bin:$PATH
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+step() { local t=$1; shift; echo "=== $* (limit ${t}s)"; local s=$(date +%s); timeout "$t" "$@" 2>&1 | tee -a "$OUT/gpu.log" | tail -${TAILN:-25}; local rc=${PIPESTATUS[0]}; echo "=== rc=$rc in $(( $(date +%s) - s ))s"; return $rc; }
+mode=${1:-steps}
+status=0
+case "$mode" in
+  tests)
+    TAILN=25 step ${T_TESTS:-600} python3 -m pytest -q -m gpu -p no:cacheprovider ${2:-tests} || status=$? ;;
+  bench)
+    shift
+    for b in "$@"; do step ${T_BENCH:-600} python3 -m bench.$b || status=$?; done ;;
+  steps)
+    STEPS=${STEPS:-tests ktests ftests prof envf dqn bt replay train trainfast}
+    want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
+    want tests && TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
+    want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
+    # ftests: the fused learner's GPU tests outside tests/kernels (ktests runs the kernels' own).
+    want ftests && TAILN=30 step ${T_FTESTS:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/agents/test_dqn_fused_step.py tests/agents/test_replay_wide_per.py tests/accel -s
+    want kbts && TAILN=10 step ${T_KBTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -k small_exact
+    want replay && step ${T_REPLAY:-90} python3 -m bench.bench_replay
+    want kbt && TAILN=30 step ${T_KBT:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -s
+    want prof && step ${T_PROF:-150} python3 -m bench.profile_dqn
+    want envf && step ${T_ENVF:-30} python3 -m bench.bench_env_fused
+    want dqn && step ${T_DQN:-330} python3 -m bench.bench_dqn --sb3-steps ${SB3_STEPS:-10000}
+    want bt && step ${T_BT:-150} python3 -m bench.bench_backtest --fast --torch-bars 2000
+    want train && step ${T_TRAIN:-300} python3 -m bench.bench_train
+    want trainfast && step ${T_TRAINFAST:-300} python3 -m bench.bench_train --config configs/h200-fast.toml --out bench/results/train_cuda_fast.json
+    ;;
+  *) echo "usage: scripts/gpu.sh [steps | tests PATHS | bench NAME...]"; exit 2 ;;
+esac
+tar czf "$OUT/results_$mode.tgz" bench/results/*.json 2>/dev/null || true
+exit $status
