@@ -100,7 +100,8 @@ def register_section(name: str, model: type[Section]) -> None:
 
 def _registered_sections() -> dict[str, type[Section]]:
     # Import the layers that own sections so that they register themselves.
-    for mod in ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.train.config", "foxhunt.backtest.config"):
+    for mod in ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.agents.ppo.config",
+                "foxhunt.train.config", "foxhunt.backtest.config"):
         try:
             __import__(mod)
         except ModuleNotFoundError as exc:  # layer not built yet

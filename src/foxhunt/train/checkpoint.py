@@ -58,7 +58,10 @@ def trainer_tensors(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:
     """The live device tensors of ``trainer`` (a DQNTrainer), grouped by file (no copies).
 
     Loading copies into exactly these tensors in place, so captured CUDA graphs stay valid.
+    A trainer with its own layout (PPOTrainer) provides it through ``checkpoint_tensors()``.
     """
+    if hasattr(trainer, "checkpoint_tensors"):
+        return trainer.checkpoint_tensors()
     main = dict(trainer.state_tensors())
     main["collector.epsilon"] = trainer.collector.epsilon
     storage, sampler = trainer.replay.storage, trainer.replay.sampler
@@ -75,6 +78,8 @@ def trainer_tensors(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:
 
 def generators(trainer: Any) -> dict[str, torch.Generator]:
     """Every torch.Generator that training draws from, by a stable name."""
+    if hasattr(trainer, "checkpoint_generators"):
+        return trainer.checkpoint_generators()
     gens = {
         "env_start_sampler": trainer.env.sampler.generator,
         "collector": trainer.collector.generator,
@@ -87,6 +92,8 @@ def generators(trainer: Any) -> dict[str, torch.Generator]:
 
 def host_counters(trainer: Any) -> dict[str, int]:
     """Host-side integers a resumed trainer needs (known by construction, never read back)."""
+    if hasattr(trainer, "host_counters"):
+        return trainer.host_counters()
     out = {
         "trainer_epoch": int(trainer.epoch),
         "trainer_rounds": int(trainer.rounds),
@@ -286,6 +293,9 @@ def restore(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
         except RuntimeError as exc:
             raise CheckpointError(f"checkpoint file {rng_path}: generator {k!r} state rejected ({exc})") from None
     host = manifest["host"]
+    if hasattr(trainer, "set_host_counters"):
+        trainer.set_host_counters(host)
+        return
     trainer.epoch = int(host["trainer_epoch"])
     trainer.rounds = int(host["trainer_rounds"])
     trainer.replay.storage.pos = int(host["replay_pos"])

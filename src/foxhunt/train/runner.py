@@ -1,4 +1,5 @@
-"""The walk-forward runner: one DQNTrainer over every fold, evaluation, checkpoints, logs.
+"""The walk-forward runner: one trainer (DQN or PPO: ``train.agent``) over every fold, evaluation,
+checkpoints, logs (the trainer's interface: ``foxhunt.train.agent``).
 
 Data is loaded, featurised and uploaded once (``prepare_market``); folds are index ranges into it;
 the trainer (env, replay, networks, captured graphs) is built once. Per fold:
@@ -33,7 +34,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from foxhunt.agents.dqn.trainer import DQNTrainer
 from foxhunt.backtest.evaluator import Backtester, bars_per_year
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.config import Config, load_config
@@ -42,6 +42,7 @@ from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.folds import FoldRange, folds_to_json
 from foxhunt.pipeline import Prepared
 from foxhunt.train import checkpoint as ckpt
+from foxhunt.train.agent import build_trainer, policy_net
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog, clean_floats
 
 
@@ -138,7 +139,7 @@ def check_resume(run_dir: Path, config: Config, prepared: Prepared, point: Resum
 
 # --------------------------------------------------------------------------- the runner
 class WalkForwardRunner:
-    """Walk-forward DQN training over ``prepared.folds`` (see the module docstring).
+    """Walk-forward training over ``prepared.folds`` (see the module docstring).
 
     Construction validates the folds against the config and builds the trainer and backtester
     (device allocations only, no files).
@@ -158,7 +159,7 @@ class WalkForwardRunner:
             check_episode_length(cfg.env.episode_length, f.train_start, f.train_end)
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
-        self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed)
+        self.trainer = build_trainer(self.market, cfg)
         self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
         self.bars_per_year = bars_per_year(self.market)
         self._bh: dict[int, BuyHold] | None = None
@@ -178,7 +179,7 @@ class WalkForwardRunner:
         """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
         n = fold.val_len - 1
         fused = self._fused()
-        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.trainer.learner.online), fused=fused,
+        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(policy_net(self.trainer)), fused=fused,
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades)
         return agent, self.buy_and_hold().get(fold.fold)
 
@@ -244,15 +245,18 @@ class WalkForwardRunner:
         return result
 
     def _write_model(self, path: Path, fold: FoldRange) -> None:
-        """The fold's Q-network + its training-slice normalisation, for ``foxhunt backtest --model``."""
+        """The fold's greedy network (DQN: the Q-network; PPO: the actor packed as a DuelingQNet whose
+        argmax and softmax are the policy's) + its training-slice normalisation, for ``foxhunt
+        backtest --model``."""
         from foxhunt.agents.model_io import save_model
 
         m = self.market
         extra = {
             "medians": {"abs_return": m.median_abs_return.item(), "range": m.median_range.item(), "volume": m.median_volume.item()},
             "data_sha256": self.data_hash, "fold": fold.to_dict(), "run": self.cfg.run.name,
+            "agent": self.cfg.train.agent,
         }
-        save_model(path, self.trainer.learner.online, m.norm_stats(fold.train_start, fold.train_end),
+        save_model(path, policy_net(self.trainer), m.norm_stats(fold.train_start, fold.train_end),
                    feature_names=tuple(m.names), spec_version=m.spec_version,
                    env=self.cfg.env.model_dump(mode="json"), extra=extra)
 
