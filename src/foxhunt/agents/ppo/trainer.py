@@ -88,6 +88,7 @@ class PPOTrainer:
         cfg = self.cfg
         self.monitor.reset()
         self.rollout.ev.zero_()
+        self.learner.record_idx.zero_()  # the epoch's records start at row 0 (device op)
         for _ in range(cfg.iterations_per_epoch):
             self._round()
             self._train()
