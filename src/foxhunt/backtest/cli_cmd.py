@@ -21,6 +21,9 @@ def backtest(
     sample: str = typer.Option("sp500", help="built-in data when --data is absent: synthetic | sp500 | nasdaq"),
     windows: int = typer.Option(1, min=1, help="split the usable data into this many equal windows"),
     ensemble_mode: str = typer.Option("vote", help="ensemble: vote | mean"),
+    policy: str = typer.Option("greedy", "--policy", help="one model: greedy (argmax) | sampled (softmax draws: a PPO "
+                               "model's own stochastic policy; reproducible with --seed)"),
+    seed: int = typer.Option(0, "--seed", min=0, help="seed of --policy sampled"),
     out: Optional[Path] = typer.Option(None, help="output directory [default: backtests/latest; RUN_DIR/backtest with --run]"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     cache_dir: Path = typer.Option(Path(".foxhunt-cache"), help="feature cache directory"),
@@ -43,6 +46,8 @@ def backtest(
 
     if ensemble_mode not in ("vote", "mean"):
         raise ConfigError(f"--ensemble-mode {ensemble_mode!r}: expected vote or mean")
+    if policy not in ("greedy", "sampled") or (policy == "sampled" and len(model) != 1):
+        raise ConfigError(f"--policy {policy!r}: expected greedy, or sampled with exactly one --model")
     if (run is None) == (not model):
         raise ConfigError("foxhunt backtest: pass --model FILE (one or more) or --run RUN_DIR, not both")
     if run is not None:
@@ -78,19 +83,25 @@ def backtest(
     env = EnvParams(**{k: v for k, v in loaded[0][2].env.items() if k in EnvParams.model_fields})
     bt = Backtester(market, env)
     f = market.n_features
-    if len(nets) == 1:
-        policy, norms = GreedyPolicy(nets[0]), [loaded[0][1]] * windows
+    if len(nets) == 1 and policy == "sampled":
+        from foxhunt.backtest.sampled import SampledPolicy
+
+        pol, norms = SampledPolicy(nets[0], seed), [loaded[0][1]] * windows
+    elif len(nets) == 1:
+        pol, norms = GreedyPolicy(nets[0]), [loaded[0][1]] * windows
     else:
-        policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded])
+        pol = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded])
         ident = NormStats(torch.zeros(f, dtype=torch.float64, device=dev), torch.ones(f, dtype=torch.float64, device=dev))
         norms = [ident] * windows
-    res = bt.run(starts, lengths, policy, norms=norms, keep_curves=True, keep_trades=True)
+    res = bt.run(starts, lengths, pol, norms=norms, keep_curves=True, keep_trades=True)
     n_act = nets[0].n_actions
     bh = bt.run(starts, lengths, ExposurePolicy(torch.ones(windows, int(lengths.max()), device=dev), n_act), keep_curves=True)
     ts = market.timestamps_host
     rows, curves, times = [], [], []
     for w in range(windows):
-        for label, r in (("model" if len(nets) == 1 else f"ensemble ({ensemble_mode})", res), ("buy & hold", bh)):
+        label_model = "model" if len(nets) == 1 else f"ensemble ({ensemble_mode})"
+        label_model += f" (sampled, seed {seed})" if policy == "sampled" else ""
+        for label, r in ((label_model, res), ("buy & hold", bh)):
             row = {"window": w, "label": label, "start": _iso(ts[starts[w]]), "end": _iso(ts[starts[w] + lengths[w]]), **r.metrics[w]}
             rows.append(row)
         curves.append([("model", res.equity(w)), ("buy & hold", bh.equity(w))])

@@ -1,0 +1,97 @@
+"""`foxhunt train` with train.agent = "ppo": end to end in a fresh process, model files that
+`foxhunt backtest` runs (greedy and sampled), and --resume after a crash to the uninterrupted result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from foxhunt.cli import app
+from foxhunt.train import checkpoint as ckpt
+from tests.train.conftest import tiny_config
+
+PPO_SET = ['train.agent="ppo"', "ppo.n_envs=16", "ppo.rollout_len=8", "ppo.iterations_per_epoch=2", "ppo.minibatches=2",
+           "ppo.update_epochs=2", "ppo.hidden=[16]", "ppo.head_hidden=8", "ppo.target_kl=0.05", "ppo.gamma=0.5"]
+FOXHUNT = [sys.executable, "-c", "import sys; from foxhunt.cli import main; sys.exit(main())"]
+
+
+def _sets() -> list[str]:
+    return [a for s in PPO_SET for a in ("--set", s)]
+
+
+def _fold_metrics(run: Path) -> list[bytes]:
+    return [p.read_bytes() for p in sorted((run / "folds").glob("fold_*/metrics.json"))]
+
+
+@pytest.mark.slow
+def test_foxhunt_train_runs_ppo_end_to_end_and_backtest_runs_its_models(tmp_path):
+    cfg = tiny_config(tmp_path, epochs=2, every=1)
+    res = subprocess.run([*FOXHUNT, "train", "--config", str(cfg), "--name", "p", *_sets()], capture_output=True, text=True,
+                         timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    run = tmp_path / "runs" / "p"
+    assert 'agent = "ppo"' in (run / "config.toml").read_text()
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["fold"], r["epoch"]) for r in rows] == [(f, e) for f in (0, 1) for e in range(2)]
+    assert {"entropy", "approx_kl", "clip_frac", "explained_var", "kl_stopped", "loss_mean", "collect_s", "train_s"} <= set(rows[0])
+    assert all(r["updates"] == 2 * 2 * 2 and r["transitions"] == 2 * 16 * 8 for r in rows)
+    model = run / "folds" / "fold_1" / "model.safetensors"
+    from foxhunt.agents.model_io import load_model
+
+    _, _, meta = load_model(model)
+    assert meta.extra["agent"] == "ppo" and meta.n_actions == 5
+    # --run: each fold's model on its validation window reproduces the run's own fold metrics (CPU).
+    res = subprocess.run([*FOXHUNT, "backtest", "--run", str(run), "--device", "cpu"], capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    by_fold = {(r["window"], r["label"]): r for r in json.loads((run / "backtest" / "metrics.json").read_text())}
+    for k in (0, 1):
+        saved = json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text())["agent"]
+        assert by_fold[(k, "agent")]["total_return"] == pytest.approx(saved["total_return"], rel=1e-9, abs=1e-12)
+    # --model --policy sampled: reproducible with a seed, different across seeds.
+    bars = tmp_path / "bars.parquet"
+    subprocess.run([*FOXHUNT, "data", "sample", "--source", "synthetic", "--bars", "1200", "--out", str(bars)], check=True,
+                   capture_output=True, timeout=300)
+    outs = []
+    for i, seed in enumerate((3, 3, 4)):
+        out = tmp_path / f"bt{i}"
+        res = subprocess.run([*FOXHUNT, "backtest", "--model", str(model), "--data", str(bars), "--policy", "sampled",
+                              "--seed", str(seed), "--out", str(out), "--device", "cpu", "--cache-dir", str(tmp_path / "c")],
+                             capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stdout + res.stderr
+        rows = json.loads((out / "metrics.json").read_text())
+        assert rows[0]["label"] == "model (sampled, seed %d)" % seed
+        outs.append((out / "trades.json").read_text())
+    assert outs[0] == outs[1] and outs[0] != outs[2]
+
+
+@pytest.mark.slow
+def test_a_crashed_ppo_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+    cfg = tiny_config(tmp_path, epochs=3, every=1)
+    train = lambda *a: CliRunner().invoke(app, ["train", "--config", str(cfg), *a, *_sets()])  # noqa: E731
+    assert train("--name", "ref").exit_code == 0
+    real, saves = ckpt.save, []
+
+    def crashing(*a, **k):
+        out = real(*a, **k)
+        saves.append(out.name)
+        if len(saves) == 4:  # fold 1, epoch 1: mid-fold
+            raise RuntimeError("simulated crash right after a commit")
+        return out
+
+    monkeypatch.setattr(ckpt, "save", crashing)
+    res = train("--name", "crash")
+    assert res.exit_code == 1 and isinstance(res.exception, RuntimeError)
+    monkeypatch.setattr(ckpt, "save", real)
+    run = tmp_path / "runs" / "crash"
+    res = CliRunner().invoke(app, ["train", "--resume", str(run)])
+    assert res.exit_code == 0, res.output
+    assert f"from checkpoint {saves[-1]}" in " ".join(res.output.split())
+    assert _fold_metrics(run) == _fold_metrics(tmp_path / "runs" / "ref")
+    strip = lambda p: [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")}  # noqa: E731
+                       for line in (p / "metrics.jsonl").read_text().splitlines()]
+    assert strip(run) == strip(tmp_path / "runs" / "ref")
