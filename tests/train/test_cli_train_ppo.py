@@ -46,25 +46,22 @@ def test_foxhunt_train_runs_ppo_end_to_end_and_backtest_runs_its_models(tmp_path
     _, _, meta = load_model(model)
     assert meta.extra["agent"] == "ppo" and meta.n_actions == 5
     # --run: each fold's model on its validation window reproduces the run's own fold metrics (CPU).
-    res = subprocess.run([*FOXHUNT, "backtest", "--run", str(run), "--device", "cpu"], capture_output=True, text=True, timeout=600)
-    assert res.returncode == 0, res.stdout + res.stderr
+    res = CliRunner().invoke(app, ["backtest", "--run", str(run), "--device", "cpu"])
+    assert res.exit_code == 0, res.output
     by_fold = {(r["window"], r["label"]): r for r in json.loads((run / "backtest" / "metrics.json").read_text())}
     for k in (0, 1):
         saved = json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text())["agent"]
         assert by_fold[(k, "agent")]["total_return"] == pytest.approx(saved["total_return"], rel=1e-9, abs=1e-12)
     # --model --policy sampled: reproducible with a seed, different across seeds.
     bars = tmp_path / "bars.parquet"
-    subprocess.run([*FOXHUNT, "data", "sample", "--source", "synthetic", "--bars", "1200", "--out", str(bars)], check=True,
-                   capture_output=True, timeout=300)
+    assert CliRunner().invoke(app, ["data", "sample", "--source", "synthetic", "--bars", "1200", "--out", str(bars)]).exit_code == 0
     outs = []
     for i, seed in enumerate((3, 3, 4)):
         out = tmp_path / f"bt{i}"
-        res = subprocess.run([*FOXHUNT, "backtest", "--model", str(model), "--data", str(bars), "--policy", "sampled",
-                              "--seed", str(seed), "--out", str(out), "--device", "cpu", "--cache-dir", str(tmp_path / "c")],
-                             capture_output=True, text=True, timeout=600)
-        assert res.returncode == 0, res.stdout + res.stderr
-        rows = json.loads((out / "metrics.json").read_text())
-        assert rows[0]["label"] == "model (sampled, seed %d)" % seed
+        res = CliRunner().invoke(app, ["backtest", "--model", str(model), "--data", str(bars), "--policy", "sampled", "--seed",
+                                       str(seed), "--out", str(out), "--device", "cpu", "--cache-dir", str(tmp_path / "c")])
+        assert res.exit_code == 0, res.output
+        assert json.loads((out / "metrics.json").read_text())[0]["label"] == f"model (sampled, seed {seed})"
         outs.append((out / "trades.json").read_text())
     assert outs[0] == outs[1] and outs[0] != outs[2]
 
