@@ -35,6 +35,7 @@ def test_a_rollout_and_an_update_read_nothing_back_to_the_host():
         tr.rollout.collect()
         tr.learner.update()
     assert not torch.equal(before, tr.learner.flat.data)  # the update did change the weights
+    assert tr.learner.lr.item() < 3e-4  # the learning-rate schedule moved on the device
 
 
 def test_a_non_finite_loss_is_skipped_with_weights_and_adam_bitwise_unchanged_and_halts():
@@ -96,6 +97,15 @@ def test_the_packed_greedy_network_has_the_policy_argmax_and_softmax():
         torch.testing.assert_close(torch.softmax(q, 1), torch.softmax(logits, 1))
 
 
+def test_the_fused_backtest_kernel_covers_the_packed_actor():
+    from foxhunt.backtest.fused import net_unsupported
+
+    tr = small_ppo()
+    assert net_unsupported(tr.policy_net(), tr.env.obs_dim, tr.env.n_actions) is None
+    one_layer = small_ppo(hidden=(16,)).policy_net()  # the fallback says why
+    assert "two trunk layers" in net_unsupported(one_layer, tr.env.obs_dim, tr.env.n_actions)
+
+
 def test_a_fold_reset_gives_the_same_epoch_as_a_fresh_trainer():
     m = small_market()
     a = small_ppo(m, seed=3)
@@ -155,5 +165,7 @@ def test_the_fused_env_step_trains_like_the_torch_step():
         tr = small_ppo(small_market(device="cuda"), seed=2, choice=ExecChoice(fused_env=fused, matmul_precision="fp32"),
                        n_envs=256)
         res.append(tr.train_epoch())
-    assert res[1]["transitions"] == res[0]["transitions"]
-    assert res[1].reward_mean == pytest.approx(res[0].reward_mean, rel=0.05, abs=1e-4)
+    assert res[1]["transitions"] == res[0]["transitions"] and res[1]["updates"] == res[0]["updates"]
+    # Same results to float32 rounding: a rare flipped draw moves a few envs' paths, not the statistics.
+    assert abs(res[1].reward_mean - res[0].reward_mean) < 0.1 * res[0].reward_std
+    assert res[1]["skipped"] == 0 and res[1].loss_mean == pytest.approx(res[0].loss_mean, rel=0.2, abs=1e-3)
