@@ -30,12 +30,13 @@ def _fold_metrics(run: Path) -> list[bytes]:
 
 @pytest.mark.slow
 def test_foxhunt_train_runs_ppo_end_to_end_and_backtest_runs_its_models(tmp_path):
-    cfg = tiny_config(tmp_path, epochs=2, every=1)
+    cfg = tiny_config(tmp_path, epochs=2, every=1, report=True)
     res = subprocess.run([*FOXHUNT, "train", "--config", str(cfg), "--name", "p", *_sets()], capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
     run = tmp_path / "runs" / "p"
     assert 'agent = "ppo"' in (run / "config.toml").read_text()
+    assert (run / "report.html").read_text().count("data:image/png;base64,") == 2
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(r["fold"], r["epoch"]) for r in rows] == [(f, e) for f in (0, 1) for e in range(2)]
     assert {"entropy", "approx_kl", "clip_frac", "explained_var", "kl_stopped", "loss_mean", "collect_s", "train_s"} <= set(rows[0])

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import torch
 
-TB_SCALARS = ("reward_mean", "reward_std", "loss_mean", "q_mean", "grad_norm_mean", "epsilon", "lr", "beta", "skipped")
+TB_SCALARS = ("reward_mean", "reward_std", "loss_mean", "q_mean", "grad_norm_mean", "epsilon", "lr", "beta", "skipped",
+              "entropy", "approx_kl", "clip_frac", "explained_var", "kl_stopped")  # the last five: PPO only
 
 
 def clean_floats(d: dict[str, Any]) -> dict[str, Any]:
