@@ -93,3 +93,27 @@ def test_a_crashed_ppo_run_resumes_to_the_uninterrupted_result(tmp_path, monkeyp
     strip = lambda p: [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")}  # noqa: E731
                        for line in (p / "metrics.jsonl").read_text().splitlines()]
     assert strip(run) == strip(tmp_path / "runs" / "ref")
+
+
+def test_one_ppo_trainer_is_built_once_and_reused_across_folds(tmp_path, monkeypatch):
+    import foxhunt.agents.ppo.trainer as ppo_mod
+
+    built, resets = [], []
+    real = ppo_mod.PPOTrainer
+
+    class Counting(real):  # type: ignore[misc, valid-type]
+        def __init__(self, *a, **k):
+            built.append(1)
+            super().__init__(*a, **k)
+
+        def reset_for_fold(self, fold, warm_start=False):
+            resets.append((fold.fold, warm_start, self.buffer.bar.data_ptr(), self.learner.flat.data.data_ptr()))
+            return super().reset_for_fold(fold, warm_start)
+
+    monkeypatch.setattr(ppo_mod, "PPOTrainer", Counting)
+    cfg = tiny_config(tmp_path, epochs=1, every=0)
+    res = CliRunner().invoke(app, ["train", "--config", str(cfg), "--name", "x", "--set", "train.warm_start=true", *_sets()])
+    assert res.exit_code == 0, res.output
+    assert len(built) == 1
+    assert [(f, w) for f, w, _, _ in resets] == [(0, False), (1, True)]
+    assert len({(p, q) for _, _, p, q in resets}) == 1  # same rollout buffer and weights: nothing re-allocated
