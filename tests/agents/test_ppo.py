@@ -57,6 +57,20 @@ def test_a_non_finite_loss_is_skipped_with_weights_and_adam_bitwise_unchanged_an
         tr._collect_summary()
 
 
+def test_an_exploding_loss_is_skipped_bitwise_and_the_halt_names_loss_clip():
+    tr = small_ppo()
+    tr.monitor.reset()
+    tr.rollout.collect()
+    tr.buffer.ret.fill_(1e6)  # finite, but the value loss explodes far above loss_clip = 1e6
+    before = _state(tr)
+    tr.learner.update()
+    assert all(torch.equal(a, b) for a, b in zip(before, _state(tr)))
+    tr.learner.flush_records(8, tr.rollout.ev)
+    tr.monitor.start_readback(0)
+    with pytest.raises(TrainingHalted, match=r"loss above loss_clip=1e\+06 \(8 steps skipped\)"):
+        tr._collect_summary()
+
+
 def test_tolerated_skips_do_not_halt_and_later_steps_apply():
     tr = small_ppo(max_skipped_steps=100)
     tr.rollout.collect()
