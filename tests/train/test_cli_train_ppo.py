@@ -117,3 +117,27 @@ def test_one_ppo_trainer_is_built_once_and_reused_across_folds(tmp_path, monkeyp
     assert len(built) == 1
     assert [(f, w) for f, w, _, _ in resets] == [(0, False), (1, True)]
     assert len({(p, q) for _, _, p, q in resets}) == 1  # same rollout buffer and weights: nothing re-allocated
+
+
+def test_the_ppo_example_config_is_the_built_in_run_with_the_ppo_learner():
+    from foxhunt.config import load_config
+    from foxhunt.train.config import default_train_config
+
+    root = Path(__file__).resolve().parents[2]
+    ppo, base = load_config(root / "configs" / "train-ppo.toml"), default_train_config()
+    assert ppo.train.agent == "ppo" and base.train.agent == "dqn"
+    for section in ("data", "folds", "env"):
+        assert getattr(ppo, section) == getattr(base, section)
+    assert ppo.ppo.batch_rows % ppo.ppo.minibatches == 0
+
+
+def test_an_unknown_agent_and_a_bad_minibatch_split_are_one_line_errors_that_write_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    res = CliRunner().invoke(app, ["train", "--set", 'train.agent="a2c"'])
+    assert res.exit_code == 2
+    assert res.output == "error: <built-in train defaults> + overrides: train.agent: Input should be 'dqn' or 'ppo' (got 'a2c')\n"
+    res = CliRunner().invoke(app, ["train", "--set", 'train.agent="ppo"', "--set", "ppo.minibatches=7"])
+    assert res.exit_code == 2
+    assert res.output == ("error: <built-in train defaults> + overrides: ppo: Value error, minibatches 7 must divide "
+                          "n_envs × rollout_len = 8192\n")
+    assert list(tmp_path.iterdir()) == []
