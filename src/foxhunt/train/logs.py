@@ -136,7 +136,8 @@ class Progress:
 
     def epoch(self, row: dict[str, Any]) -> None:
         if self.enabled:
-            info = f"reward {row.get('reward_mean', math.nan):+.4f}  loss {row.get('loss_mean') or math.nan:.4g}  Q {row.get('q_mean') or math.nan:+.3f}"
+            q = "V" if "entropy" in row else "Q"  # PPO's critic value in place of DQN's Q
+            info = f"reward {row.get('reward_mean', math.nan):+.4f}  loss {row.get('loss_mean') or math.nan:.4g}  {q} {row.get('q_mean') or math.nan:+.3f}"
             self.bar.update(self.ep, advance=1, info=info)
 
     def end_fold(self, done_folds: int, info: str) -> None:
