@@ -60,10 +60,10 @@ def test_the_same_seed_gives_bitwise_identical_fold_metrics_and_another_seed_doe
 
 
 def test_one_trainer_is_built_once_and_reused_across_folds(tmp_path, monkeypatch):
-    import foxhunt.train.runner as runner_mod
+    import foxhunt.agents.dqn.trainer as dqn_mod  # train.agent.build_trainer takes the class from here
 
     built, resets = [], []
-    real = runner_mod.DQNTrainer
+    real = dqn_mod.DQNTrainer
 
     class Counting(real):  # type: ignore[misc, valid-type]
         def __init__(self, *a, **k):
@@ -74,7 +74,7 @@ def test_one_trainer_is_built_once_and_reused_across_folds(tmp_path, monkeypatch
             resets.append((fold.fold, warm_start, self.replay.storage.bar.data_ptr(), self.market.features.data_ptr()))
             return super().reset_for_fold(fold, warm_start)
 
-    monkeypatch.setattr(runner_mod, "DQNTrainer", Counting)
+    monkeypatch.setattr(dqn_mod, "DQNTrainer", Counting)
     cfg = tiny_config(tmp_path, epochs=1, every=0)
     assert _train("--config", str(cfg), "--name", "x", "--set", "train.warm_start=true").exit_code == 0
     assert len(built) == 1

@@ -93,9 +93,12 @@ class EpochMonitor:
 
     RING = 8
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, extra_fields: tuple[str, ...] = ()) -> None:
+        """extra_fields: a learner's own summary fields, appended after FIELDS (set_scalar/set_flag)."""
         self.device = device
-        self.buf = torch.zeros(len(FIELDS), dtype=torch.float64, device=device)
+        self.fields = FIELDS + tuple(extra_fields)
+        self.idx = {name: i for i, name in enumerate(self.fields)}
+        self.buf = torch.zeros(len(self.fields), dtype=torch.float64, device=device)
         self._init = self.buf.clone()
         for f in _MIN_FIELDS:
             self._init[IDX[f]] = math.inf
@@ -104,7 +107,7 @@ class EpochMonitor:
         pin = device.type == "cuda"
         # A ring of pinned slots: in lagged mode up to RING epochs can be in flight before the host
         # has to wait for the oldest (back-pressure, not a per-epoch synchronisation).
-        self._host = [torch.zeros(len(FIELDS), dtype=torch.float64, pin_memory=pin) for _ in range(self.RING)]
+        self._host = [torch.zeros(len(self.fields), dtype=torch.float64, pin_memory=pin) for _ in range(self.RING)]
         self._events = [torch.cuda.Event() if pin else None for _ in range(self.RING)]
         self._pending: list[tuple[int, int]] = []  # (epoch, slot)
         self._slot = 0
@@ -162,11 +165,11 @@ class EpochMonitor:
         b[IDX["skip_loss_clip"]] += r[:, 8].sum()
 
     def set_scalar(self, name: str, value: torch.Tensor) -> None:
-        self.buf[IDX[name]] = value.double()
+        self.buf[self.idx[name]] = value.double()
 
     def set_flag(self, name: str, flag: torch.Tensor) -> None:
         """Sticky flag: once set during the epoch it stays set."""
-        i = IDX[name]
+        i = self.idx[name]
         self.buf[i] = torch.maximum(self.buf[i], flag.double())
 
     # ---------------------------------------------------------------- readback
@@ -186,7 +189,7 @@ class EpochMonitor:
         ev = self._events[slot]
         if ev is not None:
             ev.synchronize()
-        values = dict(zip(FIELDS, self._host[slot].tolist()))
+        values = dict(zip(self.fields, self._host[slot].tolist()))
         return EpochSummary(epoch, values)
 
     def ready(self) -> bool:

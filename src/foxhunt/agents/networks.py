@@ -124,3 +124,51 @@ def fused_net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str |
     if any(p.dtype != torch.float32 for p in net.parameters()):
         return "the network's parameters are not float32"
     return None
+
+
+class ActorCritic(nn.Module):
+    """PPO's actor-critic: trunk → {policy head → logits [B, A], value head → V [B]}.
+
+    Shapes mirror ``DuelingQNet`` (the policy head stands where the advantage head is): trunk
+    ``obs_dim → hidden…`` with LeakyReLU, heads ``hidden[-1] → head_hidden → {n_actions | 1}``.
+    ``shared_trunk=False`` gives the critic its own trunk of the same widths. Orthogonal
+    initialisation (trunk gain √2, policy output 0.01: a near-uniform first policy, value output 1).
+
+    ``greedy_net()`` packs the actor as a ``DuelingQNet`` whose value head is zero, so that its
+    "Q" is ``logits − mean(logits)``: argmax and softmax are exactly the policy's, and everything
+    that runs a DuelingQNet (model files, ``foxhunt backtest``, the fused backtest kernel) runs the
+    actor unchanged.
+    """
+
+    def __init__(self, obs_dim: int, n_actions: int = N_FACTORED_ACTIONS, hidden: Sequence[int] = (256, 256),
+                 head_hidden: int = 128, shared_trunk: bool = True, slope: float = 0.01) -> None:
+        super().__init__()
+        self.obs_dim, self.n_actions = obs_dim, n_actions
+        self.hidden, self.head_hidden, self.slope = tuple(hidden), head_hidden, slope
+        self.trunk = _mlp([obs_dim, *hidden], slope)
+        self.critic_trunk = None if shared_trunk else _mlp([obs_dim, *hidden], slope)
+        self.policy = nn.Sequential(nn.Linear(hidden[-1], head_hidden), nn.LeakyReLU(slope), nn.Linear(head_hidden, n_actions))
+        self.value = nn.Sequential(nn.Linear(hidden[-1], head_hidden), nn.LeakyReLU(slope), nn.Linear(head_hidden, 1))
+        for m in self.modules():
+            if isinstance(m, nn.Linear):
+                nn.init.orthogonal_(m.weight, gain=2 ** 0.5)
+                nn.init.zeros_(m.bias)
+        nn.init.orthogonal_(self.policy[2].weight, gain=0.01)
+        nn.init.orthogonal_(self.value[2].weight, gain=1.0)
+
+    def forward(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """obs [B, obs_dim] → (logits [B, n_actions], value [B])."""
+        h = self.trunk(obs)
+        hv = h if self.critic_trunk is None else self.critic_trunk(obs)
+        return self.policy(h), self.value(hv).squeeze(-1)
+
+    def greedy_net(self) -> DuelingQNet:
+        """A detached DuelingQNet copy whose Q = logits − mean(logits) (value head zero)."""
+        net = DuelingQNet(self.obs_dim, self.n_actions, self.hidden, self.head_hidden, self.slope)
+        net = net.to(next(self.parameters()).device)
+        with torch.no_grad():
+            net.trunk.load_state_dict(self.trunk.state_dict())
+            net.advantage.load_state_dict(self.policy.state_dict())
+            for p in net.value.parameters():
+                p.zero_()
+        return net.eval()

@@ -22,6 +22,9 @@ def backtest(
     sample: str = typer.Option("sp500", help="built-in data when --data is absent: synthetic | sp500 | nasdaq"),
     windows: int = typer.Option(1, min=1, help="split the usable data into this many equal windows"),
     ensemble_mode: str = typer.Option("vote", help="ensemble: vote | mean"),
+    policy: str = typer.Option("greedy", "--policy", help="one model: greedy (argmax) | sampled (softmax draws: a PPO "
+                               "model's own stochastic policy; reproducible with --seed)"),
+    seed: int = typer.Option(0, "--seed", min=0, help="seed of --policy sampled"),
     out: Optional[Path] = typer.Option(None, help="output directory [default: backtests/latest; RUN_DIR/backtest with --run]"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     cache_dir: Path = typer.Option(Path(".foxhunt-cache"), help="feature cache directory"),
@@ -44,6 +47,8 @@ def backtest(
 
     if ensemble_mode not in ("vote", "mean"):
         raise ConfigError(f"--ensemble-mode {ensemble_mode!r}: expected vote or mean")
+    if policy not in ("greedy", "sampled") or (policy == "sampled" and len(model) != 1):
+        raise ConfigError(f"--policy {policy!r}: expected greedy, or sampled with exactly one --model")
     if (run is None) == (not model):
         raise ConfigError("foxhunt backtest: pass --model FILE (one or more) or --run RUN_DIR, not both")
     from foxhunt.paths import check_output_dir
@@ -72,7 +77,8 @@ def backtest(
     with _torch_progress() as progress:
         res = run_models(model, loaded, fs, dev, windows=windows, ensemble_mode=ensemble_mode, backend=backend,
                          bars_per_year=bars_per_year, barriers=bool(barriers), progress=progress,
-                         say=lambda line: console.print(line, highlight=False, soft_wrap=True))
+                         say=lambda line: console.print(line, highlight=False, soft_wrap=True),
+                         sampled_seed=seed if policy == "sampled" else None)
     out.mkdir(parents=True, exist_ok=True)
     write_metrics(out, res.rows)
     (out / "trades.json").write_text(__import__("json").dumps(res.trades, indent=1))

@@ -81,8 +81,12 @@ def window_edges(first_bar: int, last_bar: int, windows: int, history: bool) -> 
 
 def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs: Any, dev: Any, *, windows: int,
                ensemble_mode: str, backend: str, bars_per_year: float | None, barriers: bool,
-               progress: Callable[[int, int], None] | None = None, say: Callable[[str], None] = print) -> StandaloneRun:
-    """Backtest the loaded models (``load_model`` triples, checked against ``fs``) and buy-and-hold."""
+               progress: Callable[[int, int], None] | None = None, say: Callable[[str], None] = print,
+               sampled_seed: int | None = None) -> StandaloneRun:
+    """Backtest the loaded models (``load_model`` triples, checked against ``fs``) and buy-and-hold.
+
+    sampled_seed: one model's actions drawn from the softmax of its outputs (a PPO actor's policy),
+    reproducibly from (seed, window, step), instead of its greedy argmax."""
     import torch
 
     from foxhunt.backtest.evaluator import Backtester
@@ -121,7 +125,11 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
                                       else "plain windows (no barriers), each run to its end unless bust"))
     nets = [n for n, _, _ in loaded]
     f = market.n_features
-    if len(nets) == 1:
+    if len(nets) == 1 and sampled_seed is not None:
+        from foxhunt.backtest.sampled import SampledPolicy
+
+        policy, norms = SampledPolicy(nets[0], sampled_seed), [loaded[0][1]] * windows
+    elif len(nets) == 1:
         policy, norms = GreedyPolicy(nets[0]), [loaded[0][1]] * windows
     else:
         policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded])
@@ -161,8 +169,9 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
         for w in range(windows):
             medians.append(window_medians(market, fs.warmup, int(starts[w])))
             pairs.append(run_both(slice(w, w + 1), medians[w]))
-    return _collect(pairs, starts, lengths, medians, market.timestamps_host, notes,
-                    "model" if len(nets) == 1 else f"ensemble ({ensemble_mode})", bool(recorded))
+    label = "model" if len(nets) == 1 else f"ensemble ({ensemble_mode})"
+    label += f" (sampled, seed {sampled_seed})" if sampled_seed is not None else ""
+    return _collect(pairs, starts, lengths, medians, market.timestamps_host, notes, label, bool(recorded))
 
 
 def _collect(pairs: list[tuple[Any, Any]], starts: np.ndarray, lengths: np.ndarray, medians: list[dict[str, float]],

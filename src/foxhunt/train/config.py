@@ -13,7 +13,7 @@ file is read on top of the plain class defaults (which are sized for a GPU), not
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 from pydantic import Field, model_validator
 
@@ -31,6 +31,7 @@ else:  # pragma: no cover - exercised on 3.10 only
 class TrainConfig(Section):
     """Walk-forward training: the ``[train]`` section. Units in the field descriptions."""
 
+    agent: Literal["dqn", "ppo"] = Field("dqn", description="the learner: dqn ([dqn] section) or ppo ([ppo] section)")
     epochs: int = Field(10, ge=1, le=100_000, description="training epochs per fold")
     checkpoint_every: int = Field(0, ge=0, description="also checkpoint every this many epochs inside a fold (0: fold ends only)")
     keep_checkpoints: int = Field(2, ge=1, le=1000, description="committed checkpoints kept (older ones are deleted)")

@@ -17,7 +17,8 @@ from typing import Any, Callable
 
 import torch
 
-TB_SCALARS = ("reward_mean", "reward_std", "loss_mean", "q_mean", "grad_norm_mean", "epsilon", "lr", "beta", "skipped")
+TB_SCALARS = ("reward_mean", "reward_std", "loss_mean", "q_mean", "grad_norm_mean", "epsilon", "lr", "beta", "skipped",
+              "entropy", "approx_kl", "clip_frac", "explained_var", "kl_stopped")  # the last five: PPO only
 
 
 def clean_floats(d: dict[str, Any]) -> dict[str, Any]:
@@ -135,7 +136,8 @@ class Progress:
 
     def epoch(self, row: dict[str, Any]) -> None:
         if self.enabled:
-            info = f"reward {row.get('reward_mean', math.nan):+.4f}  loss {row.get('loss_mean') or math.nan:.4g}  Q {row.get('q_mean') or math.nan:+.3f}"
+            q = "V" if "entropy" in row else "Q"  # PPO's critic value in place of DQN's Q
+            info = f"reward {row.get('reward_mean', math.nan):+.4f}  loss {row.get('loss_mean') or math.nan:.4g}  {q} {row.get('q_mean') or math.nan:+.3f}"
             self.bar.update(self.ep, advance=1, info=info)
 
     def end_fold(self, done_folds: int, info: str) -> None:

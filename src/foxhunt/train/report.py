@@ -115,7 +115,10 @@ def training_figure(rows: list[dict[str, Any]]) -> str | None:
         return None
     fig, axes = plt.subplots(2, 2, figsize=(11, 5.5))
     folds = sorted({r["fold"] for r in rows})
-    for ax, (key, title) in zip(axes.ravel(), (("reward_mean", "reward mean"), ("loss_mean", "loss"), ("q_mean", "Q mean"), ("epsilon", "epsilon"))):
+    ppo = "entropy" in rows[0]  # PPO: the critic's V and the policy entropy in place of Q and epsilon
+    panels = (("reward_mean", "reward mean"), ("loss_mean", "loss"), ("q_mean", "V mean" if ppo else "Q mean"),
+              ("entropy", "policy entropy") if ppo else ("epsilon", "epsilon"))
+    for ax, (key, title) in zip(axes.ravel(), panels):
         for f in folds:
             pts = [(r["global_epoch"], r.get(key)) for r in rows if r["fold"] == f]
             xs = [x for x, y in pts if y is not None]

@@ -1,4 +1,5 @@
-"""The walk-forward runner: one DQNTrainer over every fold, evaluation, checkpoints, logs.
+"""The walk-forward runner: one trainer (DQN or PPO: ``train.agent``) over every fold, evaluation,
+checkpoints, logs (the trainer's interface: ``foxhunt.train.agent``).
 
 Data is loaded, featurised and uploaded once (``prepare_market``); folds are index ranges into it;
 the trainer (env, replay, networks, captured graphs) is built once. Per fold:
@@ -35,7 +36,6 @@ import numpy as np
 import torch
 
 from foxhunt.accel.backend import resolve
-from foxhunt.agents.dqn.trainer import DQNTrainer
 from foxhunt.backtest.evaluator import Backtester
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.config import Config, load_config
@@ -45,6 +45,7 @@ from foxhunt.folds import FoldRange, folds_to_json
 from foxhunt.pipeline import Prepared
 from foxhunt.train import checkpoint as ckpt
 from foxhunt.train.manifest import RunDirError, check_manifest, read_folds_json
+from foxhunt.train.agent import build_trainer, policy_net
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog, clean_floats
 
 
@@ -170,7 +171,7 @@ def check_resume(run_dir: Path, config: Config, prepared: Prepared, point: Resum
 
 # --------------------------------------------------------------------------- the runner
 class WalkForwardRunner:
-    """Walk-forward DQN training over ``prepared.folds`` (see the module docstring).
+    """Walk-forward training over ``prepared.folds`` (see the module docstring).
 
     Construction validates the folds against the config and builds the trainer and backtester
     (device allocations only, no files).
@@ -191,10 +192,11 @@ class WalkForwardRunner:
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
         self.plan = resolve(cfg.accel, cfg.dqn, self.market.device)  # ConfigError on a contradiction
-        from foxhunt.budget import check_trainer_fits
+        if cfg.train.agent == "dqn":
+            from foxhunt.budget import check_trainer_fits
 
-        check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device)  # before allocating
-        self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed, plan=self.plan)
+            check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device)  # before allocating
+        self.trainer = build_trainer(self.market, cfg, self.plan)
         self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=self.plan.graphs,
                                      bars_per_year=cfg.backtest.bars_per_year)  # None: inferred from the data
         self.bars_per_year = self.backtester.bars_per_year
@@ -215,14 +217,17 @@ class WalkForwardRunner:
         """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
         n = fold.val_len - 1
         fused = self._fused()
-        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.trainer.learner.online), fused=fused,
+        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(policy_net(self.trainer)), fused=fused,
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
 
-    def _fused(self) -> bool:
-        """The backtests' fused flag: the plan's ``eval`` (the resolver checked that it can run)."""
-        return self.plan.eval == "fused"
+    def _fused(self) -> bool | str:
+        """The backtests' fused flag: the plan's ``eval``. The resolver checked DQN's network; a
+        PPO actor (its own ``[ppo]`` widths) takes the kernel when it fits, else the torch path."""
+        if self.plan.eval != "fused":
+            return False
+        return True if self.cfg.train.agent == "dqn" else "auto"
 
     def buy_and_hold(self) -> dict[int, BuyHold]:
         """Buy-and-hold on every fold's validation window, computed once and cached: all windows
@@ -282,15 +287,18 @@ class WalkForwardRunner:
         return result
 
     def _write_model(self, path: Path, fold: FoldRange) -> None:
-        """The fold's Q-network + its training-slice normalisation, for ``foxhunt backtest --model``."""
+        """The fold's greedy network (DQN: the Q-network; PPO: the actor packed as a DuelingQNet whose
+        argmax and softmax are the policy's) + its training-slice normalisation, for ``foxhunt
+        backtest --model``."""
         from foxhunt.agents.model_io import save_model
 
         m = self.market
         extra = {
             "medians": {"abs_return": m.median_abs_return.item(), "range": m.median_range.item(), "volume": m.median_volume.item()},
             "data_sha256": self.data_hash, "fold": fold.to_dict(), "run": self.cfg.run.name,
+            "agent": self.cfg.train.agent,
         }
-        save_model(path, self.trainer.learner.online, m.norm_stats(fold.train_start, fold.train_end),
+        save_model(path, policy_net(self.trainer), m.norm_stats(fold.train_start, fold.train_end),
                    feature_names=tuple(m.names), spec_version=m.spec_version,
                    env=self.cfg.env.model_dump(mode="json"), extra=extra)
 

@@ -1,0 +1,68 @@
+"""The training guard shared by the learners: on-device checks of each gradient step.
+
+A step is *bad* when its loss or gradient norm is non-finite or its loss exceeds ``loss_clip``;
+it is then skipped by masking (the caller passes ``ok`` to ``MaskedAdam.step``: parameters and
+optimiser state stay bitwise unchanged) and counted. The sticky ``halted`` flag rises when more
+than ``max_skipped`` steps were skipped in the fold, or when the gradient norm stayed below
+``collapse`` for ``patience`` consecutive steps after ``warmup`` steps. Everything is a device
+op (no host reads), so a guarded step can be captured in a CUDA graph; the host learns of a halt
+at the epoch readback and stops with ``halt_message``.
+
+(The DQN learner has the same checks inline in ``QLearner._apply``; this is the shared form.)
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+class Guard:
+    """Guard state for one learner (device tensors, reset per fold)."""
+
+    def __init__(self, device: torch.device, *, loss_clip: float, collapse: float, warmup: int, patience: int,
+                 max_skipped: int) -> None:
+        self.loss_clip, self.collapse, self.warmup = loss_clip, collapse, warmup
+        self.patience, self.max_skipped = patience, max_skipped
+        self.collapse_run = torch.zeros((), dtype=torch.int64, device=device)
+        self.skipped_total = torch.zeros((), dtype=torch.int64, device=device)
+        self.halted = torch.zeros((), dtype=torch.bool, device=device)
+        self.collapse_flag = torch.zeros((), dtype=torch.bool, device=device)
+
+    def reset(self) -> None:
+        for t in (self.collapse_run, self.skipped_total, self.halted, self.collapse_flag):
+            t.zero_()
+
+    def check(self, loss: torch.Tensor, gnorm: torch.Tensor, steps: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Judge one step: loss, gnorm (0-d float), steps (0-d int64, steps taken in the fold).
+
+        Returns (ok, nonfinite, over_clip), 0-d bool; updates the counters and the sticky halt."""
+        nonfinite = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
+        over_clip = loss > self.loss_clip
+        ok = ~nonfinite & ~over_clip & ~self.halted
+        tiny = ok & (gnorm < self.collapse)
+        self.collapse_run.copy_(torch.where(tiny, self.collapse_run + 1, torch.zeros_like(self.collapse_run)))
+        collapsed = (steps >= self.warmup) & (self.collapse_run >= self.patience)
+        bad = ~ok & ~self.halted
+        self.skipped_total.add_(bad.long())
+        self.halted.copy_(self.halted | collapsed | (self.skipped_total > self.max_skipped))
+        self.collapse_flag.logical_or_(collapsed)
+        return ok, nonfinite, over_clip
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        return {"collapse_run": self.collapse_run, "skipped_total": self.skipped_total, "halted": self.halted,
+                "collapse_flag": self.collapse_flag}
+
+
+def halt_message(values: dict[str, float], *, fold: object, epoch: int, loss_clip: float, collapse: float,
+                 patience: int) -> str:
+    """The one-line error naming the check(s) that halted training (from an epoch summary)."""
+    checks = []
+    if values.get("skip_nonfinite"):
+        checks.append(f"non-finite loss or gradient norm ({int(values['skip_nonfinite'])} steps skipped)")
+    if values.get("skip_loss_clip"):
+        checks.append(f"loss above loss_clip={loss_clip:g} ({int(values['skip_loss_clip'])} steps skipped)")
+    if values.get("halt_collapse"):
+        checks.append(f"gradient collapse (norm < {collapse:g} for {patience} steps)")
+    what = "; ".join(checks) or "guard halt flag"
+    return f"training halted by the guard in fold {fold}, epoch {epoch}: {what}"

@@ -1,0 +1,114 @@
+"""PPO's rollout: N envs × T lockstep steps into a [T, N] buffer on the device, then GAE.
+
+The buffer stores what the replay stores (bar index and portfolio features, not observations:
+they are re-gathered from ``MarketData`` when minibatches are formed), plus what PPO needs:
+the action, its log-probability and the critic's value under the acting policy, rewards, done /
+terminal flags, and the value of the state each step reached before any auto-reset (for the
+time-limit bootstrap). One ``collect()`` is fixed-shape device work with no host reads, so it is
+captured once as a CUDA graph and replayed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from foxhunt.agents.monitor import EpochMonitor
+from foxhunt.agents.networks import N_FACTORED_ACTIONS, ActorCritic
+from foxhunt.agents.ppo.config import PPOConfig
+from foxhunt.agents.ppo.loss import explained_variance, gae
+from foxhunt.env import VecTradingEnv
+
+
+class RolloutBuffer:
+    """[T, N] device arrays of one rollout (see the module docstring); units as in StepOutput."""
+
+    def __init__(self, steps: int, n: int, n_portfolio: int, device: torch.device) -> None:
+        def buf(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros((steps, n, *shape), dtype=dtype, device=device)
+
+        self.bar, self.portfolio, self.action = buf(dtype=torch.int64), buf(n_portfolio), buf(dtype=torch.int64)
+        self.logp, self.value, self.reward = buf(), buf(), buf()
+        self.done, self.terminal = buf(dtype=torch.bool), buf(dtype=torch.bool)
+        self.next_bar, self.next_portfolio, self.next_value = buf(dtype=torch.int64), buf(n_portfolio), buf()
+        self.trade_closed, self.trade_return = buf(dtype=torch.bool), buf()
+        self.advantage, self.ret = buf(), buf()
+
+    @property
+    def rows(self) -> int:
+        return self.bar.numel()
+
+
+def sample_actions(logits: torch.Tensor, generator: torch.Generator, u: torch.Tensor) -> torch.Tensor:
+    """Categorical samples of softmax(logits) ([N, A] → [N] int64) by the Gumbel-max trick: one
+    uniform draw per logit into the preallocated ``u`` [N, A] (graph-safe, no host reads)."""
+    torch.rand(u.shape, generator=generator, device=u.device, out=u)
+    gumbel = -torch.log(-torch.log(u.clamp_min(1e-20)))
+    return (logits + gumbel).argmax(dim=1)
+
+
+class Rollout:
+    """Collects rollouts of ``env`` with ``net`` into ``buffer`` and computes their advantages."""
+
+    def __init__(self, cfg: PPOConfig, env: VecTradingEnv, net: ActorCritic, buffer: RolloutBuffer,
+                 monitor: EpochMonitor, env_step: Callable[..., Any], seed: int = 0) -> None:
+        dev = env.device
+        self.cfg, self.env, self.net, self.buffer, self.monitor = cfg, env, net, buffer, monitor
+        self.env_step = env_step
+        self.n_actions = env.n_actions
+        self.n_market = env.market.n_features
+        self.generator = torch.Generator(device=dev)
+        self.generator.manual_seed(seed + 2_000_003)
+        n, rows = env.n_envs, buffer.rows
+        self._u = torch.zeros((n, self.n_actions), dtype=torch.float32, device=dev)
+        self._next_obs = torch.zeros((rows, env.obs_dim), dtype=torch.float32, device=dev)
+        self.env_steps = torch.zeros((), dtype=torch.int64, device=dev)
+        # Explained variance of each rollout's values vs returns (sum, count of finite ones).
+        self.ev = torch.zeros(2, dtype=torch.float64, device=dev)
+
+    def reset(self) -> None:
+        self.env_steps.zero_()
+        self.ev.zero_()
+
+    @torch.no_grad()
+    def step(self, k: int) -> None:
+        """Step k: act on every env from the current policy, step the env, record (device only)."""
+        env, b = self.env, self.buffer
+        obs = env.observe()
+        logits, value = self.net(obs)
+        action = b.action[k]
+        action.copy_(sample_actions(logits, self.generator, self._u))
+        b.logp[k].copy_(torch.log_softmax(logits, dim=-1).gather(1, action.unsqueeze(1)).squeeze(1))
+        b.value[k].copy_(value)
+        b.bar[k].copy_(env.state.bar)
+        b.portfolio[k].copy_(obs[:, self.n_market:])
+        out = self.env_step(action)
+        torch.logical_and(out.done, ~out.truncated, out=b.terminal[k])
+        for dst, src in ((b.reward, out.reward), (b.done, out.done), (b.next_bar, out.next_bar),
+                         (b.next_portfolio, out.next_portfolio), (b.trade_closed, out.trade_closed),
+                         (b.trade_return, out.trade_return)):
+            dst[k].copy_(src)
+        self.env_steps.add_(1)
+
+    @torch.no_grad()
+    def finish(self) -> None:
+        """Values of the reached states in one batched pass, GAE, returns, monitoring."""
+        cfg, b = self.cfg, self.buffer
+        flat = lambda t: t.reshape(-1, *t.shape[2:])  # noqa: E731  [T, N, ...] → [T·N, ...]
+        obs = self.env.market.observe(flat(b.next_bar), flat(b.next_portfolio), self._next_obs)
+        b.next_value.view(-1).copy_(self.net(obs)[1])
+        gae(b.reward, b.value, b.next_value, b.done, b.terminal, cfg.gamma, cfg.gae_lambda, b.advantage)
+        torch.add(b.advantage, b.value, out=b.ret)
+        ev = explained_variance(b.value, b.ret).double()
+        fin = torch.isfinite(ev)
+        self.ev.add_(torch.stack([torch.where(fin, ev, torch.zeros_like(ev)), fin.double()]))
+        action = flat(b.action)
+        exposure = action // 9 if self.n_actions == N_FACTORED_ACTIONS else action
+        self.monitor.add_collection(flat(b.reward), exposure, flat(b.done), flat(b.trade_closed), flat(b.trade_return), None)
+
+    def collect(self) -> None:
+        """One rollout: T steps and ``finish`` (the body captured as one CUDA graph)."""
+        for k in range(self.cfg.rollout_len):
+            self.step(k)
+        self.finish()

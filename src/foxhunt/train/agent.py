@@ -1,0 +1,51 @@
+"""The agent-generic side of the walk-forward runner: which trainer, and what the runner asks of it.
+
+``train.agent`` picks the learner ("dqn" | "ppo"). Both trainers implement ``AgentTrainer``:
+built once per process, ``reset_for_fold`` between folds, ``train_epoch`` / ``drain`` for epochs
+(one summary readback each), a greedy network for evaluation and the model file, and their
+device state for checkpoints (``state_dict`` / ``load_state_dict``, ``foxhunt.state``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from torch import nn
+
+from foxhunt.accel.backend import ExecutionPlan
+from foxhunt.agents.monitor import EpochSummary
+from foxhunt.config import Config
+from foxhunt.folds import FoldRange
+from foxhunt.market import MarketData
+
+
+class AgentTrainer(Protocol):
+    env: Any  # VecTradingEnv: n_actions, obs_dim
+
+    def reset_for_fold(self, fold: FoldRange, warm_start: bool = False) -> float: ...
+
+    def train_epoch(self) -> EpochSummary | None: ...
+
+    def drain(self) -> list[EpochSummary]: ...
+
+
+def build_trainer(market: MarketData, config: Config, plan: ExecutionPlan) -> AgentTrainer:
+    """The configured trainer (``train.agent``) on ``market`` (whose fold is set), run as ``plan``
+    (``foxhunt.accel.backend.resolve``) says."""
+    agent = config.train.agent
+    if agent == "ppo":
+        from foxhunt.agents.exec_choice import exec_choice
+        from foxhunt.agents.ppo.trainer import PPOTrainer
+
+        return PPOTrainer(market, config.env, config.ppo, seed=config.run.seed, choice=exec_choice(plan))
+    from foxhunt.agents.dqn.trainer import DQNTrainer
+
+    return DQNTrainer(market, config.env, config.dqn, seed=config.run.seed, plan=plan)
+
+
+def policy_net(trainer: Any) -> nn.Module:
+    """The network whose argmax is the trainer's greedy action (a DuelingQNet for both agents:
+    DQN's online network; PPO's actor packed with a zero value head, see ActorCritic.greedy_net)."""
+    if hasattr(trainer, "policy_net"):
+        return trainer.policy_net()
+    return trainer.learner.online
