@@ -112,7 +112,7 @@ def test_the_packed_greedy_network_has_the_policy_argmax_and_softmax():
 
 
 def test_the_fused_backtest_kernel_covers_the_packed_actor():
-    from foxhunt.backtest.fused import net_unsupported
+    from foxhunt.agents.networks import fused_net_unsupported as net_unsupported
 
     tr = small_ppo()
     assert net_unsupported(tr.policy_net(), tr.env.obs_dim, tr.env.n_actions) is None

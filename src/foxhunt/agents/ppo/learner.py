@@ -139,4 +139,4 @@ class PPOLearner:
     # ------------------------------------------------------------------ checkpoints
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return {"weights": self.flat.data, "lr": self.lr, "updates": self.updates,
-                **{f"guard.{k}": v for k, v in self.guard.state_tensors().items()}, **self.opt.state_tensors()}
+                **{f"guard.{k}": v for k, v in self.guard.state_tensors().items()}, **self.opt.state_dict()}
