@@ -167,6 +167,11 @@ from foxhunt.train.cli_cmd import train as _train  # noqa: E402
 app.command("train")(user_errors(_train))
 
 
+from foxhunt.scorecard.cli_cmd import scorecard as _scorecard  # noqa: E402
+
+app.command("scorecard")(user_errors(_scorecard))
+
+
 def main() -> None:
     app()
 
