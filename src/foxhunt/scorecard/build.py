@@ -3,6 +3,14 @@
 The configuration under test (``--config`` or the built-in train settings) supplies the agent,
 the reward and the training length; the scorecard size supplies the data length and folds; each
 scenario supplies its market, bar spacing and costs. ``--set`` overrides come last and win.
+
+Reward scale across bar spacings: a configuration's ``env.reward_scale`` is chosen for the bars it
+was written for (``data.bar_seconds``: the built-in train settings for daily bars, the H200 files
+for minute bars). A bar's return volatility scales with sqrt(bar length), so run unchanged on
+another spacing the rewards would be ~45x too small or too large (daily vs minute). The scorecard
+therefore keeps the configuration's *reward per unit of bar volatility*: it multiplies
+``reward_scale`` by sqrt(bars per year of the scenario / bars per year of the configuration's data).
+``--set env.reward_scale=X`` still sets it outright.
 """
 
 from __future__ import annotations
@@ -34,11 +42,12 @@ class Size:
     max_folds: int
     real_train: int
     real_val: int
+    epochs: int | None = None  # train.epochs for this size (None: the configuration's own)
 
 
 SIZES = {
     # 2-core CPU, about 10 minutes for the whole suite with the built-in train settings.
-    "cpu": Size("cpu", bars=6_400, train=3_000, val=1_000, max_folds=3, real_train=2_500, real_val=500),
+    "cpu": Size("cpu", bars=6_400, train=3_000, val=1_000, max_folds=3, real_train=2_500, real_val=500, epochs=6),
     # the H200: the same scale as configs/h200*.toml (1 M bars, 400 K train, 100 K validation, 5 folds)
     "gpu": Size("gpu", bars=1_000_000, train=400_000, val=100_000, max_folds=5, real_train=2_500, real_val=500),
     # CI: a few seconds a scenario
@@ -59,13 +68,26 @@ def scenario_config(base: dict[str, Any], scenario: Scenario, size: Size, overri
                                        bar_seconds=bar_s, signal=0.0)
     data.setdefault("folds", {}).update(train=size.real_train if real else size.train, val=size.real_val if real else size.val,
                                         max_folds=size.max_folds, mode="expanding")
-    data.setdefault("env", {}).update(SCENARIO_ENV)
+    env = data.setdefault("env", {})
+    env["reward_scale"] = float(env.get("reward_scale", 1.0)) * reward_rescale(base, bar_s)
+    env.update(SCENARIO_ENV)
+    if size.epochs is not None:
+        data.setdefault("train", {})["epochs"] = size.epochs
     data.setdefault("train", {}).update(tensorboard=False, report=False, progress=False, checkpoint_every=0,
                                         save_curves=True, save_trades=True)
     apply_overrides(data, overrides)
-    cfg = build_config(data, source=f"<scorecard {scenario.name}>")
-    # An episode must fit in the training slice of the first fold.
-    return cfg
+    return build_config(data, source=f"<scorecard {scenario.name}>")
+
+
+def _bars_per_year(bar_seconds: float) -> float:
+    return 252.0 if bar_seconds >= 20 * 3600 else 365.25 * DAY / bar_seconds
+
+
+def reward_rescale(base: dict[str, Any], scenario_bar_seconds: int) -> float:
+    """sqrt(bars per year of the scenario / bars per year of the configuration's own data)."""
+    d = base.get("data", {})
+    own = DAY if d.get("source") in ("sp500", "nasdaq") else float(d.get("bar_seconds", 60))
+    return float(np.sqrt(_bars_per_year(scenario_bar_seconds) / _bars_per_year(own)))
 
 
 def _bar_seconds(scenario: Scenario) -> int:

@@ -136,6 +136,14 @@ def check_resume(run_dir: Path, config: Config, prepared: Prepared, point: Resum
         ckpt.check_identity(point.path, point.manifest, config.hash(), prepared.market.source_sha256)
 
 
+def training_env(cfg: Config) -> Any:
+    """The training env's parameters: ``cfg.env`` with costs × ``train.train_cost_multiplier``."""
+    k = cfg.train.train_cost_multiplier
+    if k == 1.0:
+        return cfg.env
+    return cfg.env.model_copy(update={"cost_bps": cfg.env.cost_bps * k, "spread_bps": cfg.env.spread_bps * k})
+
+
 # --------------------------------------------------------------------------- the runner
 class WalkForwardRunner:
     """Walk-forward DQN training over ``prepared.folds`` (see the module docstring).
@@ -158,7 +166,7 @@ class WalkForwardRunner:
             check_episode_length(cfg.env.episode_length, f.train_start, f.train_end)
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
-        self.trainer = DQNTrainer(self.market, cfg.env, cfg.dqn, seed=cfg.run.seed)
+        self.trainer = DQNTrainer(self.market, training_env(cfg), cfg.dqn, seed=cfg.run.seed)
         self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=cfg.dqn.cuda_graphs)
         self.bars_per_year = bars_per_year(self.market)
         self._bh: dict[int, BuyHold] | None = None
