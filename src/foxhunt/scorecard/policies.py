@@ -69,18 +69,25 @@ class PolicyScore:
         return np.concatenate([[1.0], np.cumprod(1.0 + r.astype(np.float64))])
 
 
-def _sharpe(m: dict[str, float], returns: np.ndarray) -> float:
-    s = float(m["sharpe"])
+def _num(m: dict[str, float | None], key: str) -> float:
+    """A metric as a float; run directories store NaN as null."""
+    v = m.get(key)
+    return math.nan if v is None else float(v)
+
+
+def _sharpe(m: dict[str, float | None], returns: np.ndarray) -> float:
+    s = _num(m, "sharpe")
     if not math.isfinite(s) and not np.any(returns):
         return 0.0  # flat: no risk taken, no return
     return s
 
 
-def fold_score(metrics: dict[str, float], returns: np.ndarray, positions: np.ndarray, costs: float) -> FoldScore:
+def fold_score(metrics: dict[str, float | None], returns: np.ndarray, positions: np.ndarray, costs: float) -> FoldScore:
     pos = np.asarray(positions, dtype=np.float64)
     turnover = float(np.abs(np.diff(np.concatenate([[0.0], pos]))).mean()) if len(pos) else 0.0
-    return FoldScore(sharpe=_sharpe(metrics, returns), total_return=float(metrics["total_return"]),
-                     max_drawdown=float(metrics["max_drawdown"]), trades=int(metrics["trade_count"]),
+    trades = _num(metrics, "trade_count")
+    return FoldScore(sharpe=_sharpe(metrics, returns), total_return=_num(metrics, "total_return"),
+                     max_drawdown=_num(metrics, "max_drawdown"), trades=int(trades) if math.isfinite(trades) else 0,
                      costs=float(costs), turnover=turnover, returns=np.asarray(returns, np.float32),
                      positions=np.asarray(positions, np.float32))
 
