@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from foxhunt.scorecard.run import ScenarioResult
 
 
@@ -32,7 +34,7 @@ def rows(results: Sequence[ScenarioResult]) -> list[dict[str, Any]]:
                 "scenario": r.name, "policy": label, "sharpe": s["sharpe"], "total_return": s["total_return"],
                 "max_drawdown": s["max_drawdown"], "trades_per_1000": s["trades_per_1000"], "costs_pct": s["costs_pct"],
                 "capture": r.capture(p) if label != "flat" else None, "best": label == best_name,
-                "wall_s": r.wall_s if label == "agent" else None, "env_steps": r.env_steps if label == "agent" else s.get("env_steps"),
+                "wall_s": r.train_s if label == "agent" else None, "env_steps": r.env_steps if label == "agent" else s.get("env_steps"),
                 "gate": (("PASS" if r.gate["passed"] else "FAIL") if r.gate.get("passed") is not None else "goal")
                 if label == "agent" else "",
             })
@@ -43,7 +45,7 @@ def rich_table(results: Sequence[ScenarioResult]) -> Any:
     from rich.table import Table
 
     t = Table(title="foxhunt scorecard (validation windows; Sharpe = mean of fold Sharpe ratios)")
-    for col in ("scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "wall s", "env steps", "gate"):
+    for col in ("scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "walk-fwd s", "env steps", "gate"):
         t.add_column(col, justify="left" if col in ("scenario", "policy", "gate") else "right")
     last = None
     for row in rows(results):
@@ -90,7 +92,9 @@ def _plot(r: ScenarioResult) -> str:
     for label, p, kw in [("agent", r.agent, {"lw": 2.0, "color": "black"}),
                          *((k, v, {"lw": 1.2}) for k, v in r.baselines.items()),
                          *((k, v, {"lw": 1.0, "ls": "--"}) for k, v in r.references.items())]:
-        ax.plot(p.curve(), label=f"{label} ({p.summary()['sharpe']:+.2f})", **kw)
+        eq = p.curve()
+        step = max(1, len(eq) // 4000)  # at most ~4,000 points a line (GPU windows are 100 K bars)
+        ax.plot(np.arange(0, len(eq), step), eq[::step], label=f"{label} ({p.summary()['sharpe']:+.2f})", **kw)
     edges = [0]
     for f in r.agent.folds:
         edges.append(edges[-1] + len(f.returns))
@@ -109,7 +113,7 @@ def _plot(r: ScenarioResult) -> str:
 
 
 def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    head = ["scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "wall s", "env steps", "gate"]
+    head = ["scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "walk-fwd s", "env steps", "gate"]
     body = []
     for row in rows(results):
         cells = [row["scenario"], row["policy"] + (" *" if row["best"] else ""), _f(row["sharpe"]), _f(row["total_return"], "{:+.1%}"),
@@ -128,7 +132,8 @@ def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style>
 </head><body><h1>foxhunt scorecard</h1><table>{meta_rows}</table>
 <p>Sharpe: mean of the validation folds' annualised Sharpe ratios; return: compounded over the folds; max DD: worst fold;
-capture: Sharpe / best reference Sharpe (* marks the best reference); costs: closed round trips' costs, % of capital.</p>
+capture: Sharpe / best reference Sharpe (* marks the best reference); costs: closed round trips' costs, % of capital;
+walk-fwd s: the agent's walk-forward (training and evaluation of every fold, as <code>foxhunt train</code>).</p>
 <table><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{''.join(body)}</table>{''.join(sections)}</body></html>"""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(doc)

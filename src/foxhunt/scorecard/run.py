@@ -42,6 +42,7 @@ CAPTURE_GATE = 0.6
 CAPTURE_GOAL = 0.8
 MAX_NO_EDGE_TURNOVER = 0.02  # mean |Δexposure| per bar: at most one round trip a 100 bars
 CAPTURE_GATED = ("edge_daily", "regime", "leak")
+WALK_FORWARD_GATE_S = 120.0  # on the H200 (size gpu)
 
 
 @dataclass
@@ -168,6 +169,11 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
                          bars_per_year=runner.bars_per_year, val_bars=int(np.mean([f.val_len - 1 for f in folds])),
                          n_folds=len(folds))
     out.gate = judge(out)
+    if size.name == "gpu":  # the H200 gate: each scenario's 5-fold walk-forward within 120 s
+        out.gate["walk_forward_s"] = train_s
+        out.gate["rule"] += f"; walk-forward {train_s:.0f} s <= {WALK_FORWARD_GATE_S:.0f} s"
+        if out.gate.get("passed") is not None:
+            out.gate["passed"] = bool(out.gate["passed"] and train_s <= WALK_FORWARD_GATE_S)
     return out
 
 
