@@ -7,6 +7,7 @@ exit code 2.
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any, Optional
 
 import typer
 
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, FoxhuntError
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -94,7 +95,12 @@ def scorecard(
         for name in names:
             bar.update(task, info=f"{name}: generating + training")
             sc = make_scenario(name, sz.bars)
-            r = run_scenario(sc, base, sz, ov, out_dir, source, baselines=chosen, sb3_budget=budget)
+            try:
+                r = run_scenario(sc, base, sz, ov, out_dir, source, baselines=chosen, sb3_budget=budget)
+            except FoxhuntError:
+                if not results:  # a configuration the scenarios cannot run (e.g. episodes longer than a fold)
+                    shutil.rmtree(out_dir, ignore_errors=True)
+                raise
             results.append(r)
             cap = r.capture()
             bar.update(task, advance=1, info=f"{name}: agent Sharpe {r.agent.summary()['sharpe']:+.2f}, capture "
