@@ -25,7 +25,7 @@ from foxhunt.env.params import EnvParams
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 
-MARGINS = (0.0, 0.02, 0.05, 0.1)
+MARGINS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.5)  # 0.5: never trades (flat when nothing pays after costs)
 
 
 def _cost_rate(env: EnvParams) -> float:
