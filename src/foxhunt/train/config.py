@@ -93,6 +93,7 @@ warmup_transitions = 4096
 [train]
 epochs = 12
 checkpoint_every = 4
+train_cost_multiplier = 3.0  # training charges 3x the costs (validation the real ones): no churning on noise
 """
 
 
