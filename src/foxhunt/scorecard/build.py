@@ -43,13 +43,23 @@ class Size:
     real_train: int
     real_val: int
     epochs: int | None = None  # train.epochs for this size (None: the configuration's own)
+    # daily synthetic scenarios (None: as minute ones). Daily timestamps end at pandas' year 2262,
+    # so a daily series holds at most ~62 K bars from 2024.
+    daily_bars: int | None = None
+    daily_train: int | None = None
+    daily_val: int | None = None
+
+    def n_bars(self, bar_seconds: int) -> int:
+        return self.daily_bars if bar_seconds >= DAY and self.daily_bars else self.bars
 
 
 SIZES = {
     # 2-core CPU, about 10 minutes for the whole suite with the built-in train settings.
     "cpu": Size("cpu", bars=6_400, train=3_000, val=1_000, max_folds=3, real_train=2_500, real_val=500, epochs=6),
     # the H200: the same scale as configs/h200*.toml (1 M bars, 400 K train, 100 K validation, 5 folds)
-    "gpu": Size("gpu", bars=1_000_000, train=400_000, val=100_000, max_folds=5, real_train=2_500, real_val=500),
+    # (daily scenarios: 60 K bars, 25 K train, 5 K validation bars a fold)
+    "gpu": Size("gpu", bars=1_000_000, train=400_000, val=100_000, max_folds=5, real_train=2_500, real_val=500,
+                daily_bars=60_000, daily_train=25_000, daily_val=5_000),
     # CI: a few seconds a scenario
     "tiny": Size("tiny", bars=2_200, train=1_000, val=400, max_folds=2, real_train=2_000, real_val=400),
 }
@@ -66,8 +76,10 @@ def scenario_config(base: dict[str, Any], scenario: Scenario, size: Size, overri
     bar_s = _bar_seconds(scenario)
     data.setdefault("data", {}).update(source=scenario.name if real else "synthetic", bars=len(scenario.bars),
                                        bar_seconds=bar_s, signal=0.0)
-    data.setdefault("folds", {}).update(train=size.real_train if real else size.train, val=size.real_val if real else size.val,
-                                        max_folds=size.max_folds, mode="expanding")
+    daily = bar_s >= DAY and size.daily_train is not None
+    train = size.real_train if real else size.daily_train if daily else size.train
+    val = size.real_val if real else size.daily_val if daily else size.val
+    data.setdefault("folds", {}).update(train=train, val=val, max_folds=size.max_folds, mode="expanding")
     env = data.setdefault("env", {})
     env["reward_scale"] = float(env.get("reward_scale", 1.0)) * reward_rescale(base, bar_s)
     env.update(SCENARIO_ENV)

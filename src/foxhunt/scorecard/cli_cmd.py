@@ -23,7 +23,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 # SB3 DQN env steps per fold at each size (it steps one env at a time through the Gymnasium wrapper).
-SB3_BUDGET = {"tiny": 300, "cpu": 3_000, "gpu": 200_000}
+SB3_BUDGET = {"tiny": 300, "cpu": 3_000, "gpu": 20_000}
 BASELINES = ("supervised", "sb3_dqn")
 
 
@@ -48,7 +48,7 @@ def scorecard(
     from foxhunt.cli import console
     from foxhunt.config import build_config, apply_overrides
     from foxhunt.scorecard.build import SIZES
-    from foxhunt.scorecard.markets import SCENARIOS, make_scenario
+    from foxhunt.scorecard.markets import SCENARIOS, SPACING, make_scenario
     from foxhunt.scorecard.report import rich_table, scorecard_dict, write_html, write_json
     from foxhunt.scorecard.run import run_scenario
     from foxhunt.train.config import DEFAULT_TRAIN_TOML
@@ -94,7 +94,7 @@ def scorecard(
         task = bar.add_task("scenarios", total=len(names), info="")
         for name in names:
             bar.update(task, info=f"{name}: generating + training")
-            sc = make_scenario(name, sz.bars)
+            sc = make_scenario(name, sz.n_bars(SPACING[name]))
             try:
                 r = run_scenario(sc, base, sz, ov, out_dir, source, baselines=chosen, sb3_budget=budget)
             except FoxhuntError:

@@ -181,6 +181,8 @@ GENERATORS: dict[str, Callable[..., Scenario]] = {
     "nasdaq": real("nasdaq"),
 }
 SCENARIOS = tuple(GENERATORS)
+SPACING = {name: (MINUTE if name in ("no_edge", "edge_minute") else DAY) for name in SCENARIOS}
+"""Bar spacing of each scenario, seconds (known before generating it)."""
 
 
 def make_scenario(name: str, n_bars: int) -> Scenario:
