@@ -19,7 +19,6 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 from foxhunt.env.params import EnvParams
 from foxhunt.folds import FoldRange
