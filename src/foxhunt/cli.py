@@ -213,6 +213,11 @@ from foxhunt.tune.cli_cmd import tune as _tune  # noqa: E402
 app.command("tune")(user_errors(_tune))
 
 
+from foxhunt.scorecard.cli_cmd import scorecard as _scorecard  # noqa: E402
+
+app.command("scorecard")(user_errors(_scorecard))
+
+
 def main() -> None:
     app()
 

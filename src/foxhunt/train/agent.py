@@ -29,6 +29,15 @@ class AgentTrainer(Protocol):
     def drain(self) -> list[EpochSummary]: ...
 
 
+def training_env(cfg: Config) -> Any:
+    """The training env's parameters: ``cfg.env`` with costs × ``train.train_cost_multiplier``
+    (validation always backtests with ``cfg.env``'s real costs)."""
+    k = cfg.train.train_cost_multiplier
+    if k == 1.0:
+        return cfg.env
+    return cfg.env.model_copy(update={"cost_bps": cfg.env.cost_bps * k, "spread_bps": cfg.env.spread_bps * k})
+
+
 def build_trainer(market: MarketData, config: Config, plan: ExecutionPlan) -> AgentTrainer:
     """The configured trainer (``train.agent``) on ``market`` (whose fold is set), run as ``plan``
     (``foxhunt.accel.backend.resolve``) says."""
@@ -37,10 +46,10 @@ def build_trainer(market: MarketData, config: Config, plan: ExecutionPlan) -> Ag
         from foxhunt.agents.exec_choice import exec_choice
         from foxhunt.agents.ppo.trainer import PPOTrainer
 
-        return PPOTrainer(market, config.env, config.ppo, seed=config.run.seed, choice=exec_choice(plan))
+        return PPOTrainer(market, training_env(config), config.ppo, seed=config.run.seed, choice=exec_choice(plan))
     from foxhunt.agents.dqn.trainer import DQNTrainer
 
-    return DQNTrainer(market, config.env, config.dqn, seed=config.run.seed, plan=plan)
+    return DQNTrainer(market, training_env(config), config.dqn, seed=config.run.seed, plan=plan)
 
 
 def policy_net(trainer: Any) -> nn.Module:

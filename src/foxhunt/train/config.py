@@ -44,6 +44,7 @@ class TrainConfig(Section):
     report: bool = Field(True, description="write report.html at the end")
     progress: bool = Field(True, description="rich progress bars (fed by the epoch readback only)")
     threads: int = Field(0, ge=0, le=1024, description="torch CPU threads (0: torch's default)")
+    train_cost_multiplier: float = Field(1.0, ge=1.0, le=100.0, description="the training env charges env.cost_bps and env.spread_bps × this (validation uses the real costs): a regulariser against churning on noise (docs/LEARNING.md)")
 
     @model_validator(mode="before")
     @classmethod
@@ -100,6 +101,7 @@ warmup_transitions = 4096
 [train]
 epochs = 12
 checkpoint_every = 4
+train_cost_multiplier = 3.0  # training charges 3x the costs (validation the real ones): no churning on noise
 """
 
 

@@ -45,7 +45,7 @@ from foxhunt.folds import FoldRange, folds_to_json
 from foxhunt.pipeline import Prepared
 from foxhunt.train import checkpoint as ckpt
 from foxhunt.train.manifest import RunDirError, check_manifest, read_folds_json
-from foxhunt.train.agent import build_trainer, policy_net
+from foxhunt.train.agent import build_trainer, policy_net, training_env  # noqa: F401 (training_env: re-exported)
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog, clean_floats
 
 

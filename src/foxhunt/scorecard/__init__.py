@@ -1,0 +1,1 @@
+"""The learning scorecard: known-oracle markets, baselines, gates and reports (`foxhunt scorecard`)."""

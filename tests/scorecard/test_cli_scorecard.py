@@ -1,0 +1,57 @@
+"""`foxhunt scorecard` in a fresh process: outputs at a tiny size, the gates, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+# A tiny agent (seconds a scenario on a 2-core CPU); otherwise the built-in config at the scorecard's tiny size.
+TINY = ["--set", "dqn.n_envs=32", "--set", "dqn.rounds_per_epoch=8", "--set", "dqn.buffer_capacity=20000",
+        "--set", "dqn.warmup_transitions=512", "--set", "env.episode_length=128", "--set", "train.epochs=3"]
+
+
+def _run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "foxhunt.cli", "scorecard", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def test_an_unknown_scenario_is_one_line_exit_2_and_nothing_written(tmp_path):
+    res = _run("--scenarios", "no_edge,bogus", "--out", str(tmp_path / "sc"), cwd=tmp_path)
+    assert res.returncode == 2
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert lines == ["error: --scenarios: unknown scenario 'bogus' (known: no_edge, edge_daily, edge_minute, regime, "
+                     "mean_revert, leak, sp500, nasdaq)"]
+    assert not (tmp_path / "sc").exists()
+
+
+def test_a_bad_override_is_one_line_exit_2_and_nothing_written(tmp_path):
+    res = _run("--scenarios", "leak", "--set", "dqn.gamma=2", "--out", str(tmp_path / "sc"), cwd=tmp_path)
+    assert res.returncode == 2 and "dqn.gamma" in res.stderr and len(res.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "sc").exists()
+
+
+@pytest.mark.slow
+def test_a_tiny_scorecard_writes_json_and_html_and_passes_no_edge_and_leak(tmp_path):
+    out = tmp_path / "sc"
+    res = _run("--size", "tiny", "--scenarios", "no_edge,leak", "--baselines", "supervised", "--out", str(out),
+               "--set", f"features.cache_dir={json.dumps(str(tmp_path / 'cache'))}", *TINY, cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    card = json.loads((out / "scorecard.json").read_text())
+    by = {s["scenario"]: s for s in card["scenarios"]}
+    assert set(by) == {"no_edge", "leak"}
+    for s in by.values():
+        assert {"flat", "buy_and_hold"} <= set(s["references"]) and "supervised" in s["baselines"]
+        assert s["env_steps"] > 0 and s["wall_s"] > 0
+        assert {"sharpe", "total_return", "max_drawdown", "trades_per_1000", "costs_pct", "capture"} <= set(s["agent"])
+    assert by["no_edge"]["gate"]["passed"], by["no_edge"]["gate"]["rule"]
+    assert by["leak"]["gate"]["passed"], by["leak"]["gate"]["rule"]
+    assert by["leak"]["agent"]["capture"] >= 0.6
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 2 and "no_edge" in html
+    assert "gates:" in res.stdout

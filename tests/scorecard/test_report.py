@@ -1,0 +1,31 @@
+"""Scorecard outputs from hand-made results: the rich table, scorecard.json and report.html."""
+
+from __future__ import annotations
+
+import json
+
+from rich.console import Console
+
+from foxhunt.scorecard.report import rich_table, scorecard_dict, write_html, write_json
+from tests.scorecard.test_gates import _policy, _result
+
+
+def test_table_json_and_html_carry_every_scenario_policy_and_gate(tmp_path):
+    refs = {"buy_and_hold": _policy("buy_and_hold", [0.5, 0.5]), "oracle": _policy("oracle", [2.0, 2.0])}
+    results = [_result("leak", _policy("agent", [1.5, 1.7]), refs),
+               _result("no_edge", _policy("agent", [0.0, 0.0], turnover=0.5), {"buy_and_hold": _policy("buy_and_hold", [0.1, 0.1])})]
+    results[0].baselines["supervised"] = _policy("supervised", [1.0, 1.0])
+    console = Console(record=True, width=200)
+    console.print(rich_table(results))
+    text = console.export_text()
+    assert "leak" in text and "supervised" in text and "PASS" in text and "FAIL" in text and "80%" in text
+    card = scorecard_dict(results, {"size": "tiny"})
+    write_json(tmp_path / "scorecard.json", card)
+    back = json.loads((tmp_path / "scorecard.json").read_text())
+    assert back["passed"] is False and back["size"] == "tiny"
+    leak = back["scenarios"][0]
+    assert leak["agent"]["capture"] == 0.8 and leak["baselines"]["supervised"]["capture"] == 0.5
+    assert leak["best_reference"] == "oracle" and leak["gate"]["passed"] is True
+    write_html(tmp_path / "report.html", results, {"size": "tiny"})
+    html = (tmp_path / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 2 and "capture" in html and "no_edge" in html
