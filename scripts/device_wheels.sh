@@ -15,7 +15,7 @@ pkgs=(
   optuna==5.0.0 alembic colorlog sqlalchemy mako greenlet
   arch==8.0.0
   stable-baselines3==2.9.2
-  scikit-learn==1.9.1 joblib==1.6.0 threadpoolctl==3.8.0   # the scorecard's supervised baseline
+  cmaes   # optuna's CMA-ES sampler (foxhunt tune); scikit-learn, joblib, scipy: already in the GPU image
 )
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
   "${plat[@]}" -d .whl "${pkgs[@]}"
