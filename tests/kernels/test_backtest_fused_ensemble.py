@@ -14,7 +14,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from foxhunt.backtest.evaluator import Backtester  # noqa: E402
-from foxhunt.backtest.fused import fused_unsupported, maybe_run_fused  # noqa: E402
+from foxhunt.backtest.fused import maybe_run_fused  # noqa: E402
+from foxhunt.backtest.fused import unsupported as fused_unsupported  # noqa: E402
 from foxhunt.backtest.policies import EnsemblePolicy  # noqa: E402
 from foxhunt.kernels.backtest_fused import is_interpreted  # noqa: E402
 from foxhunt.market import NormStats  # noqa: E402
