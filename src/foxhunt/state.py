@@ -78,12 +78,15 @@ def pack(tensors: Mapping[str, torch.Tensor], host: Mapping[str, int] | None = N
 def unpack(who: str, state: Mapping[str, torch.Tensor], tensors: Mapping[str, torch.Tensor],
            host_keys: tuple[str, ...] = (), generators: Mapping[str, torch.Generator] | None = None) -> dict[str, int]:
     """Load ``state`` (a ``pack`` result of the same component): tensors copied in place, generators
-    restored; returns the host integers by name. ValueError naming the first mismatch."""
+    restored; returns the host integers by name (each a count: a negative one is refused).
+    ValueError naming the first mismatch."""
     gens = dict(generators or {})
     check_keys(who, {**tensors, **dict.fromkeys(host_keys), **gens}, state)
     for k in host_keys:
         if state[k].dim() != 0 or state[k].dtype != torch.int64:
             raise ValueError(f"{who}: {k!r} must be a 0-d int64 host counter")
+        if int(state[k]) < 0:
+            raise ValueError(f"{who}: host counter {k!r} = {int(state[k])} is negative (a count is >= 0)")
     load_into(who, tensors, {k: state[k] for k in tensors})
     for k, g in gens.items():
         set_generator(f"{who}.{k}", g, state[k])

@@ -56,8 +56,8 @@ def test_gpu_graphed_step_does_one_step_of_work_per_call_and_restores_host_state
 def test_sections_come_from_an_explicit_registry_and_a_missing_module_is_not_swallowed(monkeypatch):
     from foxhunt import config
 
-    assert "foxhunt.accel.config" in config.SECTION_MODULES
+    assert {"foxhunt.accel.config", "foxhunt.backtest.config", "foxhunt.tune.config"} <= set(config.SECTION_MODULES)
     assert {"accel", "dqn", "env", "train"} <= set(config.build_config({}).sections())
-    monkeypatch.setattr(config, "SECTION_MODULES", (*config.SECTION_MODULES, "foxhunt.backtest.config"))
-    with pytest.raises(ModuleNotFoundError, match="foxhunt.backtest.config"):
+    monkeypatch.setattr(config, "SECTION_MODULES", (*config.SECTION_MODULES, "foxhunt.no_such_layer.config"))
+    with pytest.raises(ModuleNotFoundError, match="foxhunt.no_such_layer"):
         config.build_config({})

@@ -94,7 +94,7 @@ def test_a_checkpoint_of_the_old_format_is_refused_with_a_clear_message(tmp_path
 def test_a_state_dict_of_another_shape_is_refused_naming_the_component(tmp_path):
     a, b = _trainer("proportional"), _trainer("uniform")
     path = _save(a, tmp_path, 1)
-    with pytest.raises(CacheError, match="component 'replay': ReplayBuffer: state does not match this component \\(unexpected 'sampler.max_priority'"):
+    with pytest.raises(CacheError, match="replay.safetensors: tensor set does not match this trainer \\(e.g. 'sampler.max_priority'\\)"):
         ckpt.restore(path, b, ckpt.read_manifest(path))
     state = a.state_dict()
     state["learner"] = {**state["learner"], "online": torch.zeros(3)}
@@ -154,7 +154,7 @@ def test_a_trainer_of_another_shape_is_refused_naming_file_and_tensor(tmp_path):
     path = _save(_trainer(), tmp_path, 1)
     other = _trainer()
     other.replay.storage.reward = torch.zeros(128)  # a different capacity
-    with pytest.raises(CacheError, match=r"replay.safetensors: component 'replay': ReplayStorage: tensor 'reward'"):
+    with pytest.raises(CacheError, match=r"replay.safetensors: tensor 'storage.reward' is F32 \[256\], this trainer has F32 \[128\]"):
         ckpt.restore(path, other, ckpt.read_manifest(path))
 
 

@@ -56,7 +56,7 @@ def _edit_manifest(run: Path, edit: Callable[[dict[str, Any]], None]) -> Path:
 
 
 def _rewrite_tensors(run: Path, fname: str, edit: Callable[[dict[str, torch.Tensor]], None]) -> None:
-    """Change a saved tensor file and record its new sha256 and length (an attacker's edit)."""
+    """Change a saved tensor file and record its new sha256, length and tensor count (an attacker's edit)."""
     path = run / "checkpoints" / MID / fname
     tensors = st_load(path.read_bytes())
     edit(tensors)
@@ -64,7 +64,8 @@ def _rewrite_tensors(run: Path, fname: str, edit: Callable[[dict[str, torch.Tens
     path.write_bytes(data)
     import hashlib
 
-    _edit_manifest(run, lambda m: m["files"][fname].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data)))
+    _edit_manifest(run, lambda m: m["files"][fname].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data),
+                                                                tensors=len(tensors)))
 
 
 def _resume_refused(run: Path) -> str:
@@ -72,8 +73,9 @@ def _resume_refused(run: Path) -> str:
     res = CliRunner().invoke(app, ["train", "--resume", str(run)])
     lines = res.output.strip().splitlines()
     assert res.exit_code == 2, res.output
-    # One error line, last; before it at most the "resuming … from checkpoint …" notice.
-    assert lines[-1].startswith("error: ") and all(ln.startswith("resuming ") for ln in lines[:-1]), res.output
+    # One error line, last; before it at most the "resuming … from checkpoint …" and "accel: …" notices.
+    assert lines[-1].startswith("error: ") and all(ln.startswith(("resuming ", "accel: ")) for ln in lines[:-1]), res.output
+    assert len(lines) <= 3, res.output
     assert "Traceback" not in res.output
     assert snapshot(run) == before  # nothing written, nothing removed
     return lines[-1][len("error: "):]
@@ -95,20 +97,35 @@ def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
 _DELETE = object()
 _M = "checkpoint manifest {run}/checkpoints/" + MID + "/manifest.json: "
 _C = "checkpoint {run}/checkpoints/" + MID + ": "
+_F = "checkpoint file {run}/checkpoints/" + MID + "/"
 
 
 @pytest.mark.parametrize("key, value, message", [
     ("files/trainer.safetensors", "x", _M + "files.trainer.safetensors: Input should be a valid dictionary or instance of FileEntry (got 'x')"),
-    ("files/rng.safetensors", _DELETE, _M + "files: Value error, must list exactly trainer.safetensors, replay.safetensors, rng.safetensors"),
+    ("files/collector.safetensors", _DELETE, _M + "<top>: Value error, files must list exactly one <component>.safetensors per component (not 'collector.safetensors')"),
+    ("files/rng.safetensors", {"sha256": "0" * 64, "bytes": 1, "tensors": 1},
+     _M + "<top>: Value error, files must list exactly one <component>.safetensors per component (not 'rng.safetensors')"),
     ("files/replay.safetensors/bytes", "150656", _M + "files.replay.safetensors.bytes: Input should be a valid integer (got '150656')"),
-    ("host", _DELETE, _M + "host: Field required"),
+    ("files/env.safetensors/sha256", "abc", _M + "files.env.safetensors.sha256: String should match pattern"),
+    ("files/env.safetensors/tensors", 0, _M + "files.env.safetensors.tensors: Input should be greater than or equal to 1 (got 0)"),
+    ("files/env.safetensors/tensors", 99, _F + "env.safetensors holds "),
+    ("files/env.safetensors/extra", 1, _M + "files.env.safetensors.extra: unknown key"),
+    ("components", _DELETE, _M + "components: Field required"),
+    ("components", "learner", _M + "components: Input should be a valid list (got 'learner')"),
+    ("components", [], _M + "components: List should have at least 1 item after validation"),
+    ("components", ["collector", "env", "env", "monitor", "replay", "trainer"], _M + "components: Value error, names repeat"),
+    ("components", ["collector", "env", "learner", "monitor", "replay"], _M + "<top>: Value error, files must list exactly one <component>.safetensors per component (not 'trainer.safetensors')"),
+    ("components", ["../x", "env", "learner", "monitor", "replay", "trainer"], _M + "components.0: String should match pattern"),
+    ("host", {"replay_size": 10**9}, _M + "host: unknown key"),  # a format-1 key is not read any more
+    ("format", 3, "checkpoint manifest {run}/checkpoints/" + MID + "/manifest.json: unknown format 3 (expected 2)"),
+    ("format", 1, "checkpoint {run}/checkpoints/" + MID + "/manifest.json: format 1 was written by an older foxhunt"),
     ("fold_done", _DELETE, _M + "fold_done: Field required"),
     ("fold_done", 1, _M + "fold_done: Input should be a valid boolean (got 1)"),
     ("fold", 1.5, _M + "fold: Input should be a valid integer (got 1.5)"),
     ("run/metrics_bytes", -1, _M + "run.metrics_bytes: Input should be greater than or equal to 0 (got -1)"),
-    ("host/replay_size", 1e9, _M + "host.replay_size: Input should be a valid integer (got 1000000000.0)"),
-    ("host/replay_size", 10**9, _C + "host.replay_size = 1000000000 exceeds dqn.buffer_capacity = 2048"),
-    ("host/replay_pos", -7, _M + "host.replay_pos: Input should be greater than or equal to 0 (got -7)"),
+    ("run/global_epoch", 1e9, _M + "run.global_epoch: Input should be a valid integer (got 1000000000.0)"),
+    ("run/global_epoch", _DELETE, _C + "run.global_epoch is missing"),
+    ("run/global_epoch", 7, _C + "run.global_epoch = 7 ≠ fold × train.epochs + epoch = 3"),
     ("epoch", -5, _M + "epoch: Input should be greater than or equal to 0 (got -5)"),
     ("epoch", 1e6, _M + "epoch: Input should be a valid integer (got 1000000.0)"),
     ("epoch", 2, _C + "epoch = 2 inside a fold must be in 1…1 (train.epochs = 2)"),
@@ -122,6 +139,53 @@ def test_a_bad_manifest_value_is_one_line_and_writes_nothing(run, key, value, me
     assert _resume_refused(run).startswith(message.format(run=run))
 
 
+def _put(key: str, value: torch.Tensor) -> Callable[[dict[str, torch.Tensor]], None]:
+    return lambda t: t.update({key: value})
+
+
+# Format 1 kept the host counters (replay pos / size, trainer epoch / rounds) in the manifest;
+# format 2 keeps them in the component files as 0-d int64 tensors: each repro is an attacker's
+# edit of that file with the manifest's sha256 / bytes / tensors updated, so only the value check can catch it.
+@pytest.mark.parametrize("fname, edit, message", [
+    ("replay.safetensors", _put("storage.size", torch.tensor(1e9, dtype=torch.float64)),
+     _F + "replay.safetensors: tensor 'storage.size' is F64 [], this trainer has I64 []"),
+    ("replay.safetensors", _put("storage.size", torch.tensor(10**9)),
+     _C + "replay.safetensors storage.pos = {pos}, storage.size = 1000000000 do not fit a buffer of 2048 slots"),
+    ("replay.safetensors", _put("storage.size", torch.tensor(2049)),
+     _C + "replay.safetensors storage.pos = {pos}, storage.size = 2049 do not fit a buffer of 2048 slots"),
+    ("replay.safetensors", _put("storage.pos", torch.tensor(-7)),
+     _F + "replay.safetensors: component 'replay': ReplayStorage: host counter 'pos' = -7 is negative (a count is >= 0)"),
+    ("replay.safetensors", _put("storage.size", torch.tensor(-1)),
+     _F + "replay.safetensors: component 'replay': ReplayStorage: host counter 'size' = -1 is negative (a count is >= 0)"),
+    ("replay.safetensors", _put("storage.pos", torch.tensor(3)),
+     _C + "replay.safetensors storage.pos = 3, storage.size = {size} do not fit a buffer of 2048 slots"),
+    ("replay.safetensors", _put("storage.size_t", torch.tensor(5)),
+     _C + "replay.safetensors storage.size_t = 5 differs from storage.size = {size}"),
+    ("replay.safetensors", _put("storage.pos", torch.tensor([0, 0])),
+     _F + "replay.safetensors: tensor 'storage.pos' is I64 [2], this trainer has I64 []"),
+    ("replay.safetensors", lambda t: t.pop("storage.size"),
+     _F + "replay.safetensors: tensor set does not match this trainer (e.g. 'storage.size')"),
+    ("replay.safetensors", _put("storage.surprise", torch.tensor(1)),
+     _F + "replay.safetensors: tensor set does not match this trainer (e.g. 'storage.surprise')"),
+    ("trainer.safetensors", _put("epoch", torch.tensor(5)),
+     _C + "trainer.safetensors epoch = 5 differs from the manifest's epoch = 1"),
+    ("trainer.safetensors", _put("epoch", torch.tensor(-5)),
+     _F + "trainer.safetensors: component 'trainer': DQNTrainer: host counter 'epoch' = -5 is negative (a count is >= 0)"),
+    ("trainer.safetensors", _put("epoch", torch.tensor(1e6, dtype=torch.float64)),
+     _F + "trainer.safetensors: tensor 'epoch' is F64 [], this trainer has I64 []"),
+    ("trainer.safetensors", _put("rounds", torch.tensor(10**6)),
+     _C + "trainer.safetensors rounds = 1000000 ≠ epoch × rounds_per_epoch = 1 × "),
+    ("trainer.safetensors", _put("rounds", torch.tensor(-1)),
+     _F + "trainer.safetensors: component 'trainer': DQNTrainer: host counter 'rounds' = -1 is negative (a count is >= 0)"),
+])
+def test_a_bad_host_counter_in_a_component_file_is_one_line_and_writes_nothing(run, fname, edit, message):
+    saved = st_load((run / "checkpoints" / MID / "replay.safetensors").read_bytes())
+    pos, size = int(saved["storage.pos"]), int(saved["storage.size"])
+    assert 3 != pos == size < 2048  # the buffer is not full yet: pos = size
+    _rewrite_tensors(run, fname, edit)
+    assert _resume_refused(run).startswith(message.format(run=run, pos=pos, size=size))
+
+
 def test_a_manifest_that_is_a_list_or_not_json_is_one_line(run):
     path = run / "checkpoints" / MID / "manifest.json"
     path.write_text("[1, 2]")
@@ -130,10 +194,12 @@ def test_a_manifest_that_is_a_list_or_not_json_is_one_line(run):
     assert _resume_refused(run).startswith(f"checkpoint manifest {path}: not JSON (")
 
 
-def test_an_rng_state_of_the_wrong_dtype_is_refused_before_anything_is_restored(run):
-    _rewrite_tensors(run, "rng.safetensors", lambda t: t.update({k: v.float() for k, v in t.items()}))
+@pytest.mark.parametrize("fname, key", [("env.safetensors", "start_generator"), ("collector.safetensors", "generator"),
+                                         ("replay.safetensors", "sampler.generator")])
+def test_a_generator_state_of_the_wrong_dtype_is_refused_before_anything_is_restored(run, fname, key):
+    _rewrite_tensors(run, fname, lambda t: t.update({key: t[key].float()}))
     text = _resume_refused(run)
-    assert re.fullmatch(rf"checkpoint file {run}/checkpoints/{MID}/rng.safetensors: tensor 'env_start_sampler' is F32 "
+    assert re.fullmatch(rf"checkpoint file {run}/checkpoints/{MID}/{fname}: tensor '{key}' is F32 "
                         r"\[\d+\], this trainer has U8 \[\d+\]", text), text
 
 
@@ -156,8 +222,9 @@ def test_nan_weights_in_a_checkpoint_are_refused(run):
     def edit(t: dict[str, torch.Tensor]) -> None:
         k = next(k for k, v in t.items() if v.is_floating_point() and v.numel() > 1)
         t[k].view(-1)[0] = float("nan")
-    _rewrite_tensors(run, "trainer.safetensors", edit)
-    assert "holds NaN or infinite values" in _resume_refused(run)
+    _rewrite_tensors(run, "learner.safetensors", edit)
+    assert re.fullmatch(rf"checkpoint {run}/checkpoints/{MID}: learner.safetensors tensor '.+' holds NaN or infinite values",
+                        _resume_refused(run))
 
 
 @pytest.mark.parametrize("content, message", [
@@ -219,11 +286,11 @@ def test_a_mutated_manifest_validates_or_is_a_checkpoint_error(checkpoint_copy, 
         return
     # Accepted: every counter is an int in range for this run (what decides how it continues).
     assert type(m["fold"]) is int and 0 <= m["fold"] < 2 and type(m["fold_done"]) is bool
-    assert 1 <= m["epoch"] <= config.train.epochs and m["host"]["trainer_epoch"] == m["epoch"]
-    h = m["host"]
-    assert 0 <= h["replay_pos"] <= h["replay_size"] <= config.dqn.buffer_capacity
+    assert 1 <= m["epoch"] <= config.train.epochs and (m["epoch"] == config.train.epochs) == m["fold_done"]
+    assert m["run"]["global_epoch"] == m["fold"] * config.train.epochs + m["epoch"]
     assert 0 <= m["run"]["metrics_bytes"] <= (trained / "metrics.jsonl").stat().st_size
-    assert set(m["files"]) == set(ckpt.FILES)
+    # The component files are the saved ones, byte for byte (their counters are checked after loading).
+    assert m["components"] == manifest["components"] and m["files"] == manifest["files"]
 
 
 @pytest.mark.slow

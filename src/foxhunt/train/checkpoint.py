@@ -191,9 +191,23 @@ def refuse_old_format(path: Path) -> None:
     _refuse_format_1(path / MANIFEST, manifest.get("format") if isinstance(manifest, dict) else None)
 
 
+def _header_tensors(fpath: Path, data: bytes) -> int:
+    """The number of tensors in the safetensors header of ``data`` (the header only is parsed)."""
+    try:
+        n = int.from_bytes(data[:8], "little")
+        if not 2 <= n <= len(data) - 8:
+            raise ValueError(f"header length {n} does not fit the file's {len(data)} bytes")
+        header = json.loads(data[8:8 + n])
+        if not isinstance(header, dict):
+            raise ValueError("the header is not a JSON object")
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        raise CheckpointError(f"checkpoint file {fpath}: unreadable ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    return len([k for k in header if k != "__metadata__"])
+
+
 def read_manifest(path: Path) -> dict[str, Any]:
     """The manifest of checkpoint ``path``, schema-checked (``foxhunt.train.manifest.Manifest``),
-    with every file's length and sha256 verified (CheckpointError naming the file otherwise)."""
+    with every file's length, sha256 and tensor count verified (CheckpointError naming the file otherwise)."""
     mpath = path / MANIFEST
     if not mpath.is_file():
         raise CheckpointError(f"checkpoint {path}: {MANIFEST} is missing (torn or not a checkpoint)")
@@ -206,9 +220,13 @@ def read_manifest(path: Path) -> dict[str, Any]:
         size = fpath.stat().st_size
         if size != files[fname]["bytes"]:
             raise CheckpointError(f"checkpoint file {fpath} is {size} bytes, the manifest says {files[fname]['bytes']}")
-        digest = hashlib.sha256(fpath.read_bytes()).hexdigest()
+        data = fpath.read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
         if digest != files[fname]["sha256"]:
             raise CheckpointError(f"checkpoint file {fpath} is corrupt: sha256 {digest[:12]}… does not match the manifest's {files[fname]['sha256'][:12]}…")
+        n = _header_tensors(fpath, data)
+        if n != files[fname]["tensors"]:
+            raise CheckpointError(f"checkpoint file {fpath} holds {n} tensors, the manifest says {files[fname]['tensors']}")
     return manifest
 
 

@@ -225,7 +225,8 @@ def check_headers(fpath: Path, want: dict[str, tuple[torch.dtype, tuple[int, ...
 def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
     """Range checks of a restored trainer's values (one host read each, at resume only).
 
-    The trainer's epoch must be the manifest's; replay bar indices must index the market, actions
+    The trainer's epoch must be the manifest's and its rounds ``epoch × rounds per epoch``
+    (checkpoints are written at epoch ends); replay bar indices must index the market, actions
     the action set, the storage counters the buffer; every float state (weights, optimiser
     moments, priorities, rewards) must be finite (the sampler trees' ±inf empty-slot markers
     excepted).
@@ -233,12 +234,18 @@ def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any]) ->
     where = f"checkpoint {path}"
     if int(trainer.epoch) != manifest["epoch"]:
         raise CheckpointError(f"{where}: trainer.safetensors epoch = {int(trainer.epoch)} differs from the manifest's epoch = {manifest['epoch']}")
+    cfg = getattr(trainer, "cfg", None)
+    for key in ("rounds_per_epoch", "iterations_per_epoch"):  # DQN rounds / PPO iterations of one epoch
+        per_epoch = getattr(cfg, key, None)
+        if isinstance(per_epoch, int) and int(trainer.rounds) != int(trainer.epoch) * per_epoch:
+            raise CheckpointError(f"{where}: trainer.safetensors rounds = {int(trainer.rounds)} ≠ epoch × {key} = "
+                                  f"{int(trainer.epoch)} × {per_epoch} = {int(trainer.epoch) * per_epoch}")
     replay = getattr(trainer, "replay", None)  # PPO keeps no replay buffer
     if replay is not None:
         storage = replay.storage
         cap = storage.capacity
         pos, size = storage.pos, storage.size
-        if size > cap or pos >= cap or (size < cap and pos != size):
+        if not 0 <= size <= cap or not 0 <= pos < cap or (size < cap and pos != size):
             raise CheckpointError(f"{where}: replay.safetensors storage.pos = {pos}, storage.size = {size} do not fit a buffer of {cap} slots")
         limits = {"bar": trainer.market.n_bars, "next_bar": trainer.market.n_bars, "action": trainer.env.n_actions}
         for name, hi in limits.items():
