@@ -1,9 +1,9 @@
 """Benchmark: `foxhunt backtest --model` with the fused kernel beside the torch path (issue 14).
 
-    python bench/bench_backtest_cli.py                     # GPU: 8 windows × 100 K bars, both backends
-    python bench/bench_backtest_cli.py --cli               # also the whole CLI in a fresh process, per backend
-    python bench/bench_backtest_cli.py --members 3 --skip-torch   # a voting ensemble of 3 in the kernel
-    python bench/bench_backtest_cli.py --quick             # CPU harness check (Triton interpreter, tiny)
+    python -m bench.bench_backtest_cli                     # GPU: 8 windows × 100 K bars, both backends
+    python -m bench.bench_backtest_cli --cli               # also the whole CLI in a fresh process, per backend
+    python -m bench.bench_backtest_cli --members 3 --skip-torch   # a voting ensemble of 3 in the kernel
+    python -m bench.bench_backtest_cli --quick             # CPU harness check (Triton interpreter, tiny)
 
 Data: synthetic bars (``generate_bars``, seed 0) of windows × bars + the feature warm-up, features
 through the real pipeline (cached in a temporary directory); model: the default-shape DuelingQNet
@@ -18,11 +18,7 @@ Writes bench/results/backtest_cli_<device>[_quick].json.
 
 from __future__ import annotations
 
-import sys as _sys
-from pathlib import Path as _Path
-
-_sys.path.insert(0, str(_Path(__file__).resolve().parent))
-import common as _common  # noqa: E402
+from bench import common as _common  # run as: PYTHONPATH=src:. python -m bench.bench_backtest_cli
 
 import argparse  # noqa: E402
 import json  # noqa: E402

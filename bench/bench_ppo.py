@@ -15,24 +15,20 @@ network and hyperparameters in every row:
   ``--sb3-envs`` envs on a CPU copy of the market: SB3 steps envs one by one on the host), for
   ``--sb3-steps`` env steps; skipped with a note when stable_baselines3 is not importable.
 
-    python bench/bench_ppo.py            # on the GPU: bench/results/ppo_cuda.json
-    python bench/bench_ppo.py --quick    # tiny sizes on the CPU (checks the harness)
+    PYTHONPATH=src:. python -m bench.bench_ppo            # on the GPU: bench/results/ppo_cuda.json
+    PYTHONPATH=src:. python -m bench.bench_ppo --quick    # tiny sizes on the CPU (checks the harness)
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from common import machine, write_result  # noqa: E402
+from bench.common import machine, write_result  # noqa: E402  (run as: PYTHONPATH=src:. python -m bench.bench_ppo)
 
 from foxhunt.agents.exec_choice import ExecChoice  # noqa: E402
 from foxhunt.agents.networks import ActorCritic  # noqa: E402

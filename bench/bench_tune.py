@@ -12,11 +12,11 @@ the per-trial evaluation time, the per-trial overhead, and (optionally) pruned a
 3. --prune-trials N: the same seeded study of N trials with 1 worker, median pruner vs none:
    wall time and folds trained.
 
-    python bench/bench_tune.py                                # CUDA: configs/h200-fast.toml, 5 folds × 3 epochs, K = 1 2 4
-    python bench/bench_tune.py --workers 4 --seconds 300 --name tune_cuda_k4
-    python bench/bench_tune.py --prune-trials 12 --workers --no-eval --name tune_cuda_prune   # pruning only
-    python bench/bench_tune.py --workers 1 --set accel.train_step=torch   # any config override
-    python bench/bench_tune.py --quick                        # small CPU run (a smoke test of the harness)
+    python -m bench.bench_tune                                # CUDA: configs/h200-fast.toml, 5 folds × 3 epochs, K = 1 2 4
+    python -m bench.bench_tune --workers 4 --seconds 300 --name tune_cuda_k4
+    python -m bench.bench_tune --prune-trials 12 --workers --no-eval --name tune_cuda_prune   # pruning only
+    python -m bench.bench_tune --workers 1 --set accel.train_step=torch   # any config override
+    python -m bench.bench_tune --quick                        # small CPU run (a smoke test of the harness)
 
 Writes bench/results/<name>.json (default tune_<device>[_quick]).
 """
@@ -35,8 +35,7 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
-import common  # noqa: E402
+from bench import common  # noqa: E402  (run as: PYTHONPATH=src:. python -m bench.bench_tune)
 
 from foxhunt.config import Config, build_config  # noqa: E402
 from foxhunt.train.config import config_from_text  # noqa: E402
