@@ -56,5 +56,5 @@ def test_mean_q_ensembles_and_unsupported_members_are_not_fused():
     assert "mode is 'mean'" in fused_unsupported(bt, EnsemblePolicy(nets, mode="mean"))
     assert maybe_run_fused(bt, STARTS, [5, 3, 7], EnsemblePolicy(nets, mode="mean"), "auto") is None
     deep = [varied_net(market.obs_dim, 45, seed=s, hidden=(16, 16, 16)) for s in (3, 4)]
-    assert "ensemble member: the fused kernel needs two trunk layers" in fused_unsupported(bt, EnsemblePolicy(deep))
+    assert "ensemble member: the fused kernels need two trunk layers" in fused_unsupported(bt, EnsemblePolicy(deep))
     assert fused_unsupported(bt, EnsemblePolicy(nets)) is None
