@@ -42,6 +42,7 @@ checkpoint_every = {every}
 tensorboard = {tb}
 progress = false
 report = {report}
+select = "{select}"
 """
 
 CLI = [sys.executable, "-c", "import sys; from foxhunt.cli import main; sys.exit(main())", "train"]
@@ -49,11 +50,11 @@ CLI = [sys.executable, "-c", "import sys; from foxhunt.cli import main; sys.exit
 
 
 def tiny_config(directory: Path, *, seed: int = 0, epochs: int = 3, every: int = 1, tb: bool = False,
-                report: bool = False, cache: Path | None = None) -> Path:
+                report: bool = False, cache: Path | None = None, select: str = "last") -> Path:
     """Write a tiny run config into ``directory``; runs go to ``directory/runs``."""
     directory.mkdir(parents=True, exist_ok=True)
     text = TINY_TOML.format(out=directory / "runs", cache=cache or directory / "cache", seed=seed, epochs=epochs,
-                            every=every, tb=str(tb).lower(), report=str(report).lower())
+                            every=every, tb=str(tb).lower(), report=str(report).lower(), select=select)
     path = directory / "tiny.toml"
     path.write_text(text)
     return path

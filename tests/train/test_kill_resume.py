@@ -94,8 +94,10 @@ def _assert_same_result(run: Path, ref: Path) -> None:
 
 
 @pytest.mark.slow
-def test_sigkill_after_the_first_checkpoint_and_inside_a_save_then_resume_gives_the_uninterrupted_result(tmp_path):
-    cfg = tiny_config(tmp_path, epochs=3, every=1, cache=tmp_path / "cache")
+@pytest.mark.parametrize("select", ["last", "inner"])
+def test_sigkill_after_the_first_checkpoint_and_inside_a_save_then_resume_gives_the_uninterrupted_result(tmp_path, select):
+    """select = inner: the epoch selector's best score and parameters travel in the checkpoints."""
+    cfg = tiny_config(tmp_path, epochs=3, every=1, cache=tmp_path / "cache", select=select)
     ref = _popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False)
     _finish(ref)
     run = tmp_path / "runs" / "k"

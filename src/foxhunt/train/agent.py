@@ -58,3 +58,10 @@ def policy_net(trainer: Any) -> nn.Module:
     if hasattr(trainer, "policy_net"):
         return trainer.policy_net()
     return trainer.learner.online
+
+
+def trained_module(trainer: Any) -> nn.Module:
+    """The live module holding the parameters that training changes and the greedy policy reads
+    (DQN: the online Q-network; PPO: the actor-critic), for in-place snapshots (epoch selection)."""
+    learner = trainer.learner
+    return learner.online if hasattr(learner, "online") else learner.net

@@ -45,7 +45,8 @@ from foxhunt.folds import FoldRange, folds_to_json
 from foxhunt.pipeline import Prepared
 from foxhunt.train import checkpoint as ckpt
 from foxhunt.train.manifest import RunDirError, check_manifest, read_folds_json
-from foxhunt.train.agent import build_trainer, policy_net, training_env  # noqa: F401 (training_env: re-exported)
+from foxhunt.train.agent import build_trainer, policy_net, trained_module, training_env  # noqa: F401 (training_env: re-exported)
+from foxhunt.train.selection import SUB_WINDOW, EpochSelector, WithSelection, pooled_sharpe, split_fold, sub_windows
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog, clean_floats
 
 
@@ -188,7 +189,8 @@ class WalkForwardRunner:
         for f in self.folds:
             if f.val_len < 2:
                 raise ConfigError(f"fold {f.fold}: the validation window has {f.val_len} bar(s); it needs >= 2")
-            check_episode_length(cfg.env.episode_length, f.train_start, f.train_end)
+            part = split_fold(f, cfg.train.inner_fraction, cfg.folds.purge)[0] if cfg.train.select == "inner" else f
+            check_episode_length(cfg.env.episode_length, part.train_start, part.train_end)
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
         self.plan = resolve(cfg.accel, cfg.dqn, self.market.device)  # ConfigError on a contradiction
@@ -200,6 +202,10 @@ class WalkForwardRunner:
         self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=self.plan.graphs,
                                      bars_per_year=cfg.backtest.bars_per_year)  # None: inferred from the data
         self.bars_per_year = self.backtester.bars_per_year
+        self.selector: EpochSelector | None = None
+        if self.tcfg.select == "inner":  # early stopping on a held-back tail of each training window
+            self.selector = EpochSelector(trained_module(self.trainer), lambda: policy_net(self.trainer), self._window_sharpe)
+        self._train_part: dict[int, FoldRange] = {}  # fold -> the bars the trainer trains on
         self._bh: dict[int, BuyHold] | None = None
         self.buy_and_hold_s = 0.0
         self.timer = PhaseTimer(self.market.device)
@@ -221,6 +227,37 @@ class WalkForwardRunner:
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
+
+    def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
+        """Sharpe of ``policy`` on the held-back window (the epoch selector's score; one readback).
+
+        The window is stepped as lockstep sub-windows of at most ``SUB_WINDOW`` bars (each from a
+        flat portfolio), so its serial length, hence its time, stays short on minute data (80 K
+        held-back bars: 40 windows of 2 K); the score is the Sharpe of their pooled bar returns."""
+        starts, lengths = sub_windows(start, steps, SUB_WINDOW)
+        res = self.backtester.run(starts, lengths, policy, fused=self._fused(), keep_curves=True)
+        assert res.returns is not None
+        return pooled_sharpe(np.concatenate([res.returns[i, :n] for i, n in enumerate(lengths)]), self.bars_per_year)
+
+    def _begin_fold(self, fold: FoldRange, warm_start: bool) -> float:
+        """Make ``fold`` current: the trainer on its training bars (all of them, or the part before
+        the held-back window with ``train.select = "inner"``); returns the transition seconds."""
+        part = fold
+        if self.selector is not None:
+            part, start, steps = split_fold(fold, self.tcfg.inner_fraction, self.cfg.folds.purge)
+        transition = self.trainer.reset_for_fold(part, warm_start=warm_start)
+        if self.selector is not None:
+            self.selector.begin_fold(start, steps)
+        self._train_part[fold.fold] = part
+        return transition
+
+    def _end_fold(self) -> dict[str, Any] | None:
+        """The selected epoch's network becomes the fold's (``train.select = "inner"``)."""
+        return self.selector.finish() if self.selector is not None else None
+
+    def _checkpointed(self) -> Any:
+        """What checkpoints save and restore: the trainer (+ the epoch selector's state)."""
+        return WithSelection(self.trainer, self.selector) if self.selector is not None else self.trainer
 
     def _fused(self) -> bool | str:
         """The backtests' fused flag: the plan's ``eval``. The resolver checked DQN's network; a
@@ -249,7 +286,7 @@ class WalkForwardRunner:
         return self._bh
 
     def _write_fold(self, run_dir: Path, fold: FoldRange, agent: Any, bh: BuyHold | None,
-                    last: dict[str, Any] | None) -> dict[str, Any]:
+                    last: dict[str, Any] | None, selection: dict[str, Any] | None = None) -> dict[str, Any]:
         d = run_dir / "folds" / f"fold_{fold.fold}"
         d.mkdir(parents=True, exist_ok=True)
         ts = self.market.timestamps_host
@@ -263,6 +300,8 @@ class WalkForwardRunner:
             "buy_and_hold": bh.metrics if bh is not None else None,
             "last_epoch": last,
         }
+        if selection is not None:
+            result["selection"] = selection
         write_json(d / "metrics.json", result)
         self._write_model(d / "model.safetensors", fold)
         if self.tcfg.save_curves:
@@ -298,7 +337,8 @@ class WalkForwardRunner:
             "data_sha256": self.data_hash, "fold": fold.to_dict(), "run": self.cfg.run.name,
             "agent": self.cfg.train.agent,
         }
-        save_model(path, policy_net(self.trainer), m.norm_stats(fold.train_start, fold.train_end),
+        part = self._train_part.get(fold.fold, fold)  # the bars the network was trained on
+        save_model(path, policy_net(self.trainer), m.norm_stats(part.train_start, part.train_end),
                    feature_names=tuple(m.names), spec_version=m.spec_version,
                    env=self.cfg.env.model_dump(mode="json"), extra=extra)
 
@@ -308,10 +348,13 @@ class WalkForwardRunner:
         result)``, which may raise (e.g. ``optuna.TrialPruned``) to stop early. Returns the results."""
         out = []
         for k, fold in enumerate(self.folds):
-            self.trainer.reset_for_fold(fold, warm_start=self.tcfg.warm_start and k > 0)
-            for _ in range(self.tcfg.epochs):
+            self._begin_fold(fold, warm_start=self.tcfg.warm_start and k > 0)
+            for e in range(self.tcfg.epochs):
                 self.trainer.train_epoch()
+                if self.selector is not None:
+                    self.selector.observe(e + 1)
             self.trainer.drain()
+            self._end_fold()
             agent, _ = self.evaluate(fold)
             out.append(agent)
             if on_fold is not None:
@@ -322,7 +365,7 @@ class WalkForwardRunner:
     def _save(self, run_dir: Path, log: MetricsLog, k: int, epoch: int, done: bool) -> float:
         t0 = time.perf_counter()
         extra = {"metrics_bytes": log.sync(), "global_epoch": k * self.tcfg.epochs + epoch}
-        ckpt.save(run_dir / "checkpoints", self.trainer, fold=k, epoch=epoch, fold_done=done,
+        ckpt.save(run_dir / "checkpoints", self._checkpointed(), fold=k, epoch=epoch, fold_done=done,
                   config_hash=self.config_hash, data_hash=self.data_hash, extra=extra)
         ckpt.prune(run_dir / "checkpoints", self.tcfg.keep_checkpoints)
         return time.perf_counter() - t0
@@ -333,9 +376,9 @@ class WalkForwardRunner:
         k, epoch, done = int(m["fold"]), int(m["epoch"]), bool(m["fold_done"])
         if not 0 <= k < len(self.folds):
             raise ckpt.CheckpointError(f"checkpoint {point.path}: fold {k} is not in this run's {len(self.folds)} folds")
-        self.trainer.reset_for_fold(self.folds[k], warm_start=False)
+        self._begin_fold(self.folds[k], warm_start=False)
         assert point.path is not None
-        ckpt.restore(point.path, self.trainer, m)
+        ckpt.restore(point.path, self._checkpointed(), m)
         return (k + 1, 0) if done else (k, epoch)
 
     # ------------------------------------------------------------------ the run
@@ -371,16 +414,17 @@ class WalkForwardRunner:
                         transition = 0.0  # continuing inside the fold: the trainer holds its state
                         start_epoch = first_epoch
                     else:
-                        transition = trainer.reset_for_fold(fold, warm_start=tcfg.warm_start and k > 0)
+                        transition = self._begin_fold(fold, warm_start=tcfg.warm_start and k > 0)
                         start_epoch = 0
                     bar.start_fold(k, fold.fold, start_epoch)
                     last, train_s, ckpt_s = self._train_fold(run_dir, k, start_epoch, log, tb, bar)
+                    selection = self._end_fold()
                     t0 = time.perf_counter()
                     agent, bh = self.evaluate(fold)
                     eval_s = time.perf_counter() - t0
                     timings = {"transition_s": transition, "train_s": train_s, "eval_s": eval_s, "mid_fold_checkpoint_s": ckpt_s,
                                "resumed_at_epoch": start_epoch if k == first_fold and resumed_mid else None}
-                    result = self._write_fold(run_dir, fold, agent, bh, last)
+                    result = self._write_fold(run_dir, fold, agent, bh, last, selection)
                     write_json(run_dir / "folds" / f"fold_{fold.fold}" / "timings.json", timings)
                     if tb is not None:
                         tb.fold(fold.fold, result["agent"], result["buy_and_hold"])
@@ -402,12 +446,15 @@ class WalkForwardRunner:
         last: dict[str, Any] | None = None
         train_s = ckpt_s = 0.0
         walls: dict[int, float] = {}
+        inner: dict[int, float] = {}  # epoch -> held-back Sharpe (train.select = "inner")
 
         def emit(s: Any) -> None:
             nonlocal last
             row = {"fold": self.folds[k].fold, "global_epoch": k * tcfg.epochs + s.epoch, **s.to_dict(),
                    "sharpe_estimate": s.sharpe_estimate(self.bars_per_year), "epoch_s": walls.pop(s.epoch, float("nan")),
                    **self.timer.take(s.epoch)}
+            if self.selector is not None:
+                row["inner_sharpe"] = inner.pop(s.epoch, float("nan"))
             log.write(row)
             if tb is not None:
                 tb.epoch(row["global_epoch"], row["fold"], row)
@@ -418,6 +465,8 @@ class WalkForwardRunner:
             t0 = time.perf_counter()
             self.timer.begin_epoch(trainer.epoch)
             s = trainer.train_epoch()
+            if self.selector is not None:
+                inner[e] = self.selector.observe(e + 1)  # before the summary is emitted (lagged mode too)
             walls[e] = time.perf_counter() - t0
             train_s += walls[e]
             if s is not None:
