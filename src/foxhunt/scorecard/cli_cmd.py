@@ -16,6 +16,7 @@ from typing import Any, Optional
 import typer
 
 from foxhunt.errors import ConfigError, FoxhuntError
+from foxhunt.provenance import machine
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -107,6 +108,7 @@ def scorecard(
                                             f"{'n/a' if cap is None else f'{cap:.0%}'} ({r.wall_s:.0f} s)")
     meta = {"size": size, "config": source, "overrides": ov, "baselines": chosen, "sb3_steps_per_fold": budget,
             "wall_s": time.perf_counter() - t0, "device": _device(out_dir, names[0])}
+    meta["machine"] = machine(meta["device"])  # GPU name, versions, git revision
     card = scorecard_dict(results, meta)
     write_json(out_dir / "scorecard.json", card)
     write_html(out_dir / "report.html", results, meta)

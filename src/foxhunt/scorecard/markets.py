@@ -18,7 +18,8 @@ All synthetic scenarios start from the GARCH(1,1)-t martingale of ``foxhunt.data
   below a round trip's cost, so trading it on every bar loses; the rule pays only when entered
   selectively and held. Oracle rules: ``sign(x_t) * [|x_t| > theta]`` for a grid of thresholds.
 * ``regime``    daily bars, a hidden two-state Markov drift ``+-d * sigma_bar`` per bar lasting
-  ``MEAN_REGIME_BARS`` bars on average. Oracle: the sign of the current hidden drift.
+  ``MEAN_REGIME_BARS`` bars on average. Oracle: the sign of the current hidden drift; also the
+  ``filter`` rule: the sign of the forward filter's probability (the best causal rule).
 * ``mean_revert`` daily bars, log price = anchor (a slow random walk) + OU deviation ``D`` with
   pull ``kappa`` per bar. Oracle rules: ``-sign(D_t) * [|D_t| > theta * sd(D)]``.
 * ``leak``      daily martingale plus an extra feature ``leak_next_return`` = the next bar's log
@@ -132,8 +133,26 @@ def regime(n: int, seed: int = 14, drift: float = 0.12, mean_bars: int = REGIME_
     sigma_bar = syn.ANNUAL_VOL / np.sqrt(252.0)
     r = base.log_return + drift * sigma_bar * state
     bars = bars_from_log_returns(r, base.sigma, base.bars.timestamps, True, seed, f"scorecard:regime(n={n}, seed={seed})")
+    causal = np.sign(regime_filter(r, base.sigma, drift * sigma_bar, 1.0 / mean_bars) - 0.5)
     return Scenario("regime", f"daily bars, hidden up/down drift +-{drift} sigma a bar, ~{mean_bars} bars a regime",
-                    bars, oracles={"oracle": state.copy()})
+                    bars, oracles={"oracle": state.copy(), "filter": causal})
+
+
+def regime_filter(r: np.ndarray, sigma: np.ndarray, drift: float, switch: float) -> np.ndarray:
+    """[T] P(next bar's drift is +drift | log returns r[0..t]): the two-state forward (Wonham/Hamilton)
+    filter with the generator's parameters (drift per bar, switch probability per bar, the bars'
+    GARCH sigma, Gaussian likelihoods). Its sign is the best *causal* rule the generator knows of:
+    a policy that sees only past prices cannot beat it by much, so the gap between the hidden-state
+    oracle and this filter is the price of not seeing the regime (docs/LEARNING.md)."""
+    p = 0.5
+    out = np.empty(r.shape[0])
+    for t in range(r.shape[0]):
+        up = np.exp(-0.5 * ((r[t] - drift) / sigma[t]) ** 2)
+        down = np.exp(-0.5 * ((r[t] + drift) / sigma[t]) ** 2)
+        p = p * up / (p * up + (1.0 - p) * down)  # posterior of bar t's state
+        p = p * (1.0 - switch) + (1.0 - p) * switch  # the next bar's state
+        out[t] = p
+    return out
 
 
 def mean_revert(n: int, seed: int = 15, kappa: float = 0.05, anchor_step: float = 0.1) -> Scenario:
