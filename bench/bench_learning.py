@@ -85,13 +85,13 @@ def main() -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--set", action="append", default=[], dest="overrides")
     p.add_argument("--variant", action="append", default=[],
-                   help="extra runs: 'label:key=value,key=value' (each scenario once more per variant)")
+                   help="extra runs: 'label:key=value;key=value' (each scenario once more per variant)")
     p.add_argument("--out", default=None)
     a = p.parse_args()
     base = tomllib.loads(Path(a.config).read_text()) if a.config else {}
     overrides = list(a.overrides) + ([f"run.device={a.device}"] if a.device else [])
     device = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(",")) for v in a.variant]
+    variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(";")) for v in a.variant]
     out = []
     for label, extra in variants:
         for name in a.scenarios.split(","):
