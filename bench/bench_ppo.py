@@ -57,7 +57,7 @@ def _sync(dev: torch.device) -> None:
 def bench_foxhunt(market: MarketData, n: int, a: argparse.Namespace, graphs: bool, fused: bool) -> dict:
     cfg = PPOConfig(n_envs=n, rollout_len=a.rollout, iterations_per_epoch=a.iterations, update_epochs=a.update_epochs,
                     minibatches=a.minibatches, hidden=a.hidden, head_hidden=a.head_hidden, target_kl=a.target_kl)
-    tr = PPOTrainer(market, PARAMS, cfg, seed=0, choice=ExecChoice(cuda_graphs=graphs, fused_env=fused))
+    tr = PPOTrainer(market, PARAMS, cfg, seed=0, choice=ExecChoice(cuda_graphs=graphs, env_step="fused" if fused else "torch"))
     tr.reset_for_fold(market.fold)
     t0 = time.perf_counter()
     tr.train_epoch()  # warm-up: eager first calls + graph capture (+ Triton compile)

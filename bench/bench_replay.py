@@ -2,7 +2,7 @@
 
 One step = ``sample(B)`` + TD errors from the sampled indices + ``update_priorities``, over a full
 buffer. Numbers are measured side by side in one run; the graph column replays one captured step.
-The "fused" rows run proportional PER's trees as Triton kernels (``ProportionalPER(fused=True)``,
+The "fused" rows run proportional PER's trees as Triton kernels (``ProportionalPER(backend="fused")``,
 the same bits as the torch rows); the "wide" row runs ``WidePER`` (32-ary sum/min trees, 4 levels
 at 1 M slots, Triton). They need CUDA and are skipped (and listed) elsewhere.
 
@@ -82,8 +82,8 @@ def cases(storage: ReplayStorage):
     default = ProportionalPER(storage, seed=1)
     yield f"proportional (default: {default.rebuild} rebuild)", default, "step"
     if fused_skip_reason(storage.device) is None:
-        yield FUSED, ProportionalPER(storage, seed=1, fused=True), "step"
-        yield f"{FUSED[:-1]}, search_level=0)", ProportionalPER(storage, search_level=0, seed=1, fused=True), "step"
+        yield FUSED, ProportionalPER(storage, seed=1, backend="fused"), "step"
+        yield f"{FUSED[:-1]}, search_level=0)", ProportionalPER(storage, search_level=0, seed=1, backend="fused"), "step"
         yield WIDE, WidePER(storage, seed=1, backend="fused"), "step"
     yield "proportional (partial rebuild)", ProportionalPER(storage, rebuild="partial", seed=1), "step"
     yield "proportional (full rebuild)", ProportionalPER(storage, rebuild="full", seed=1), "step"

@@ -39,7 +39,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     """
     import torch
 
-    from foxhunt.accel.backend import resolve
+    from foxhunt.accel.backend import resolve_config
     from foxhunt.agents.model_io import load_model
     from foxhunt.backtest.evaluator import Backtester
     from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
@@ -69,20 +69,19 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
         loaded.append((FoldRange(**meta.extra["fold"]), net))
     bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
     use_barriers = cfg.backtest.barriers if barriers is None else barriers
-    plan = resolve(cfg.accel, cfg.dqn, market.device)  # the run's own backend: evaluate as training did
+    plan = resolve_config(cfg, market.device, obs_dim=market.obs_dim)  # the run's own backend: evaluate as training did
     bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=plan.graphs, bars_per_year=bpy)
-    fused = plan.eval == "fused"
     # Buy-and-hold: one lockstep run of every window under the first fold's statistics (the runner's rule).
     market.set_fold(loaded[0][0])
     starts = [f.val_start for f, _ in loaded]
     lengths = [f.val_len - 1 for f, _ in loaded]
     ones = torch.ones((len(loaded), max(lengths)), dtype=torch.float32, device=market.device)
-    bh = bt.run(starts, lengths, ExposurePolicy(ones, cfg.env.n_actions), keep_curves=True, fused=fused)
+    bh = bt.run(starts, lengths, ExposurePolicy(ones, cfg.env.n_actions), keep_curves=True, backend=plan.eval)
     out = []
     for i, (fold, net) in enumerate(loaded):
         market.set_fold(fold)  # the fold's normalisation and medians, as in training
         agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net), keep_curves=True, keep_trades=True,
-                       fused=fused, barriers=use_barriers)
+                       backend=plan.eval, barriers=use_barriers)
         out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers))
     return out, market
 

@@ -136,17 +136,18 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
         ident = NormStats(torch.zeros(f, dtype=torch.float64, device=dev), torch.ones(f, dtype=torch.float64, device=dev))
         norms = [ident] * windows
     fused = choose_fused(backend, dev.type)
-    model_fused: bool | str = fused
-    if model_fused:
+    bh_backend = "fused" if fused else "torch"  # buy-and-hold: fixed actions, always covered
+    model_backend = bh_backend
+    if fused:
         from foxhunt.backtest.fused import unsupported as fused_unsupported
 
         reason = fused_unsupported(bt, policy)
-        if reason is not None and model_fused is True:
+        if reason is not None and fused is True:
             raise ConfigError(f"--backend fused: the fused kernel cannot run {model[0]}: {reason}")
         if reason is not None:
             notes.append(f"fallback to the torch path: {reason}")
-            model_fused = False
-    notes.append("model backtest: " + ("fused Triton kernel" if model_fused else "torch path"))
+            model_backend = "torch"
+    notes.append("model backtest: " + ("fused Triton kernel" if model_backend == "fused" else "torch path"))
     for note in notes:
         say(note)
     ones = torch.ones(windows, int(lengths.max()), device=dev)
@@ -157,9 +158,9 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
                              ("volume", market.median_volume)):
                 dst.fill_(med[key])
         st, ln = starts[sel], lengths[sel]
-        res = bt.run(st, ln, policy, norms=norms[sel], keep_curves=True, keep_trades=True, fused=model_fused,
+        res = bt.run(st, ln, policy, norms=norms[sel], keep_curves=True, keep_trades=True, backend=model_backend,
                      progress=progress, barriers=barriers)
-        bh = bt.run(st, ln, ExposurePolicy(ones[sel, : int(ln.max())]), keep_curves=True, fused=fused)
+        bh = bt.run(st, ln, ExposurePolicy(ones[sel, : int(ln.max())]), keep_curves=True, backend=bh_backend)
         return res, bh
 
     if recorded:
