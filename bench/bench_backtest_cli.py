@@ -34,6 +34,8 @@ import torch  # noqa: E402
 if "--quick" in sys.argv or not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from foxhunt.accel.backend import resolve  # noqa: E402
+from foxhunt.accel.config import AccelConfig  # noqa: E402
 from foxhunt.agents.model_io import load_model, save_model  # noqa: E402
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.backtest.standalone import run_models  # noqa: E402
@@ -87,7 +89,8 @@ def main() -> None:
         backends = ["fused"] if args.skip_torch else ["fused", "torch"]
         results = {}
         for backend in backends:
-            kw = dict(windows=args.windows, ensemble_mode="vote", backend=backend, bars_per_year=None, barriers=False,
+            plan = resolve(AccelConfig(eval=backend), None, dev, parts=("eval",))  # as the CLI resolves it
+            kw = dict(windows=args.windows, ensemble_mode="vote", plan=plan, bars_per_year=None, barriers=False,
                       say=lambda s: None)
             if backend == "fused":  # warm-up: compilation and the allocator
                 run_models(model_paths, loaded, fs, dev, **kw)
@@ -111,7 +114,7 @@ def main() -> None:
             for backend in backends:
                 models = [a for p in model_paths for a in ("--model", str(p))]
                 cmd = [sys.executable, "-m", "foxhunt.cli", "backtest", *models, "--data", str(bars_path),
-                       "--windows", str(args.windows), "--backend", backend, "--device", dev.type,
+                       "--windows", str(args.windows), "--set", f"accel.eval={backend}", "--device", dev.type,
                        "--cache-dir", str(d / "cache"), "--out", str(d / f"out_{backend}")]
                 t0 = time.perf_counter()
                 proc = subprocess.run(cmd, capture_output=True, text=True)

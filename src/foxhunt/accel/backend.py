@@ -20,8 +20,9 @@ acting) runs its torch path, and the plan's ``notes`` say so. ``auto`` is the fa
 device supports and that is tested on it: torch on a CPU, fused on CUDA with Triton (compiled).
 Under ``auto`` a component the fused kernels do not cover (a network of other depth or width)
 falls back to torch, loudly (a note); under an explicit backend or part override the same is a
-contradiction. ``fall_back`` applies that rule when the caller learns more than the config says
-(``foxhunt backtest --model``: the model file's network and policy).
+contradiction. ``fall_back`` applies that rule when the caller learns more than the config says:
+``foxhunt backtest`` resolves ``parts=("eval",)`` with no agent (``dqn=None``) and settles the
+model files' networks and policy with ``fall_back``.
 
 The network checked for ``acting`` and ``eval`` is the one that will run: DQN's (``dqn.hidden``,
 ``dqn.head_hidden``) or, with ``ppo``, the actor's (``ppo.hidden``, ``ppo.head_hidden``: PPO's greedy
@@ -75,9 +76,11 @@ class ExecutionPlan:
     """What runs, per component (see the module docstring). Build it with ``resolve``; tests and
     benchmarks may construct one directly (no checks: the component raises if it cannot run).
 
-    named: the parts whose implementation the user named (an explicit ``accel.backend`` or a part
-    override): for those, an implementation that cannot run is an error, not a fallback
-    (``fall_back``)."""
+    parts: the components this command runs and the resolver decided (``foxhunt backtest``: eval
+    only); the others are left out of ``to_dict`` and ``summary``. named: the parts whose
+    implementation the user named (an explicit ``accel.backend`` or a part override): for those, an
+    implementation that cannot run is an error, not a fallback (``fall_back``). agent: "dqn",
+    "ppo", or "none" (a command that trains nothing)."""
 
     env_step: str = "torch"
     acting: str = "torch"
@@ -91,18 +94,23 @@ class ExecutionPlan:
     device: str = "cpu"
     triton: str = "unavailable"
     agent: str = "dqn"
+    parts: tuple[str, ...] = PARTS
     notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     named: tuple[str, ...] = field(default=(), hash=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        for p in PARTS:
+            if p not in self.parts:
+                del d[p]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     def summary(self) -> str:
         """One line for the start of a run: backend, then every component's choice."""
-        parts = " ".join(f"{p}={getattr(self, p)}" for p in PARTS)
+        parts = " ".join(f"{p}={getattr(self, p)}" for p in PARTS if p in self.parts)
         return (f"accel: backend={self.backend} on {self.device} (triton {self.triton}): {parts} "
                 f"graphs={'on' if self.graphs else 'off'} matmul={self.matmul_precision} readback={self.readback}")
 
@@ -137,11 +145,14 @@ def fall_back(plan: ExecutionPlan, part: str, reason: str | None) -> ExecutionPl
 
 
 def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None, obs_dim: int | None = None,
-            n_actions: int | None = None) -> ExecutionPlan:
+            n_actions: int | None = None, parts: tuple[str, ...] = PARTS) -> ExecutionPlan:
     """The ``ExecutionPlan`` of these sections on ``device``; ConfigError on a contradiction.
 
-    ppo: the [ppo] section when the PPO agent trains (None: DQN). obs_dim, n_actions: the
-    network's input and output widths, checked against the fused kernels when given."""
+    dqn: the [dqn] section (DQN trains), or None with ``ppo`` None: no agent, no network checked
+    (a command that runs given models checks them itself: ``fall_back``). ppo: the [ppo] section
+    when the PPO agent trains. obs_dim, n_actions: the network's input and output widths, checked
+    against the fused kernels when given. parts: the components this command runs (the others
+    are neither checked nor reported)."""
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     tri = triton_status.status(dev)
@@ -164,13 +175,18 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
     if backend == "fused" and not tri.usable:
         refuse("backend", backend, str(tri.reason))
 
-    agent = "dqn" if ppo is None else "ppo"
+    agent = "ppo" if ppo is not None else "dqn" if dqn is not None else "none"
     impls = IMPLEMENTATIONS if ppo is None else PPO_IMPLEMENTATIONS
-    net = dqn if ppo is None else ppo
-    trees = ppo is None and dqn.sampler == "proportional"
+    net = ppo if ppo is not None else dqn
+    trees = agent == "dqn" and dqn.sampler == "proportional"
+    sampler = getattr(dqn, "sampler", None)
+
+    def net_reason() -> str | None:
+        return None if net is None else _net_reason(net, obs_dim, n_actions)
+
     choice: dict[str, str] = {}
     named: list[str] = []
-    for part in PARTS:
+    for part in parts:
         override = getattr(accel, part)
         if override != "auto":
             c = override
@@ -182,8 +198,8 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
             if c == "fused" and not tri.usable:
                 refuse(part, c, str(tri.reason))
             if part == "replay" and c == "fused" and not trees:
-                refuse(part, c, f"dqn.sampler = {dqn.sampler!r} has no trees to fuse (use 'proportional')")
-            if part in ("acting", "eval") and c == "fused" and (why := _net_reason(net, obs_dim, n_actions)) is not None:
+                refuse(part, c, f"dqn.sampler = {sampler!r} has no trees to fuse (use 'proportional')")
+            if part in ("acting", "eval") and c == "fused" and (why := net_reason()) is not None:
                 refuse(part, c, f"{agent}: {why}")
             choice[part] = c
             named.append(part)
@@ -193,8 +209,8 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
             notes[part] = f"no {backend} implementation" + (" for ppo" if ppo is not None else "") + ": torch"
         if part == "replay" and c == "fused" and not trees:
             c = "torch"
-            notes[part] = f"dqn.sampler = {dqn.sampler!r} has no trees: torch"
-        if part in ("acting", "eval") and c == "fused" and (why := _net_reason(net, obs_dim, n_actions)) is not None:
+            notes[part] = f"dqn.sampler = {sampler!r} has no trees: torch"
+        if part in ("acting", "eval") and c == "fused" and (why := net_reason()) is not None:
             if explicit:
                 refuse("backend", backend, f"{part}: {agent}: {why} (override accel.{part} = 'torch' to run it in torch)")
             c = "torch"
@@ -207,15 +223,16 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
         refuse("graphs", "on", "CUDA graphs need a CUDA device")
     graphs = cuda if accel.graphs == "auto" else accel.graphs == "on"
     return ExecutionPlan(**choice, graphs=graphs, matmul_precision=accel.matmul_precision, readback=accel.readback,
-                         backend=backend, device=str(dev), triton=tri.mode, agent=agent, notes=notes,
-                         named=tuple(named))
+                         backend=backend, device=str(dev), triton=tri.mode, agent=agent, parts=tuple(parts),
+                         notes=notes, named=tuple(named))
 
 
-def resolve_config(cfg: Any, device: torch.device | str, *, obs_dim: int | None = None) -> ExecutionPlan:
+def resolve_config(cfg: Any, device: torch.device | str, *, obs_dim: int | None = None,
+                   parts: tuple[str, ...] = PARTS) -> ExecutionPlan:
     """``resolve`` for a whole run configuration: ``cfg.accel``, and the agent ``cfg.train.agent``
     names (its network is the one acted and evaluated), with ``cfg.env.n_actions`` outputs."""
     ppo = cfg.ppo if cfg.train.agent == "ppo" else None
-    return resolve(cfg.accel, cfg.dqn, device, ppo=ppo, obs_dim=obs_dim, n_actions=cfg.env.n_actions)
+    return resolve(cfg.accel, cfg.dqn, device, ppo=ppo, obs_dim=obs_dim, n_actions=cfg.env.n_actions, parts=parts)
 
 
 __all__ = ["IMPLEMENTATIONS", "PARTS", "PPO_IMPLEMENTATIONS", "ExecutionPlan", "fall_back", "resolve", "resolve_config"]
