@@ -28,18 +28,19 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from bench import common
-from foxhunt.config import Config, build_config
-from foxhunt.train.config import config_from_text
-from foxhunt.tune.study import counts, open_study, quiet_optuna
-from foxhunt.tune.worker import TrialEvaluator, run_worker
+ROOT = Path(__file__).resolve().parents[1]
+from bench import common  # noqa: E402  (run as: PYTHONPATH=src:. python -m bench.bench_tune)
 
-ROOT = common.ROOT
+from foxhunt.config import Config, build_config  # noqa: E402
+from foxhunt.train.config import config_from_text  # noqa: E402
+from foxhunt.tune.study import counts, open_study, quiet_optuna  # noqa: E402
+from foxhunt.tune.worker import TrialEvaluator, run_worker  # noqa: E402
 
 SPACE = {"dqn": {"lr": {"low": 1e-4, "high": 3e-3, "log": True}, "gamma": {"low": 0.5, "high": 0.99}}}
 QUICK = {"run": {"device": "cpu"}, "data": {"bars": 4000}, "folds": {"train": 1000, "val": 300, "max_folds": 5},
@@ -61,9 +62,7 @@ def base_config(args: argparse.Namespace, study_dir: Path, name: str, pruner: st
         data["data"]["bars"] = args.bars
     from foxhunt.config import apply_overrides
 
-    if args.device != "auto":
-        data.setdefault("run", {})["device"] = args.device
-    apply_overrides(data, args.overrides)
+    apply_overrides(data, args.set)
     data["train"].update(checkpoint_every=0, tensorboard=False, progress=False, report=False)
     data["features"] = {"cache_dir": str(ROOT / ".foxhunt-cache")}
     data["tune"] = {"study": name, "out_dir": str(study_dir.parent), "pruner": pruner, "sampler": "tpe", "seed": 0,
@@ -71,30 +70,38 @@ def base_config(args: argparse.Namespace, study_dir: Path, name: str, pruner: st
     return build_config(data, source="bench")
 
 
-def evaluation_times(cfg: Config, device: torch.device) -> dict[str, Any]:
-    """Per-trial overhead (new runner), one whole trial, and the folds' validation backtests
-    (``device`` synchronised around each timed step)."""
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def evaluation_times(cfg: Config) -> dict[str, Any]:
+    """Per-trial overhead (new runner), one whole trial, and the folds' validation backtests."""
     ev = TrialEvaluator(cfg)
     values = {"dqn.lr": 1e-3, "dqn.gamma": 0.9}
-    with common.stopwatch() as market:
-        ev.prepared_for(ev.trial_config(values))
-    market_s = market.s
-    with common.stopwatch(device) as build:
-        runner = ev.runner_for(ev.trial_config(values))
-    build_s = build.s
-    with common.stopwatch(device) as trial:
-        runner.score_folds()
-    trial_s = trial.s
+    t0 = time.perf_counter()
+    ev.prepared_for(ev.trial_config(values))
+    market_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    runner = ev.runner_for(ev.trial_config(values))
+    _sync()
+    build_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    runner.score_folds()
+    _sync()
+    trial_s = time.perf_counter() - t0
     evals = []
     for _ in range(3):
-        with common.stopwatch(device) as ev_sw:
-            for f in runner.folds:
-                runner.trainer.market.set_fold(f)
-                runner.evaluate(f)
-        evals.append(ev_sw.s)
-    with common.stopwatch(device) as rebuild:
-        ev.runner_for(ev.trial_config({"dqn.lr": 2e-3, "dqn.gamma": 0.8}))  # a second trial's trainer (warm process)
-    rebuild_s = rebuild.s
+        t0 = time.perf_counter()
+        for f in runner.folds:
+            runner.trainer.market.set_fold(f)
+            runner.evaluate(f)
+        _sync()
+        evals.append(time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    ev.runner_for(ev.trial_config({"dqn.lr": 2e-3, "dqn.gamma": 0.8}))  # a second trial's trainer (warm process)
+    _sync()
+    rebuild_s = time.perf_counter() - t0
     folds = runner.folds
     out = {"market_load_s": market_s, "first_runner_build_s": build_s, "runner_rebuild_s": rebuild_s, "first_trial_s": trial_s,
            "eval_all_folds_s": min(evals), "eval_all_folds_s_runs": evals, "n_folds": len(folds),
@@ -113,7 +120,7 @@ def throughput(args: argparse.Namespace, k: int, tmp: Path) -> dict[str, Any]:
     url = f"sqlite:///{d / 'study.db'}"
     open_study(url, cfg.tune.study, cfg.tune, create=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    sw = common.stopwatch().start()
+    t0 = time.perf_counter()
     procs = [subprocess.Popen([sys.executable, "-m", "foxhunt.tune.worker", str(d), "--storage", url, "--trials", "1000000",
                                "--timeout", str(args.seconds), "--index", str(i)], env=env, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for i in range(k)]
@@ -122,7 +129,7 @@ def throughput(args: argparse.Namespace, k: int, tmp: Path) -> dict[str, Any]:
         out, err = p.communicate()
         if p.returncode != 0:
             errs.append(err.strip().splitlines()[-1] if err.strip() else f"exit {p.returncode}")
-    wall = sw.stop()
+    wall = time.perf_counter() - t0
     study = open_study(url, cfg.tune.study, cfg.tune, create=False)
     done = [t for t in study.trials if t.state.name == "COMPLETE"]
     row: dict[str, Any] = {"workers": k, "trials": len(done), "wall_s": wall, "errors": errs, "counts": counts(study)}
@@ -147,9 +154,9 @@ def prune_compare(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         d.mkdir(parents=True)
         url = f"sqlite:///{d / 'study.db'}"
         open_study(url, cfg.tune.study, cfg.tune, create=True)
-        with common.stopwatch() as sw:
-            rep = run_worker(cfg, url, d, args.prune_trials, 0.0, 0, TrialEvaluator(cfg))
-        wall = sw.s
+        t0 = time.perf_counter()
+        rep = run_worker(cfg, url, d, args.prune_trials, 0.0, 0, TrialEvaluator(cfg))
+        wall = time.perf_counter() - t0
         study = open_study(url, cfg.tune.study, cfg.tune, create=False)
         folds = sum(t.user_attrs.get("result", {}).get("folds_run", 0) for t in study.trials)
         best = max((t.value for t in study.trials if t.state.name == "COMPLETE"), default=None)
@@ -160,8 +167,9 @@ def prune_compare(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    p = common.arguments(__doc__, quick="small CPU run (a smoke test of the harness)",
-                         config=str(ROOT / "configs" / "h200-fast.toml"))
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", default=str(ROOT / "configs" / "h200-fast.toml"))
+    p.add_argument("--quick", action="store_true", help="small CPU run")
     p.add_argument("--workers", type=int, nargs="*", default=None, help="worker counts (default: 1 2 4; quick: 1 2)")
     p.add_argument("--seconds", type=float, default=None, help="each worker asks trials for this long (default 150; quick 40)")
     p.add_argument("--epochs", type=int, default=3, help="epochs per fold (train.epochs)")
@@ -169,25 +177,28 @@ def main() -> None:
     p.add_argument("--holdout", type=float, default=0.1)
     p.add_argument("--prune-trials", type=int, default=0, help="also compare median pruning with none over N trials")
     p.add_argument("--no-eval", action="store_true", help="skip the in-process evaluation timing")
-    args = common.parse(p)  # --device: the trials' run.device (default: the config's)
+    p.add_argument("--set", action="append", default=[], help="config override section.key=value (repeatable)")
+    p.add_argument("--name", default=None)
+    args = p.parse_args()
     quiet_optuna()
     ks = args.workers if args.workers is not None else ([1, 2] if args.quick else [1, 2, 4])
     args.seconds = args.seconds or (40.0 if args.quick else 150.0)
     if args.quick:
         args.epochs = 1
-    device = args.dev
+    device = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
     result: dict[str, Any] = {"machine": common.machine(device), "config": args.config, "quick": args.quick,
                               "epochs": args.epochs, "seconds_per_k": args.seconds, "space": SPACE}
     with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
         if not args.no_eval:
-            result["evaluation"] = evaluation_times(base_config(args, Path(tmp) / "eval", "eval"), device)
+            result["evaluation"] = evaluation_times(base_config(args, Path(tmp) / "eval", "eval"))
             e = result["evaluation"]
             print(f"{e['n_folds']} folds: trial {e['first_trial_s']:.2f} s (first, incl. warm-up); validation backtests of all folds "
                   f"{e['eval_all_folds_s']:.3f} s; new trainer {e['runner_rebuild_s']:.3f} s", flush=True)
         result["throughput"] = [throughput(args, k, Path(tmp)) for k in ks]
         if args.prune_trials:
             result["pruning"] = prune_compare(args, Path(tmp))
-    print(f"wrote {common.save(args, f'tune_{device.type}' + ('_quick' if args.quick else ''), result)}")
+    name = args.name or f"tune_{device.type}{'_quick' if args.quick else ''}"
+    print(f"wrote {common.write_result(name, result)}")
 
 
 if __name__ == "__main__":

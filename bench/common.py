@@ -8,7 +8,8 @@
 * ``build_market`` (a random-walk market with random features) and ``signal_market`` (a
   planted-signal synthetic series through the real feature pipeline): the only market builders;
 * ``trainer`` (a DQN trainer with per-part choices pinned), ``machine`` / ``git_revision`` (the
-  facts every JSON records) and ``save`` (the result JSON, by default under bench/results).
+  facts every JSON records) and ``save`` / ``write_result`` (the result JSON, by default under
+  bench/results).
 
 Run a benchmark as ``PYTHONPATH=src:. python -m bench.<name>`` (``scripts/gpu.sh`` does): the
 scripts import ``bench.common`` and ``foxhunt`` as packages, no sys.path edits.
@@ -138,6 +139,11 @@ def machine(device: torch.device) -> dict[str, Any]:
         except ImportError:
             pass
     return info
+
+
+def write_result(name: str, payload: dict[str, Any]) -> Path:
+    """Write bench/results/<name>.json (``save`` without parsed arguments)."""
+    return _write(RESULTS / f"{name}.json", payload)
 
 
 def _write(path: Path, payload: dict[str, Any]) -> Path:
