@@ -46,9 +46,9 @@ def backtest(
     backend: Optional[str] = typer.Option(None, "--backend", hidden=True, help="removed: see --set accel.eval"),
 ) -> None:
     """Backtest saved models: metrics JSON/CSV and an HTML report with equity and drawdown curves."""
+    from foxhunt.accel.backend import resolve
     from foxhunt.agents.model_io import load_model
     from foxhunt.backtest.report import write_backtest_report, write_metrics
-    from foxhunt.accel.backend import resolve
     from foxhunt.backtest.standalone import run_models
     from foxhunt.config import build_config
     from foxhunt.data import load_source
