@@ -39,7 +39,7 @@ def backtest(
                                                   "backtest.bars_per_year, else inferred from the bars present per year]"),
     barriers: Optional[bool] = typer.Option(None, "--barriers/--no-barriers", help="triple-barrier evaluation: label each "
                                             "round trip +1 profit / -1 stop / 0 time [default: backtest.barriers, off]"),
-    config: Optional[Path] = typer.Option(None, "--config", help="--model: a TOML file whose [accel] and [backtest] "
+    config: Optional[Path] = typer.Option(None, "--config", help="--model: a TOML file whose accel and backtest "
                                           "sections apply (other sections are ignored) [default: the built-in defaults]"),
     overrides: list[str] = typer.Option([], "--set", help="override accel.KEY=VALUE or backtest.KEY=VALUE (repeatable), "
                                         "e.g. --set accel.eval=torch; with --run over the run's config.toml"),
