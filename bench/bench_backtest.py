@@ -1,8 +1,8 @@
 """Benchmark: the fused backtest kernel beside the torch Backtester (CUDA graphs), and the metrics.
 
-    python bench/bench_backtest.py           # GPU: issue 5's shapes (8 × 100 K, 256 × 100 K)
-    python bench/bench_backtest.py --quick   # tiny shapes on the CPU (Triton interpreter): harness check
-    python bench/bench_backtest.py --torch-bars 100000   # the torch path at full length (~11 s)
+    PYTHONPATH=src:. python -m bench.bench_backtest           # GPU: issue 5's shapes (8 × 100 K, 256 × 100 K)
+    PYTHONPATH=src:. python -m bench.bench_backtest --quick   # tiny shapes on the CPU (Triton interpreter): harness check
+    PYTHONPATH=src:. python -m bench.bench_backtest --torch-bars 100000   # the torch path at full length (~11 s)
 
 One run, side by side, on a MarketData of random-walk OHLCV with 51 random features (1 M bars) and
 the default-shape DuelingQNet (54 → 256 → 256 → {128 → 1, 128 → 45}; random weights ×2 and
@@ -22,14 +22,10 @@ Writes bench/results/backtest_<device>[_quick].json and prints a table last.
 
 from __future__ import annotations
 
-
 import argparse
-import json
 import os
 import platform
 import sys
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -49,12 +45,8 @@ from foxhunt.backtest.policies import GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
 from foxhunt.kernels.backtest_fused import PRECOMPUTE_MAX_BYTES  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MODEL = {"tf32": "0.8-1.0 s", "bf16": "0.5-0.6 s", "ieee": "~1.2 s", "tf32x3": "~1 s"}
 """The kernel docstring's estimate for 8 × 100 K (and about the same for 256 × 100 K)."""
-
-
-_git_revision = _common.git_revision
 
 
 def build_net(obs_dim: int, device: torch.device) -> DuelingQNet:
@@ -234,28 +226,25 @@ def _print(res: dict) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="tiny shapes on the CPU (Triton interpreter)")
+    ap = _common.arguments(__doc__, quick="tiny shapes on the CPU (Triton interpreter)")
     ap.add_argument("--torch-bars", type=int, default=0, help="bars per window for the torch path (default 10 K)")
     ap.add_argument("--fast", action="store_true", help="few kernel configurations (tf32), one repetition")
     ap.add_argument("--tiles", action="store_true", help="with --fast: the tile path's two configurations only")
-    args = ap.parse_args()
-    device = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
+    args = _common.parse(ap)
+    device = args.dev
     if device.type == "cpu" and not args.quick:
         raise SystemExit("no CUDA device: use --quick for the CPU harness check")
-    t0 = time.perf_counter()
-    res = run(args, device)
+    with _common.stopwatch() as wall:
+        res = run(args, device)
     res.update({
         "benchmark": "backtest", "quick": args.quick, "device": str(device),
         "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or platform.machine()),
-        "torch_version": torch.__version__, "triton_version": triton.__version__, "git_revision": _git_revision(),
+        "torch_version": torch.__version__, "triton_version": triton.__version__, "git_revision": _common.git_revision(),
         "timing": "CUDA events (perf_counter on CPU) after warm-up; median of runs",
         "net": "DuelingQNet(54): 54-256-256-{128-1, 128-45}, LeakyReLU 0.01, weights x2, biases x0.1",
-        "wall_s": time.perf_counter() - t0,
+        "wall_s": wall.s,
     })
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"backtest_{device.type}{'_quick' if args.quick else ''}.json"
-    path.write_text(json.dumps(res, indent=2) + "\n")
+    path = _common.save(args, f"backtest_{device.type}{'_quick' if args.quick else ''}", res)
     _print(res)
     print(f"wrote {path}")
 

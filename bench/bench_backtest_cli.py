@@ -20,13 +20,10 @@ from __future__ import annotations
 
 from bench import common as _common  # run as: PYTHONPATH=src:. python -m bench.bench_backtest_cli
 
-import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
@@ -34,6 +31,8 @@ import torch  # noqa: E402
 if "--quick" in sys.argv or not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from foxhunt.accel.backend import resolve  # noqa: E402
+from foxhunt.accel.config import AccelConfig  # noqa: E402
 from foxhunt.agents.model_io import load_model, save_model  # noqa: E402
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.backtest.standalone import run_models  # noqa: E402
@@ -64,17 +63,16 @@ def make_model(path: Path, quick: bool, seed: int) -> Path:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="tiny shapes on the CPU (Triton interpreter)")
+    ap = _common.arguments(__doc__, quick="tiny shapes on the CPU (Triton interpreter)")
     ap.add_argument("--windows", type=int, default=8)
     ap.add_argument("--bars", type=int, default=100_000, help="bars per window")
     ap.add_argument("--cli", action="store_true", help="also time the CLI end to end in a subprocess per backend")
     ap.add_argument("--members", type=int, default=1, help="models in a voting ensemble (1: a single model)")
     ap.add_argument("--skip-torch", action="store_true", help="fused only (the torch path takes ~2 min at 8 × 100 K)")
-    args = ap.parse_args()
+    args = _common.parse(ap)
     if args.quick:
         args.windows, args.bars = 2, 24
-    dev = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
+    dev = args.dev
     out: dict = {"machine": _common.machine(dev), "windows": args.windows, "bars_per_window": args.bars,
                  "members": args.members, "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -87,16 +85,15 @@ def main() -> None:
         backends = ["fused"] if args.skip_torch else ["fused", "torch"]
         results = {}
         for backend in backends:
-            kw = dict(windows=args.windows, ensemble_mode="vote", backend=backend, bars_per_year=None, barriers=False,
+            plan = resolve(AccelConfig(eval=backend), None, dev, parts=("eval",))  # as the CLI resolves it
+            kw = dict(windows=args.windows, ensemble_mode="vote", plan=plan, bars_per_year=None, barriers=False,
                       say=lambda s: None)
             if backend == "fused":  # warm-up: compilation and the allocator
                 run_models(model_paths, loaded, fs, dev, **kw)
-            if dev.type == "cuda":
-                torch.cuda.synchronize()
-            t0 = time.perf_counter()
             notes: list[str] = []
-            results[backend] = run_models(model_paths, loaded, fs, dev, **{**kw, "say": notes.append})
-            wall = time.perf_counter() - t0
+            with _common.stopwatch(dev) as sw:
+                results[backend] = run_models(model_paths, loaded, fs, dev, **{**kw, "say": notes.append})
+            wall = sw.s
             out["runs"][backend] = {"run_models_s": wall, "notes": notes}
             print(f"{backend:>6}: run_models {wall:8.3f} s  ({args.windows} × {args.bars:,} bars, {args.members} model(s) "
                   f"+ buy-and-hold; {[n for n in notes if n.startswith(('model backtest', 'fallback'))]})")
@@ -111,20 +108,18 @@ def main() -> None:
             for backend in backends:
                 models = [a for p in model_paths for a in ("--model", str(p))]
                 cmd = [sys.executable, "-m", "foxhunt.cli", "backtest", *models, "--data", str(bars_path),
-                       "--windows", str(args.windows), "--backend", backend, "--device", dev.type,
+                       "--windows", str(args.windows), "--set", f"accel.eval={backend}", "--device", dev.type,
                        "--cache-dir", str(d / "cache"), "--out", str(d / f"out_{backend}")]
-                t0 = time.perf_counter()
-                proc = subprocess.run(cmd, capture_output=True, text=True)
-                wall = time.perf_counter() - t0
+                with _common.stopwatch() as sw:
+                    proc = subprocess.run(cmd, capture_output=True, text=True)
+                wall = sw.s
                 out["runs"][backend]["cli_s"] = wall
                 out["runs"][backend]["cli_rc"] = proc.returncode
                 print(f"{backend:>6}: CLI end to end {wall:8.3f} s (rc {proc.returncode})")
                 if proc.returncode:
                     print(proc.stderr[-2000:])
-    name = f"backtest_cli_{dev.type}{f'_k{args.members}' if args.members > 1 else ''}{'_quick' if args.quick else ''}.json"
-    _common.RESULTS.mkdir(parents=True, exist_ok=True)
-    (_common.RESULTS / name).write_text(json.dumps(out, indent=2))
-    print(f"wrote {_common.RESULTS / name}")
+    name = f"backtest_cli_{dev.type}{f'_k{args.members}' if args.members > 1 else ''}{'_quick' if args.quick else ''}"
+    print(f"wrote {_common.save(args, name, out)}")
 
 
 if __name__ == "__main__":

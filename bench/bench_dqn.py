@@ -16,27 +16,19 @@
 
 from __future__ import annotations
 
-import argparse
 import re
-import time
 import warnings
 
-import numpy as np
 import torch
 
-from bench.common import build_market, cuda_time, machine, trainer, write_result  # noqa: E402
+from bench.common import arguments, build_market, machine, parse, save, signal_market, stopwatch, timed, trainer
 
-from foxhunt.agents.dqn.config import DQNConfig  # noqa: E402
-from foxhunt.agents.dqn.trainer import DQNTrainer  # noqa: E402
-from foxhunt.backtest.evaluator import Backtester  # noqa: E402
-from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy  # noqa: E402
-from foxhunt.env import EnvParams  # noqa: E402
-from foxhunt.folds import FoldRange  # noqa: E402
-from foxhunt.market import MarketData  # noqa: E402
-
-
-def random_market(n_bars: int, device: torch.device) -> MarketData:
-    return build_market(n_bars, 51, device, seed=1)
+from foxhunt.agents.dqn.config import DQNConfig
+from foxhunt.agents.dqn.trainer import DQNTrainer
+from foxhunt.backtest.evaluator import Backtester
+from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
+from foxhunt.env import EnvParams
+from foxhunt.market import MarketData
 
 
 def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
@@ -48,7 +40,7 @@ def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
     plan = dict(env_step="compiled" if base == "compiled" else "fused" if base.startswith("fused") else "torch",
                 acting="compiled" if base.startswith("fusedc") else "fused" if base.startswith("fusedmlp") else "torch",
                 matmul_precision="bf16" if base.endswith("bf16") else "tf32", graphs=base != "eager")
-    cfg = dict(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=10**12)
+    cfg = dict(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=1 << 34)  # the bound: never trains
     saved = None
     if tune:  # the launcher reads DEFAULTS at every launch: capture (first round) and replays use these
         from foxhunt.kernels import dueling_mlp_fused as dmf
@@ -59,19 +51,16 @@ def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
         dmf.DEFAULTS[prec].update({keys[k]: int(v) for k, v in re.findall(r"([mwbs])(\d+)", tune)})
     try:
         tr = trainer(market, **cfg, **plan)
-        t0 = time.perf_counter()
-        tr._round()  # eager warm-up + capture (and compile)
-        torch.cuda.synchronize() if market.device.type == "cuda" else None
-        setup = time.perf_counter() - t0
+        with stopwatch(market.device) as setup:
+            tr._round()  # eager warm-up + capture (and compile)
         reps = 3 if variant == "eager" and n >= 16384 else 10
-        times = cuda_time(tr._round, repeats=reps, warmup=1)
+        sec = timed(tr._round, market.device, reps=reps, warmup=1)
     finally:
         if saved is not None:
             dmf.DEFAULTS[prec].clear()
             dmf.DEFAULTS[prec].update(saved)
-    sec = float(np.median(times))
     return {"n_envs": n, "variant": variant, "rollout_len": rollout, "round_s": sec,
-            "env_steps_per_s": n * rollout / sec, "setup_s": setup}
+            "env_steps_per_s": n * rollout / sec, "setup_s": setup.s}
 
 
 def training(market: MarketData, graphs: bool, capacity: int, batch: int, sampler: str, compiled: bool = False,
@@ -87,15 +76,12 @@ def training(market: MarketData, graphs: bool, capacity: int, batch: int, sample
                  warmup_transitions=0, graphs=graphs, train_step=step, acting="compiled" if compiled else "torch",
                  **(over or {}))
     tr._round()
-    t0 = time.perf_counter()
-    tr._train()
-    torch.cuda.synchronize() if market.device.type == "cuda" else None
-    setup = time.perf_counter() - t0
-    times = cuda_time(lambda: [tr._train() for _ in range(20)], repeats=5, warmup=1)
-    per = float(np.median(times)) / 20
+    with stopwatch(market.device) as setup:
+        tr._train()
+    per = timed(lambda: [tr._train() for _ in range(20)], market.device, reps=5, warmup=1) / 20
     return {"graphs": graphs, "compiled": compiled, "fused": fused, "over": over or {}, "batch": batch,
             "capacity": tr.replay.storage.capacity, "sampler": sampler, "update_s": per, "updates_per_s": 1.0 / per,
-            "setup_s": setup}
+            "setup_s": setup.s}
 
 
 def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
@@ -117,36 +103,29 @@ def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
         torch.cuda.set_sync_debug_mode("warn")
         torch.cuda.Event.synchronize = counting
         try:
-            t0 = time.perf_counter()
-            for _ in range(epochs):
-                before = len(caught)
-                tr.train_epoch()
-                new = [w for w in caught[before:] if "synchroniz" in str(w.message).lower()]
-                per_epoch.append(len(new))
-                sources += [f"{w.filename}:{w.lineno}" for w in new]
-            loop_waits = waits["n"]
-            wall = time.perf_counter() - t0
+            with stopwatch() as wall:  # no device sync: it would count as one
+                for _ in range(epochs):
+                    before = len(caught)
+                    tr.train_epoch()
+                    new = [w for w in caught[before:] if "synchroniz" in str(w.message).lower()]
+                    per_epoch.append(len(new))
+                    sources += [f"{w.filename}:{w.lineno}" for w in new]
+                loop_waits = waits["n"]
         finally:
             torch.cuda.Event.synchronize = real
             torch.cuda.set_sync_debug_mode("default")
     tr.drain()  # the end of training: outside the epoch loop and outside the count
     return {"lagged": lagged, "epochs": epochs, "implicit_syncs_per_epoch": sum(per_epoch) / epochs,
             "implicit_syncs_by_epoch": per_epoch, "implicit_sync_sources": sources,
-            "blocking_event_waits_per_epoch": loop_waits / epochs, "epoch_s": wall / epochs}
+            "blocking_event_waits_per_epoch": loop_waits / epochs, "epoch_s": wall.s / epochs}
 
 
 def sb3_comparison(device: torch.device, steps: int, quick: bool) -> dict:
     """Ours vs SB3 DQN on a planted-signal synthetic market, same env steps, same evaluation."""
-    from foxhunt.data.synthetic import generate_bars
     from foxhunt.env.gym_wrapper import TradingEnv
-    from foxhunt.features.spec import build_features
 
-    bars = generate_bars(20_000 if quick else 60_000, seed=11, signal=0.3)
-    fs = build_features(bars, device=device)
-    m = MarketData(fs, device)
-    t = len(fs)
-    fold = FoldRange(0, fs.warmup, int(t * 0.75), int(t * 0.75) + 60, t - 1)
-    m.set_fold(fold)
+    m = signal_market(20_000 if quick else 60_000, device, seed=11, signal=0.3)
+    fold = m.fold
     params = EnvParams(episode_length=256, reward_scale=100.0, action_mode="exposure", cost_bps=0.5, spread_bps=0.5)
     bt = Backtester(m, params)
     val = ([fold.val_start], [fold.val_end - fold.val_start - 1])
@@ -156,9 +135,9 @@ def sb3_comparison(device: torch.device, steps: int, quick: bool) -> dict:
                     rounds_per_epoch=max(1, steps // ((256 if not quick else 32) * 8)), warmup_transitions=2048,
                     hidden=(64, 64), head_hidden=32, gamma=0.5, lr=1e-3, eps_decay_steps=100)
     tr = DQNTrainer(m, params, cfg, seed=0)
-    t0 = time.perf_counter()
-    tr.train_epoch()
-    ours_s = time.perf_counter() - t0
+    with stopwatch() as sw:
+        tr.train_epoch()
+    ours_s = sw.s
     ours = bt.run(*val, GreedyPolicy(tr.learner.online)).metrics[0]
     out["ours"] = {"seconds": ours_s, "env_steps_per_s": cfg.n_envs * cfg.rollout_len * cfg.rounds_per_epoch / ours_s,
                    "val_sharpe": ours["sharpe"], "val_return": ours["total_return"]}
@@ -172,9 +151,9 @@ def sb3_comparison(device: torch.device, steps: int, quick: bool) -> dict:
     model = DQN("MlpPolicy", env, learning_starts=1000, buffer_size=100_000, batch_size=256, gamma=0.5,
                 learning_rate=1e-3, exploration_fraction=0.2, policy_kwargs={"net_arch": [64, 64]}, device="cpu",
                 seed=0, verbose=0)
-    t0 = time.perf_counter()
-    model.learn(total_timesteps=steps)
-    sb3_s = time.perf_counter() - t0
+    with stopwatch() as sw:
+        model.learn(total_timesteps=steps)
+    sb3_s = sw.s
     qnet = model.q_net.to(device).eval()
     sb3 = bt.run(*val, GreedyPolicy(qnet)).metrics[0]
     out["sb3"] = {"seconds": sb3_s, "env_steps_per_s": steps / sb3_s, "val_sharpe": sb3["sharpe"],
@@ -183,8 +162,7 @@ def sb3_comparison(device: torch.device, steps: int, quick: bool) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
+    ap = arguments(__doc__)
     ap.add_argument("--sb3-steps", type=int, default=20_000)
     ap.add_argument("--only", default="abcd")
     ap.add_argument("--sizes", default="", help="comma-separated N for (a), e.g. 65536")
@@ -192,18 +170,16 @@ def main() -> None:
     ap.add_argument("--train-variants", default="", help="comma-separated labels of (b) rows, e.g. "
                     "graph-fused-proportional_wide,graph-fused-uniform")
     ap.add_argument("--repeat", type=int, default=1, help="run the (b) rows this many times (fresh trainers)")
-    ap.add_argument("--name", default="", help="result file stem (default dqn_<device>): a partial run (--only) "
-                    "beside the full one")
-    args = ap.parse_args()
-    dev = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
+    args = parse(ap)  # --name: a partial run (--only) beside the full one
+    dev = args.dev
     torch.backends.cuda.matmul.allow_tf32 = True
     res: dict = {"machine": machine(dev), "collection": [], "training": [], "syncs": [], "errors": []}
-    market = random_market(20_000 if args.quick else 400_000, dev)
+    market = build_market(20_000 if args.quick else 400_000, 51, dev, seed=1)
     sizes = [128, 1024] if args.quick else [128, 4096, 16_384, 65_536]
     if args.sizes:
         sizes = [int(x) for x in args.sizes.split(",")]
 
-    name = args.name or f"dqn_{dev.type}{'_quick' if args.quick else ''}"
+    name = f"dqn_{dev.type}{'_quick' if args.quick else ''}"
 
     def guarded(section: str, fn, *a):
         try:
@@ -229,7 +205,7 @@ def main() -> None:
                 r = guarded("collection", collection, market, n, variant, 16)
                 if r:
                     res["collection"].append(r)
-                    write_result(name, res)  # partial results survive a timeout
+                    save(args, name, res)  # partial results survive a timeout
     if "b" in args.only:
         cap, batch = (1 << 20, 4096) if dev.type == "cuda" else (4096, 256)
         # (label, graphs, compiled, fused, sampler, extra config); on the CPU (--quick) the fused
@@ -251,7 +227,7 @@ def main() -> None:
                 if r:
                     r.update(label=label, repeat=rep)
                     res["training"].append(r)
-                    write_result(name, res)
+                    save(args, name, res)
     if "c" in args.only and dev.type == "cuda":
         for lagged in (False, True):
             r = guarded("syncs", syncs_per_epoch, market, lagged)
@@ -260,7 +236,7 @@ def main() -> None:
     if "d" in args.only:
         r = guarded("sb3", sb3_comparison, dev, 2_000 if args.quick else args.sb3_steps, args.quick)
         res["sb3"] = r
-    path = write_result(name, res)
+    path = save(args, name, res)
     print(f"\nDQN benchmark on {res['machine'].get('gpu', dev.type)} -> {path}")
     print(f"{'N envs':>8} {'variant':>9} {'env-steps/s':>14}")
     for r in res["collection"]:

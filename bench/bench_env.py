@@ -5,8 +5,8 @@ curiosity bonus given) is timed eagerly and, on CUDA, as one captured graph repl
 from the same run on the same state. A single ``TradingEnv`` (Gymnasium API, CPU, numpy in/out)
 stepping random actions is timed alongside. Times are medians over repeats after a warm-up.
 
-    python bench/bench_env.py            # N = 1K, 16K, 64K on CUDA (when present)
-    python bench/bench_env.py --quick    # small N, few steps: a smoke test of the harness (CPU ok)
+    PYTHONPATH=src:. python -m bench.bench_env            # N = 1K, 16K, 64K on CUDA (when present)
+    PYTHONPATH=src:. python -m bench.bench_env --quick    # small N, few steps on the CPU: a harness check
 
 Writes bench/results/env_<device>[_quick].json (GPU name, torch version, git revision, results) and
 prints a short table.
@@ -14,25 +14,14 @@ prints a short table.
 
 from __future__ import annotations
 
-from bench import common as _common
-
-import argparse
-import json
 import platform
-import time
-from pathlib import Path
 
 import torch
 
+from bench import common as _common
 from foxhunt.env import EnvParams, StepGraph, VecTradingEnv
 from foxhunt.env.gym_wrapper import TradingEnv
 from foxhunt.market import MarketData
-
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "bench" / "results"
-
-
-git_revision = _common.git_revision
 
 
 def bench_vec(market: MarketData, n: int, k: int, repeats: int, warmup: int) -> dict[str, float | int | None]:
@@ -84,27 +73,22 @@ def bench_gym(market_cpu: MarketData, steps: int) -> dict[str, float | int]:
         _, _, term, trunc, _ = env.step(a)
         if term or trunc:
             env.reset()
-    t0 = time.perf_counter()
-    for a in actions:
-        _, _, term, trunc, _ = env.step(a)
-        if term or trunc:
-            env.reset()
-    dt = time.perf_counter() - t0
+    with _common.stopwatch() as sw:
+        for a in actions:
+            _, _, term, trunc, _ = env.step(a)
+            if term or trunc:
+                env.reset()
+    dt = sw.s
     return {"steps": steps, "seconds": dt, "steps_per_s": steps / dt}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small N and few steps (CPU smoke test)")
-    ap.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    ap = _common.arguments(__doc__, quick="small N and few steps on the CPU (harness check)")
     ap.add_argument("--sizes", type=int, nargs="*", help="numbers of envs (default 1K 16K 64K; quick: 256 1K)")
     ap.add_argument("--k", type=int, help="steps per block (default 64; quick: 8)")
     ap.add_argument("--repeats", type=int, help="timed blocks per size (default 20; quick: 3)")
-    args = ap.parse_args()
-    if args.device == "auto":
-        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    else:
-        device = torch.device(args.device)
+    args = _common.parse(ap)
+    device = args.dev
     sizes = args.sizes or ([256, 1024] if args.quick else [1 << 10, 1 << 14, 1 << 16])
     k = args.k or (8 if args.quick else 64)
     repeats = args.repeats or (3 if args.quick else 20)
@@ -123,7 +107,7 @@ def main() -> None:
         "device": str(device),
         "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "torch_version": torch.__version__,
-        "git_revision": git_revision(),
+        "git_revision": _common.git_revision(),
         "python": platform.python_version(),
         "cpu_threads": torch.get_num_threads(),
         "quick": bool(args.quick),
@@ -133,9 +117,7 @@ def main() -> None:
         "vec_env": rows,
         "gym_single_env_cpu": gym_row,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"env_{device.type}{'_quick' if args.quick else ''}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = _common.save(args, f"env_{device.type}{'_quick' if args.quick else ''}", result)
 
     name = result["gpu_name"] or platform.processor() or "cpu"
     print(f"env bench on {device} ({name}), torch {torch.__version__}, rev {result['git_revision'][:12]}, K = {k}")
@@ -145,7 +127,7 @@ def main() -> None:
         sp = f"{r['graph_speedup']:>10.1f}x" if r["graph_speedup"] else f"{'-':>11}"
         print(f"{r['n_envs']:>8} | {r['eager_env_steps_per_s']:>18,.0f} | {g} | {sp}")
     print(f"Gymnasium TradingEnv (1 env, CPU): {gym_row['steps_per_s']:,.0f} steps/s")
-    print(f"wrote {out.relative_to(ROOT)}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Env-only throughput: the torch env step vs the fused Triton env step, both as CUDA graphs.
 
-    python bench/bench_env_fused.py            # GPU: N = 16 K and 64 K envs, K = 64 steps per graph
-    python bench/bench_env_fused.py --quick    # CPU, Triton interpreter, tiny N: a harness check
+    PYTHONPATH=src:. python -m bench.bench_env_fused            # GPU: N = 16 K and 64 K envs, K = 64 steps per graph
+    PYTHONPATH=src:. python -m bench.bench_env_fused --quick    # CPU, Triton interpreter, tiny N: a harness check
 
 For each N one VecTradingEnv (default EnvParams, episode_length 256, auto-reset on, no curiosity
 bonus unless --curiosity: the DQN collector's default) steps a block of K random actions:
@@ -18,8 +18,6 @@ revision, rows) and prints a short table.
 
 from __future__ import annotations
 
-
-import argparse  # noqa: E402
 import os  # noqa: E402
 import platform  # noqa: E402
 import sys  # noqa: E402
@@ -111,14 +109,13 @@ def bench_size(market, n: int, k: int, repeats: int, warmup: int, curiosity: boo
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="CPU interpreter, tiny N, few steps (harness check)")
+    ap = _common.arguments(__doc__, quick="CPU interpreter, tiny N, few steps (harness check)")
     ap.add_argument("--sizes", type=int, nargs="*", help="numbers of envs (default 16K 64K; quick: 64)")
     ap.add_argument("--k", type=int, help="steps per block (default 64; quick: 4)")
     ap.add_argument("--repeats", type=int, help="timed blocks (default 20; quick: 2)")
     ap.add_argument("--curiosity", action="store_true", help="pass a curiosity bonus (default: none)")
-    args = ap.parse_args()
-    device = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
+    args = _common.parse(ap)
+    device = args.dev
     sizes = args.sizes or ([64] if args.quick else [1 << 14, 1 << 16])
     k = args.k or (4 if args.quick else 64)
     repeats = args.repeats or (2 if args.quick else 20)
@@ -139,7 +136,7 @@ def main() -> None:
                   "on the GPU, perf_counter around eager steps on the CPU",
         "rows": rows,
     }
-    out = _common.write_result(f"env_fused_{device.type}{'_quick' if args.quick else ''}", result)
+    out = _common.save(args, f"env_fused_{device.type}{'_quick' if args.quick else ''}", result)
     name = result["gpu_name"] or platform.processor() or "cpu"
     mode = "graphed" if device.type == "cuda" else "eager (interpreter)"
     print(f"env step, torch vs fused, {mode}, on {device} ({name}), torch {torch.__version__}, "
@@ -150,7 +147,7 @@ def main() -> None:
         print(f"{r['n_envs']:>7} | {r['block']:>5}/{r['num_warps']:<5} | {r['torch_env_steps_per_s']:>17,.0f} | "
               f"{r['fused_env_steps_per_s']:>17,.0f} | {r['fused_us_per_step']:>13.1f} | {r['speedup']:>6.1f}x | "
               f"{r['agree']}{'' if r['agree'] else ' ' + str(r['fields_differing'])}")
-    print(f"wrote {out.relative_to(_common.ROOT)}")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

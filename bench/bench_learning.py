@@ -15,7 +15,6 @@ best inner epoch would select, and the best reference's (oracle) Sharpe.
 
 from __future__ import annotations
 
-import argparse
 import time
 import tomllib
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from bench.common import machine, write_result
+from bench.common import arguments, machine, parse, save
 from foxhunt.backtest.policies import GreedyPolicy
 from foxhunt.folds import FoldRange
 from foxhunt.scorecard.build import SIZES, prepare_scenario, scenario_config
@@ -42,7 +41,7 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
     cfg = scenario_config(base, scenario, size, [f"train.epochs={epochs}", *overrides])
     prepared = prepare_scenario(cfg, scenario)
     runner = WalkForwardRunner(prepared)
-    trainer, bt, fused = runner.trainer, runner.backtester, runner._fused()
+    trainer, bt, backend = runner.trainer, runner.backtester, runner.plan.eval
     purge = int(cfg.folds.purge)
     rows = []
     t0 = time.perf_counter()
@@ -55,7 +54,7 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
             trainer.train_epoch()
             trainer.drain()
             res = bt.run([f.train_end - inner, f.val_start], [inner - 1, f.val_len - 1],
-                         GreedyPolicy(policy_net(trainer)), fused=fused)
+                         GreedyPolicy(policy_net(trainer)), backend=backend)
             fold_rows.append({"epoch": e + 1, "inner_sharpe": res.metrics[0]["sharpe"],
                               "val_sharpe": res.metrics[1]["sharpe"], "inner_turnover": res.metrics[0]["turnover"],
                               "val_turnover": res.metrics[1]["turnover"]})
@@ -63,7 +62,7 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
     wall = time.perf_counter() - t0
     refs = score_exposures(prepared.market, bt, prepared.folds, {"buy_and_hold": np.ones(len(scenario.bars)),
                                                                    **scenario.oracles},
-                           trainer.env.n_actions, float(cfg.env.capital), fused)
+                           trainer.env.n_actions, float(cfg.env.capital), backend)
     ref_sharpe = {k: float(v.summary()["sharpe"]) for k, v in refs.items()}
     val = np.array([[r["val_sharpe"] for r in fr] for fr in rows])  # [folds, epochs]
     inner_s = np.array([[r["inner_sharpe"] for r in fr] for fr in rows])
@@ -76,21 +75,18 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--config", default=None, help="base TOML (default: the built-in train settings)")
+    p = arguments(__doc__.splitlines()[0], quick="the tiny scorecard size, 3 epochs, edge_daily, on the CPU", config="")
     p.add_argument("--size", default="cpu", choices=sorted(SIZES))
     p.add_argument("--scenarios", default="edge_daily,regime")
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--inner", type=float, default=0.2, help="held-back tail of each training window")
-    p.add_argument("--device", default=None)
-    p.add_argument("--set", action="append", default=[], dest="overrides")
     p.add_argument("--variant", action="append", default=[],
                    help="extra runs: 'label:key=value;key=value' (each scenario once more per variant)")
-    p.add_argument("--out", default=None)
-    a = p.parse_args()
+    a = parse(p)
+    if a.quick:
+        a.size, a.epochs, a.scenarios = "tiny", 3, "edge_daily"
     base = tomllib.loads(Path(a.config).read_text()) if a.config else {}
-    overrides = list(a.overrides) + ([f"run.device={a.device}"] if a.device else [])
-    device = torch.device(a.device or ("cuda" if torch.cuda.is_available() else "cpu"))
+    overrides = list(a.overrides) + [f"run.device={a.dev.type}"]
     variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(";")) for v in a.variant]
     out = []
     for label, extra in variants:
@@ -101,8 +97,8 @@ def main() -> None:
             by_epoch = " ".join(f"{x:+.2f}" for x in r["val_mean_by_epoch"])
             print(f"{label:>10} {name:<12} best ref {r['best_reference']:+.2f} | val by epoch {by_epoch} | "
                   f"selected {r['val_selected_mean']:+.2f} (epochs {r['selected_epochs']}) | {r['wall_s']:.0f} s", flush=True)
-    path = write_result(a.out or f"learning_{device.type}", {"machine": machine(device), "config": a.config,
-                                                               "size": a.size, "runs": out})
+    path = save(a, f"learning_{a.dev.type}{'_quick' if a.quick else ''}",
+                {"machine": machine(a.dev), "config": a.config or None, "size": a.size, "runs": out})
     print(f"wrote {path}")
 
 

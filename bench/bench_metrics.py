@@ -1,7 +1,7 @@
 """Benchmark: compute_metrics on W windows × T bars, eager and CUDA-graphed, beside the float64 reference.
 
-    python bench/bench_metrics.py            # 8 × 100 K and 256 × 100 K on the GPU (CPU if none)
-    python bench/bench_metrics.py --quick    # a small CPU run that checks the harness works
+    PYTHONPATH=src:. python -m bench.bench_metrics            # 8 × 100 K and 256 × 100 K on the GPU (CPU if none)
+    PYTHONPATH=src:. python -m bench.bench_metrics --quick    # a small CPU run that checks the harness works
 
 GPU times: CUDA events around ``inner`` back-to-back calls, repeated ``reps`` times after a warm-up;
 the median per call is reported. CPU times: perf_counter, same scheme. Each case is timed with
@@ -12,24 +12,14 @@ Writes ``bench/results/metrics_<device>[_quick].json`` and prints a table.
 
 from __future__ import annotations
 
-from bench import common as _common
-
-import argparse
-import json
 import platform
-import time
-from pathlib import Path
 
 import numpy as np
 import torch
 
+from bench import common as _common
 from foxhunt.backtest.metrics import GraphedMetrics, TradeRecords, compute_metrics
 from foxhunt.backtest.metrics_reference import window_metrics
-
-RESULTS = Path(__file__).resolve().parent / "results"
-
-
-_git_revision = _common.git_revision
 
 
 def _inputs(W: int, T: int, device: torch.device, seed: int = 0, trades_per_window: int = 500):
@@ -67,9 +57,9 @@ def run(quick: bool, device: torch.device) -> dict:
     # the float64 reference on one window of T bars, on the CPU, for scale
     T = cases[0][1]
     r_np, pos_np = _inputs(1, T, torch.device("cpu"))[0].numpy()[0], _inputs(1, T, torch.device("cpu"))[2].numpy()[0]
-    t0 = time.perf_counter()
-    window_metrics(r_np, positions=pos_np, trade_returns=list(np.random.default_rng(0).normal(0, 0.02, 500)))
-    ref_s = time.perf_counter() - t0
+    with _common.stopwatch() as sw:
+        window_metrics(r_np, positions=pos_np, trade_returns=list(np.random.default_rng(0).normal(0, 0.02, 500)))
+    ref_s = sw.s
     first_full = next(r for r in rows if r["windows"] == cases[0][0] and r["inputs"] == "full")
     device_per_window = first_full.get("graphed_s", first_full["eager_s"]) / cases[0][0]
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else (platform.processor() or platform.machine())
@@ -79,7 +69,7 @@ def run(quick: bool, device: torch.device) -> dict:
         "device": str(device),
         "device_name": name,
         "torch": torch.__version__,
-        "git_revision": _git_revision(),
+        "git_revision": _common.git_revision(),
         "cpu_threads": torch.get_num_threads(),
         "timing": {"warmup": warmup, "reps": reps, "inner": inner, "statistic": "median seconds per call"},
         "goal": "8 x 100K windows <= 100 us on an H200 (graphed)",
@@ -120,20 +110,12 @@ def profile_kernels(device: torch.device, W: int = 8, T: int = 100_000, top: int
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small CPU run (harness check)")
-    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    ap = _common.arguments(__doc__, quick="small CPU run (harness check)")
     ap.add_argument("--profile", action="store_true", help="also print the kernels of one 8 x 100K call")
-    args = ap.parse_args()
-    if args.quick:
-        device = torch.device("cpu")
-    else:
-        device = torch.device("cuda" if args.device == "auto" and torch.cuda.is_available() else
-                              ("cpu" if args.device == "auto" else args.device))
+    args = _common.parse(ap)
+    device = args.dev
     result = run(args.quick, device)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / f"metrics_{device.type}{'_quick' if args.quick else ''}.json"
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = _common.save(args, f"metrics_{device.type}{'_quick' if args.quick else ''}", result)
     _print(result)
     print(f"wrote {out}")
     if args.profile:

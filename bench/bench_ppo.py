@@ -22,53 +22,35 @@ network and hyperparameters in every row:
 from __future__ import annotations
 
 import argparse
-import time
 
-import numpy as np
 import torch
 from torch import nn
 
-from bench.common import machine, write_result  # noqa: E402  (run as: PYTHONPATH=src:. python -m bench.bench_ppo)
+from bench.common import arguments, build_market, machine, own_args, parse, save, stopwatch
 
-from foxhunt.agents.exec_choice import ExecChoice  # noqa: E402
-from foxhunt.agents.networks import ActorCritic  # noqa: E402
-from foxhunt.agents.ppo.config import PPOConfig  # noqa: E402
-from foxhunt.agents.ppo.trainer import PPOTrainer  # noqa: E402
-from foxhunt.env import EnvParams, VecTradingEnv  # noqa: E402
-from foxhunt.folds import FoldRange  # noqa: E402
-from foxhunt.market import MarketData  # noqa: E402
+from foxhunt.agents.exec_choice import ExecChoice
+from foxhunt.agents.networks import ActorCritic
+from foxhunt.agents.ppo.config import PPOConfig
+from foxhunt.agents.ppo.trainer import PPOTrainer
+from foxhunt.env import EnvParams, VecTradingEnv
+from foxhunt.market import MarketData
 
 PARAMS = EnvParams(episode_length=256, action_mode="exposure", reward_scale=100.0)
-
-
-def random_market(n_bars: int, device: torch.device) -> MarketData:
-    from tests.helpers import random_feature_set
-
-    m = MarketData(random_feature_set(n_bars, 51, seed=1), device)
-    m.set_fold(FoldRange(0, 0, int(n_bars * 0.8), int(n_bars * 0.8) + 10, n_bars))
-    return m
-
-
-def _sync(dev: torch.device) -> None:
-    if dev.type == "cuda":
-        torch.cuda.synchronize(dev)
 
 
 def bench_foxhunt(market: MarketData, n: int, a: argparse.Namespace, graphs: bool, fused: bool) -> dict:
     cfg = PPOConfig(n_envs=n, rollout_len=a.rollout, iterations_per_epoch=a.iterations, update_epochs=a.update_epochs,
                     minibatches=a.minibatches, hidden=a.hidden, head_hidden=a.head_hidden, target_kl=a.target_kl)
-    tr = PPOTrainer(market, PARAMS, cfg, seed=0, choice=ExecChoice(cuda_graphs=graphs, fused_env=fused))
+    tr = PPOTrainer(market, PARAMS, cfg, seed=0, choice=ExecChoice(cuda_graphs=graphs, env_step="fused" if fused else "torch"))
     tr.reset_for_fold(market.fold)
-    t0 = time.perf_counter()
-    tr.train_epoch()  # warm-up: eager first calls + graph capture (+ Triton compile)
-    setup = time.perf_counter() - t0
-    _sync(market.device)
-    t0 = time.perf_counter()
-    s = tr.train_epoch()  # one readback (it waits for the epoch's device work)
-    sec = time.perf_counter() - t0
+    with stopwatch(market.device) as setup:
+        tr.train_epoch()  # warm-up: eager first calls + graph capture (+ Triton compile)
+    with stopwatch(market.device) as timed:
+        s = tr.train_epoch()  # one readback (it waits for the epoch's device work)
+    sec = timed.s
     steps = n * a.rollout * a.iterations
     return {"impl": f"foxhunt{'-fused' if fused else ''}{'' if graphs else '-eager'}", "n_envs": n, "seconds": sec,
-            "env_steps": steps, "env_steps_per_s": steps / sec, "setup_s": setup,
+            "env_steps": steps, "env_steps_per_s": steps / sec, "setup_s": setup.s,
             "updates_per_iteration": a.update_epochs * a.minibatches, "kl_stopped": s["kl_stopped"]}
 
 
@@ -150,18 +132,15 @@ class CleanRLStylePPO:
 
 def bench_cleanrl(market: MarketData, n: int, a: argparse.Namespace) -> dict:
     ppo = CleanRLStylePPO(market, n, a)
-    t0 = time.perf_counter()
-    ppo.iteration()
-    setup = time.perf_counter() - t0
-    _sync(market.device)
-    t0 = time.perf_counter()
-    for _ in range(a.iterations):
+    with stopwatch(market.device) as setup:
         ppo.iteration()
-    _sync(market.device)
-    sec = time.perf_counter() - t0
+    with stopwatch(market.device) as timed:
+        for _ in range(a.iterations):
+            ppo.iteration()
+    sec = timed.s
     steps = n * a.rollout * a.iterations
     return {"impl": "cleanrl", "n_envs": n, "seconds": sec, "env_steps": steps, "env_steps_per_s": steps / sec,
-            "setup_s": setup, "updates_per_iteration": a.update_epochs * a.minibatches}
+            "setup_s": setup.s, "updates_per_iteration": a.update_epochs * a.minibatches}
 
 
 def bench_sb3(a: argparse.Namespace) -> dict:
@@ -172,23 +151,22 @@ def bench_sb3(a: argparse.Namespace) -> dict:
         return {"impl": "sb3", "skipped": f"stable_baselines3 is not importable: {exc}"}
     from foxhunt.env.gym_wrapper import TradingEnv
 
-    market = random_market(5_000, torch.device("cpu"))
+    market = build_market(5_000, 51, torch.device("cpu"), seed=1, val_gap=10)
     k = a.sb3_envs
     venv = DummyVecEnv([lambda i=i: TradingEnv(market, PARAMS, seed=i) for i in range(k)])
     n_steps = max(2, a.rollout)
     model = PPO("MlpPolicy", venv, n_steps=n_steps, batch_size=max(2, k * n_steps // a.minibatches), n_epochs=a.update_epochs,
                 gamma=0.9, policy_kwargs={"net_arch": list(a.hidden)}, device="cpu", seed=0, verbose=0)
-    t0 = time.perf_counter()
-    model.learn(total_timesteps=a.sb3_steps)
-    sec = time.perf_counter() - t0
+    with stopwatch() as sw:
+        model.learn(total_timesteps=a.sb3_steps)
+    sec = sw.s
     steps = int(model.num_timesteps)
     return {"impl": "sb3", "n_envs": k, "seconds": sec, "env_steps": steps, "env_steps_per_s": steps / sec,
             "note": "DummyVecEnv of TradingEnv (Gymnasium wrapper) on a CPU copy of the market; policy on the CPU"}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true", help="tiny sizes on the CPU")
+    ap = arguments(__doc__)
     ap.add_argument("--sizes", default="", help="comma-separated N (default 4096,16384,65536)")
     ap.add_argument("--rollout", type=int, default=16)
     ap.add_argument("--iterations", type=int, default=8, help="timed iterations (one epoch of ours)")
@@ -200,19 +178,17 @@ def main() -> None:
     ap.add_argument("--impls", default="foxhunt,foxhunt-fused,foxhunt-eager,cleanrl,sb3")
     ap.add_argument("--sb3-envs", type=int, default=16)
     ap.add_argument("--sb3-steps", type=int, default=20_000)
-    ap.add_argument("--name", default="")
-    a = ap.parse_args()
+    a = parse(ap)
     a.hidden = tuple(int(x) for x in a.hidden.split(","))
-    dev = torch.device("cuda" if torch.cuda.is_available() and not a.quick else "cpu")
+    dev = a.dev
     torch.backends.cuda.matmul.allow_tf32 = True
     sizes = [int(x) for x in a.sizes.split(",")] if a.sizes else ([16, 64] if a.quick else [4096, 16_384, 65_536])
     if a.quick:
         a.iterations, a.sb3_steps, a.sb3_envs = 2, 256, 4
     impls = a.impls.split(",")
-    name = a.name or f"ppo_{dev.type}{'_quick' if a.quick else ''}"
-    res: dict = {"machine": machine(dev), "config": {k: v for k, v in vars(a).items() if k not in ("name",)}, "rows": [],
-                 "errors": []}
-    market = random_market(20_000 if a.quick else 400_000, dev)
+    name = f"ppo_{dev.type}{'_quick' if a.quick else ''}"
+    res: dict = {"machine": machine(dev), "config": own_args(a, keep=("quick",)), "rows": [], "errors": []}
+    market = build_market(20_000 if a.quick else 400_000, 51, dev, seed=1, val_gap=10)
 
     def guarded(fn, *args) -> None:
         try:
@@ -223,7 +199,7 @@ def main() -> None:
             return
         print(r, flush=True)
         res["rows"].append(r)
-        write_result(name, res)  # partial results survive a timeout
+        save(a, name, res)  # partial results survive a timeout
 
     for n in sizes:
         if "foxhunt" in impls:
@@ -236,7 +212,7 @@ def main() -> None:
             guarded(bench_cleanrl, market, n, a)
     if "sb3" in impls:
         guarded(lambda *_: bench_sb3(a), None)
-    path = write_result(name, res)
+    path = save(a, name, res)
     print(f"\nPPO end-to-end on {res['machine'].get('gpu', dev.type)} -> {path}")
     print(f"{'impl':>16} {'N envs':>8} {'env-steps/s':>14}")
     for r in res["rows"]:

@@ -2,12 +2,12 @@
 
 One step = ``sample(B)`` + TD errors from the sampled indices + ``update_priorities``, over a full
 buffer. Numbers are measured side by side in one run; the graph column replays one captured step.
-The "fused" rows run proportional PER's trees as Triton kernels (``ProportionalPER(fused=True)``,
+The "fused" rows run proportional PER's trees as Triton kernels (``ProportionalPER(backend="fused")``,
 the same bits as the torch rows); the "wide" row runs ``WidePER`` (32-ary sum/min trees, 4 levels
 at 1 M slots, Triton). They need CUDA and are skipped (and listed) elsewhere.
 
-    python bench/bench_replay.py            # 1 M slots, batch 4096, on CUDA when present
-    python bench/bench_replay.py --quick    # small CPU run (a smoke test of the harness)
+    PYTHONPATH=src:. python -m bench.bench_replay            # 1 M slots, batch 4096, on CUDA when present
+    PYTHONPATH=src:. python -m bench.bench_replay --quick    # small CPU run (a smoke test of the harness)
 
 Writes bench/results/replay_<device>.json (device name, torch version, git revision, results) and
 prints a short table.
@@ -15,24 +15,15 @@ prints a short table.
 
 from __future__ import annotations
 
-from bench import common as _common
-
-import argparse
-import json
 import platform
-from pathlib import Path
 from typing import Callable
 
 import torch
 
+from bench import common as _common
 from foxhunt.accel.graphs import capture
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayStorage, Transitions, UniformSampler, WidePER
 from foxhunt.agents.replay.fused import unsupported as trees_unsupported
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-git_revision = _common.git_revision
 
 
 def fill(storage: ReplayStorage, seed: int) -> torch.Tensor:
@@ -82,8 +73,8 @@ def cases(storage: ReplayStorage):
     default = ProportionalPER(storage, seed=1)
     yield f"proportional (default: {default.rebuild} rebuild)", default, "step"
     if fused_skip_reason(storage.device) is None:
-        yield FUSED, ProportionalPER(storage, seed=1, fused=True), "step"
-        yield f"{FUSED[:-1]}, search_level=0)", ProportionalPER(storage, search_level=0, seed=1, fused=True), "step"
+        yield FUSED, ProportionalPER(storage, seed=1, backend="fused"), "step"
+        yield f"{FUSED[:-1]}, search_level=0)", ProportionalPER(storage, search_level=0, seed=1, backend="fused"), "step"
         yield WIDE, WidePER(storage, seed=1, backend="fused"), "step"
     yield "proportional (partial rebuild)", ProportionalPER(storage, rebuild="partial", seed=1), "step"
     yield "proportional (full rebuild)", ProportionalPER(storage, rebuild="full", seed=1), "step"
@@ -94,23 +85,18 @@ def cases(storage: ReplayStorage):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="small CPU run: 64 K slots, batch 512")
-    ap.add_argument("--device", default=None, help="cpu | cuda (default: cuda when present; cpu with --quick)")
+    ap = _common.arguments(__doc__, quick="small CPU run: 64 K slots, batch 512")
     ap.add_argument("--capacity", type=int, default=None)
     ap.add_argument("--batch", type=int, default=None)
     ap.add_argument("--iters", type=int, default=None)
-    ap.add_argument("--out", type=Path, default=None)
-    ap.add_argument("--threads", type=int, default=None, help="CPU intra-op threads (default: 1 on CPU)")
-    ap.add_argument("--git-revision", default=None, help="recorded as is (default: read from .git)")
-    args = ap.parse_args(argv)
-    dev = torch.device(args.device or ("cpu" if args.quick or not torch.cuda.is_available() else "cuda"))
+    args = _common.parse(ap, argv)  # --threads: default 1 on a CPU (below)
+    dev = args.dev
     cap = args.capacity or (65_536 if args.quick else 1_000_000)
     batch = args.batch or (512 if args.quick else 4096)
     iters = args.iters or (20 if args.quick else 200)
     torch.manual_seed(0)
-    if dev.type == "cpu" or args.threads:
-        torch.set_num_threads(args.threads or 1)  # shared 2-core machines: oversubscription swamps the numbers
+    if dev.type == "cpu" and not args.threads:
+        torch.set_num_threads(1)  # shared 2-core machines: oversubscription swamps the numbers
 
     storage = ReplayStorage(cap, device=dev)
     td0 = fill(storage, seed=0)
@@ -145,7 +131,7 @@ def main(argv: list[str] | None = None) -> dict:
         "device": dev.type,
         "device_name": torch.cuda.get_device_name(dev) if dev.type == "cuda" else platform.processor() or "cpu",
         "torch": torch.__version__,
-        "git_revision": args.git_revision or git_revision(),
+        "git_revision": _common.git_revision(),
         "quick": bool(args.quick),
         "capacity": cap,
         "batch": batch,
@@ -157,9 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
         "fused_speedup_vs_default": fused_ratio,
         "wide_speedup_vs_default": wide_ratio,
     }
-    out = args.out or ROOT / "bench" / "results" / f"replay_{dev.type}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
+    out = _common.save(args, f"replay_{dev.type}", result)
 
     print(f"replay bench: {result['device_name']} | torch {result['torch']} | rev {result['git_revision'][:10]}"
           f" | capacity {cap:,} | batch {batch} | {iters} iters")

@@ -11,21 +11,19 @@ synchronisations counted by wrapping them, and implicit ones counted as the warn
 ``torch.cuda.set_sync_debug_mode("warn")``; the first epoch, which captures the CUDA graphs, is
 reported apart), the extra device memory a fold transition allocates, and the peak device memory.
 
-    python bench/bench_train.py                      # CUDA: configs/h200.toml (1 M bars, 5 folds, 10 epochs)
-    python bench/bench_train.py --bars 200000 --folds 3 --epochs 4
-    python bench/bench_train.py --quick              # small CPU run (a smoke test of the harness)
+    PYTHONPATH=src:. python -m bench.bench_train            # CUDA: configs/h200.toml (1 M bars, 5 folds, 10 epochs)
+    PYTHONPATH=src:. python -m bench.bench_train --bars 200000 --folds 3 --epochs 4
+    PYTHONPATH=src:. python -m bench.bench_train --quick    # small CPU run (a smoke test of the harness)
 
 Writes bench/results/train_<device>[_quick].json (device name, torch version, git revision).
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import platform
 import tempfile
-import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -110,16 +108,12 @@ def fold_spans(n_bars: int, folds: int, warmup: int = 303, purge: int = 60) -> t
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = common.arguments(__doc__, quick="small CPU run: checks the harness",
+                          config=str(ROOT / "configs" / "h200.toml"))
     ap.add_argument("--bars", type=int, default=None, help="synthetic bars (default: 1,000,000; --quick 6,000)")
     ap.add_argument("--folds", type=int, default=None, help="walk-forward folds (default 5; --quick 2)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs per fold (default 10; --quick 2)")
-    ap.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    ap.add_argument("--config", default=str(ROOT / "configs" / "h200.toml"), help="base config (default configs/h200.toml)")
-    ap.add_argument("--set", dest="overrides", action="append", default=[], help="config override section.key=value")
-    ap.add_argument("--quick", action="store_true", help="small CPU run: checks the harness")
-    ap.add_argument("--out", default=None, help="output JSON (default bench/results/train_<device>[_quick].json)")
-    args = ap.parse_args()
+    args = common.parse(ap)  # --device: the run's (auto: the config's run.device with --quick)
     bars = args.bars or (6_000 if args.quick else 1_000_000)
     folds = args.folds or (2 if args.quick else 5)
     epochs = args.epochs or (2 if args.quick else 10)
@@ -133,19 +127,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="foxhunt-bench-") as tmp:
         ov += [f'run.out_dir="{tmp}"', f'features.cache_dir="{tmp}/cache"']
         result = run_bench(load_config(args.config, ov + args.overrides), args.quick)
-    name = f"train_{result['device']}{'_quick' if args.quick else ''}"
-    if args.out:
-        out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(result, indent=2, default=float) + "\n")
-    else:
-        out = common.write_result(name, result)
+    out = common.save(args, f"train_{result['device']}{'_quick' if args.quick else ''}", result)
     print_summary(result)
     print(f"wrote {out}")
 
 
 def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
-    t_start = time.perf_counter()
+    total = common.stopwatch().start()  # no device: this bench counts synchronisations
     prepared = prepare_market(cfg)
     device = prepared.market.device
     cuda = device.type == "cuda"
@@ -153,11 +141,11 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
         torch.cuda.synchronize()
         data_bytes = torch.cuda.memory_allocated()
         torch.cuda.reset_peak_memory_stats()
-    t0 = time.perf_counter()
-    runner = WalkForwardRunner(prepared)
-    if cuda:
-        torch.cuda.synchronize()
-    build_s = time.perf_counter() - t0
+    with common.stopwatch() as build:
+        runner = WalkForwardRunner(prepared)
+        if cuda:
+            torch.cuda.synchronize()
+    build_s = build.s
     run_dir, resolved = create_run_dir(cfg, prepared, "bench")
     runner.use_config(resolved)
     trainer = runner.trainer
@@ -204,9 +192,9 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
     real_save = ckpt.save
 
     def timed_save(*a: Any, **k: Any) -> Path:
-        t = time.perf_counter()
-        p = real_save(*a, **k)
-        saves.append(time.perf_counter() - t)
+        with common.stopwatch() as sw:
+            p = real_save(*a, **k)
+        saves.append(sw.s)
         return p
 
     def counted_drain(fn: Callable[[], Any]) -> Callable[[], Any]:
@@ -225,9 +213,9 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
     _wrap_method(runner, "evaluate", counted_eval)
     ckpt.save = timed_save
     try:
-        t0 = time.perf_counter()
-        runner.run(run_dir)
-        run_s = time.perf_counter() - t0
+        with common.stopwatch() as run:
+            runner.run(run_dir)
+        run_s = run.s
     finally:
         ckpt.save = real_save
         syncs.uninstall()
@@ -255,7 +243,7 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
         "dqn": {k: getattr(cfg.dqn, k) for k in ("n_envs", "rollout_len", "rounds_per_epoch", "train_steps_per_round", "batch_size", "buffer_capacity", "hidden")},
         "transitions_per_epoch": cfg.dqn.n_envs * cfg.dqn.rollout_len * cfg.dqn.rounds_per_epoch,
         "wall_s": {
-            "total": time.perf_counter() - t_start,
+            "total": total.stop(),
             "data_load": p["load_s"],
             "feature_build": p["features_s"],
             "upload": p["upload_s"],

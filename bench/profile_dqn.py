@@ -11,14 +11,12 @@ that "launch-bound" vs "bandwidth-bound" vs "GEMM-bound" is read from numbers, a
 
 from __future__ import annotations
 
-import argparse
 from collections import defaultdict
 
-import numpy as np
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from bench.common import build_market, cuda_time, machine, trainer, write_result
+from bench.common import arguments, build_market, machine, parse, save, timed, trainer
 
 
 def kernel_table(fn, calls: int, cuda: bool) -> dict:
@@ -50,16 +48,14 @@ def kernel_table(fn, calls: int, cuda: bool) -> dict:
             "top": [{"name": k, "count_per_call": v[0] / calls, "us_per_call": v[1] / calls} for k, v in top]}
 
 
-def graphed_us(fn, reps: int) -> float:
-    return float(np.median(cuda_time(fn, repeats=reps, warmup=1))) * 1e6
+def graphed_us(fn, reps: int, device: torch.device) -> float:
+    return timed(fn, device, reps=reps, warmup=1) * 1e6
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--quick", action="store_true")
-    args = ap.parse_args()
-    cuda = torch.cuda.is_available() and not args.quick
-    dev = torch.device("cuda" if cuda else "cpu")
+    args = parse(arguments(__doc__))
+    dev = args.dev
+    cuda = dev.type == "cuda"
     market = build_market(200_000 if cuda else 5_000, 51, dev, seed=1)
     n = 65_536 if cuda else 256
     cap = 1 << 20 if cuda else 1 << 12
@@ -86,7 +82,7 @@ def main() -> None:
             trg._round()
             g = trg._train if what == "train" else trg._round
             g()
-            row["graphed_us_per_call"] = graphed_us(g, 20)
+            row["graphed_us_per_call"] = graphed_us(g, 20, dev)
             del trg
         out["programs"].append(row)
         del tr
@@ -94,7 +90,7 @@ def main() -> None:
               f"kernel µs {row['kernel_us_per_call']:.0f} graphed µs {row.get('graphed_us_per_call', float('nan')):.0f}")
         for t in row["top"][:8]:
             print(f"      {t['us_per_call']:8.1f} µs  x{t['count_per_call']:.0f}  {t['name']}")
-    write_result(f"profile_dqn_{'cuda' if cuda else 'cpu_quick'}", out)
+    print(f"wrote {save(args, f'profile_dqn_{dev.type}' + ('_quick' if args.quick else ''), out)}")
 
 
 if __name__ == "__main__":

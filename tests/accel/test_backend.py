@@ -19,7 +19,7 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 
 from foxhunt.accel import triton as accel_triton  # noqa: E402
-from foxhunt.accel.backend import PARTS, ExecutionPlan, resolve  # noqa: E402
+from foxhunt.accel.backend import PARTS, ExecutionPlan, fall_back, resolve, resolve_config  # noqa: E402
 from foxhunt.accel.config import REMOVED_KEYS, AccelConfig  # noqa: E402
 from foxhunt.agents.dqn.config import DQNConfig  # noqa: E402
 from foxhunt.agents.dqn.trainer import DQNTrainer  # noqa: E402
@@ -95,9 +95,9 @@ def test_cpu_auto_is_torch_and_the_plan_says_why():
 ])
 def test_contradictory_sets_are_refused_with_one_line(accel, sampler, match):
     if match is None:
-        with pytest.raises(ConfigError, match="accel.acting = 'fused' on cpu: the fused kernels need two trunk layers"):
+        with pytest.raises(ConfigError, match="accel.acting = 'fused' on cpu: dqn: the fused kernels need two trunk layers"):
             resolve(AccelConfig(**accel), dqn(sampler, hidden=(16, 16, 16)), CPU)
-        with pytest.raises(ConfigError, match="accel.backend = 'fused' on cpu: acting: .*override accel.acting"):
+        with pytest.raises(ConfigError, match="accel.backend = 'fused' on cpu: acting: dqn: .*override accel.acting"):
             resolve(AccelConfig(backend="fused"), dqn(sampler, hidden=(600, 16)), CPU)
         return
     with pytest.raises(ConfigError, match=match) as err:
@@ -156,18 +156,84 @@ def test_every_accepted_set_runs_one_epoch_and_its_validation_backtest_on_the_cp
         s = tr.replay.sampler
         assert isinstance(s, samplers[sampler if sampler != "proportional" else arity]), plan
         if sampler == "proportional":
-            fused = (s.fused if arity == 2 else s.backend == "fused")
-            assert fused == (plan.replay == "fused"), plan
+            assert s.backend == plan.replay, plan
         assert (tr.learner.fused is not None) == (plan.train_step == "fused"), plan
         assert (tr.collector._fused is not None) == (plan.acting == "fused"), plan
         summary = tr.train_epoch()
         assert summary is not None and summary["updates"] > 0, plan
         assert not torch.equal(tr.learner.flat.data, tr.learner._init_weights), plan
         res = Backtester(market, params, chunk=8, cuda_graphs=plan.graphs).run(
-            [market.fold.val_start], [16], GreedyPolicy(tr.learner.online), fused=plan.eval == "fused")
+            [market.fold.val_start], [16], GreedyPolicy(tr.learner.online), backend=plan.eval)
         assert res.metrics[0]["bars"] == 16, plan
         runs.add((plan.replay, sampler, arity))
     expected = {("torch", *s) for s in SAMPLERS}
     if INTERPRETED:
         expected |= {("fused", "proportional", 2), ("fused", "proportional", 32)}
     assert runs == expected
+
+
+# ---------------------------------------------------------------- the evaluated network, fallbacks
+CUDA = torch.device("cuda")  # a plan is data: resolving for CUDA needs no GPU, only Triton importable
+needs_triton = pytest.mark.skipif(accel_triton.status(CUDA).mode != "compiled", reason="triton does not import")
+
+
+def ppo(hidden=(16, 16), head_hidden: int = 8):
+    from foxhunt.agents.ppo.config import PPOConfig
+
+    return PPOConfig(hidden=hidden, head_hidden=head_hidden)
+
+
+@needs_triton
+def test_auto_checks_the_network_that_will_be_evaluated_dqns_or_ppos_actor():
+    """Under auto on CUDA, eval is fused exactly when the agent's own network fits the kernel: DQN's
+    widths for DQN, the actor's ``[ppo]`` widths for PPO (whatever the other section says)."""
+    wide_dqn = dqn(hidden=(600, 16))
+    plan = resolve(AccelConfig(), wide_dqn, CUDA)
+    assert plan.eval == plan.acting == "torch" and "dqn: the fused kernels hold layers of at most 512" in plan.notes["eval"]
+    plan = resolve(AccelConfig(), wide_dqn, CUDA, ppo=ppo())
+    assert plan.agent == "ppo" and plan.eval == "fused" and plan.env_step == "fused"
+    # PPO has no fused acting, train step or replay: torch, noted (they did not run fused before either)
+    assert plan.acting == plan.train_step == plan.replay == "torch" and "for ppo" in plan.notes["acting"]
+    plan = resolve(AccelConfig(), dqn(), CUDA, ppo=ppo(hidden=(16, 16, 16)))
+    assert plan.eval == "torch" and plan.notes["eval"].startswith("ppo: the fused kernels need two trunk layers")
+    plan = resolve(AccelConfig(), dqn(), CUDA, obs_dim=700)
+    assert plan.eval == "torch" and "observation" in plan.notes["eval"]
+
+
+@needs_triton
+def test_an_explicit_backend_or_override_the_agent_cannot_run_is_refused_in_one_line():
+    with pytest.raises(ConfigError, match="accel.backend = 'fused' on cuda: eval: ppo: the fused kernels need two trunk") as e:
+        resolve(AccelConfig(backend="fused"), dqn(), CUDA, ppo=ppo(hidden=(16,)))
+    assert "\n" not in str(e.value)
+    for part in ("acting", "train_step"):
+        with pytest.raises(ConfigError, match=f"accel.{part} = 'fused' on cuda: {part} has no fused implementation "
+                                              "under train.agent = 'ppo'"):
+            resolve(AccelConfig(**{part: "fused"}), dqn(), CUDA, ppo=ppo())
+    with pytest.raises(ConfigError, match="accel.eval = 'fused' on cuda: ppo: the fused kernels hold"):
+        resolve(AccelConfig(eval="fused"), dqn(), CUDA, ppo=ppo(head_hidden=300))
+
+
+def test_resolve_config_follows_train_agent():
+    from foxhunt.train.config import default_train_config
+
+    ppo3 = ['train.agent="ppo"', "ppo.hidden=[16, 16, 16]"]
+    assert resolve_config(default_train_config(ppo3), CPU).agent == "ppo"
+    if INTERPRETED:
+        with pytest.raises(ConfigError, match="accel.eval = 'fused' on cpu: ppo: the fused kernels need two trunk"):
+            resolve_config(default_train_config([*ppo3, 'accel.eval="fused"']), CPU)
+        assert resolve_config(default_train_config(['accel.eval="fused"', "ppo.hidden=[16, 16, 16]"]), CPU).eval == "fused"
+
+
+@needs_triton
+def test_fall_back_is_a_note_under_auto_and_an_error_for_a_named_implementation():
+    auto = resolve(AccelConfig(), dqn(), CUDA)
+    assert auto.eval == "fused" and "eval" not in auto.named
+    plan = fall_back(auto, "eval", "the ensemble's mode is 'mean'")
+    assert plan.eval == "torch" and plan.notes["eval"] == "the ensemble's mode is 'mean': torch"
+    assert fall_back(auto, "eval", None) is auto and fall_back(plan, "eval", "again") is plan
+    for accel in (AccelConfig(backend="fused"), AccelConfig(eval="fused")):
+        named = resolve(accel, dqn(), CUDA)
+        assert "eval" in named.named
+        with pytest.raises(ConfigError, match="accel.eval = 'fused' on cuda: the ensemble's mode is 'mean' "
+                                              r"\(set accel.eval = 'torch' to run it in torch\)"):
+            fall_back(named, "eval", "the ensemble's mode is 'mean'")

@@ -134,12 +134,12 @@ def test_a_fold_reset_gives_the_same_epoch_as_a_fresh_trainer():
 
 
 def test_the_execution_choice_follows_the_resolved_accel_plan():
-    from foxhunt.accel.backend import resolve
+    from foxhunt.accel.backend import resolve_config
     from foxhunt.train.config import default_train_config
 
-    cfg = default_train_config(["accel.env_step=fused", "accel.matmul_precision=fp32"])
-    c = exec_choice(resolve(cfg.accel, cfg.dqn, "cpu"))
-    assert c.fused_env and not c.cuda_graphs and not c.compile_env and c.matmul_precision == "fp32"
+    cfg = default_train_config(["accel.env_step=fused", "accel.matmul_precision=fp32", 'train.agent="ppo"'])
+    c = exec_choice(resolve_config(cfg, "cpu"))
+    assert c.env_step == "fused" and not c.cuda_graphs and c.matmul_precision == "fp32"
 
 
 def test_factored_actions_and_a_separate_critic_train():
@@ -177,7 +177,7 @@ def test_cuda_epoch_runs_without_any_sync_except_the_readback():
 def test_the_fused_env_step_trains_like_the_torch_step():
     res = []
     for fused in (False, True):
-        tr = small_ppo(small_market(device="cuda"), seed=2, choice=ExecChoice(fused_env=fused, matmul_precision="fp32"),
+        tr = small_ppo(small_market(device="cuda"), seed=2, choice=ExecChoice(env_step="fused" if fused else "torch", matmul_precision="fp32"),
                        n_envs=256)
         res.append(tr.train_epoch())
     assert res[1]["transitions"] == res[0]["transitions"] and res[1]["updates"] == res[0]["updates"]

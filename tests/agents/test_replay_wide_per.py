@@ -148,9 +148,11 @@ def test_wide_backend_choice_and_errors(monkeypatch):
     st = ReplayStorage(64, device="cpu")
     assert WidePER(st, backend="torch").backend == "torch"
     monkeypatch.setattr(accel_triton, "is_interpreted", lambda: False)
-    assert WidePER(st).backend == "torch"  # auto falls back on a CPU without the interpreter
-    with pytest.raises(ValueError, match="WidePER: Triton .*TRITON_INTERPRET"):
+    assert WidePER(st).backend == "torch"  # the default: the plan picks "fused" explicitly
+    with pytest.raises(ValueError, match=r"WidePER: fused \(Triton\) replay trees unavailable: .*TRITON_INTERPRET"):
         WidePER(st, backend="fused")
+    with pytest.raises(ValueError, match="WidePER: backend must be 'torch' or 'fused', got 'auto'"):
+        WidePER(st, backend="auto")
     with pytest.raises(ValueError, match="branch"):
         WidePER(st, branch=6)
     with pytest.raises(ValueError, match="empty"):

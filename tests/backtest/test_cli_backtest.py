@@ -84,6 +84,15 @@ def test_backtest_of_a_run_directory_reproduces_the_runs_fold_metrics(tmp_path):
         for key in ("sharpe", "total_return", "max_drawdown", "trade_count", "bars"):
             assert r[key] == want[key], (r["window"], r["label"], key)
     assert (run / "backtest" / "report.html").is_file() and (run / "backtest" / "trades.json").is_file()
+    # the run's own [accel] (eval only, for the run's agent), printed and written beside the metrics
+    plan = json.loads((run / "backtest" / "accel.json").read_text())
+    assert plan["parts"] == ["eval"] and plan["agent"] == "dqn" and "accel: backend=" in res.output
+    res = CliRunner().invoke(app, ["backtest", "--run", str(run), "--set", "accel.eval=torch", "--set", "backtest.barriers=true",
+                                   "--out", str(tmp_path / "again")])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "again" / "accel.json").read_text())["named"] == ["eval"]
+    assert json.loads((tmp_path / "again" / "metrics.json").read_text()) == rows  # same path, same numbers
+    assert "triple-barrier labels" in (tmp_path / "again" / "report.html").read_text()
 
 
 def test_backtest_needs_exactly_one_of_model_and_run_and_a_real_run_directory(tmp_path):

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from foxhunt.accel.backend import ExecutionPlan
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.backtest.evaluator import Backtester, execution_params
 from foxhunt.backtest.metrics import METRIC_INDEX
@@ -139,7 +140,8 @@ def test_medians_come_only_from_bars_before_each_window():
 def test_a_model_file_without_medians_backtests_each_window_on_earlier_bars_only():
     fs = random_feature_set(200, seed=6, warmup=20)
     loaded = [_tiny_model(fs.n_features)]
-    kw = dict(windows=2, ensemble_mode="vote", backend="torch", bars_per_year=None, barriers=False, say=lambda s: None)
+    kw = dict(windows=2, ensemble_mode="vote", plan=ExecutionPlan(parts=("eval",)), bars_per_year=None, barriers=False,
+              say=lambda s: None)
     first = run_models(["m.safetensors"], loaded, fs, torch.device("cpu"), **kw)
     st1 = int(np.searchsorted(fs.timestamps.numpy(), first.times[1][0]))
     second = run_models(["m.safetensors"], loaded, _changed_after(fs, st1), torch.device("cpu"), **kw)

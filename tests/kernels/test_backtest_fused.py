@@ -12,7 +12,6 @@ a bigger shape with the default 54-input network, per precision.
 
 from __future__ import annotations
 
-import inspect
 import os
 
 import torch
@@ -26,7 +25,7 @@ from torch import nn  # noqa: E402
 
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.backtest.evaluator import Backtester, _Run  # noqa: E402
-from foxhunt.backtest.fused import check_windows, launch, maybe_run_fused, run_fused  # noqa: E402
+from foxhunt.backtest.fused import check_windows, launch, run_fused, unsupported  # noqa: E402
 from foxhunt.backtest.policies import ActionPolicy, ExposurePolicy, GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
 from foxhunt.folds import FoldRange  # noqa: E402
@@ -314,33 +313,33 @@ def test_run_fused_returns_the_backtesters_result_with_per_window_norms():
         assert tb["costs"] == pytest.approx(ta["costs"], rel=1e-4, abs=1e-6)
 
 
-def test_auto_falls_back_and_true_raises_for_what_the_kernel_does_not_cover():
+def test_the_fused_backend_refuses_what_the_kernel_does_not_cover_naming_why():
+    """``unsupported`` names the reason; ``Backtester.run(backend="fused")`` raises it (the caller
+    settles a fallback: ``accel.backend.fall_back``, tests/accel); the torch backend runs them all."""
     market = small_market(0)
     bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
     class Custom:
         def __call__(self, obs, t):
             return torch.zeros(obs.shape[0], dtype=torch.int64, device=obs.device)
 
-    assert maybe_run_fused(bt, STARTS, LENGTHS, Custom(), "auto") is None
-    with pytest.raises(ValueError, match="not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"):
-        maybe_run_fused(bt, STARTS, LENGTHS, Custom(), True)
     deep = DuelingQNet(market.obs_dim, 45, hidden=(16, 16, 16)).to(DEV)
-    with pytest.raises(ValueError, match="two trunk layers"):
-        maybe_run_fused(bt, STARTS, LENGTHS, GreedyPolicy(deep), True)
     wrong = DuelingQNet(market.obs_dim, 5).to(DEV)
-    assert maybe_run_fused(bt, STARTS, LENGTHS, GreedyPolicy(wrong), "auto") is None
     tanh = DuelingQNet(market.obs_dim, 45).to(DEV)
     tanh.trunk[1] = nn.Tanh()
-    assert maybe_run_fused(bt, STARTS, LENGTHS, GreedyPolicy(tanh), "auto") is None
-    assert maybe_run_fused(bt, STARTS, LENGTHS, GreedyPolicy(varied_net(market.obs_dim, 45)), False) is None
-    res = maybe_run_fused(bt, STARTS, [5, 3, 7], GreedyPolicy(varied_net(market.obs_dim, 45)), "auto")
-    assert res is not None and len(res.metrics) == 3 and res.metrics[2]["bars"] == 7
+    for policy, why in ((Custom(), "not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"),
+                        (GreedyPolicy(deep), "two trunk layers"), (GreedyPolicy(wrong), "the env needs"),
+                        (GreedyPolicy(tanh), "layers other than Linear and LeakyReLU")):
+        assert why in unsupported(bt, policy)
+        with pytest.raises(ValueError, match=f"fused backtest unavailable: .*{why}"):
+            bt.run(STARTS, LENGTHS, policy, backend="fused")
+    assert bt.run(STARTS, [5, 3, 7], Custom()).metrics[2]["bars"] == 7
+    with pytest.raises(ValueError, match="backend = 'auto': expected 'torch' or 'fused'"):
+        bt.run(STARTS, LENGTHS, Custom(), backend="auto")
+    res = bt.run(STARTS, [5, 3, 7], GreedyPolicy(varied_net(market.obs_dim, 45)), backend="fused")
+    assert len(res.metrics) == 3 and res.metrics[2]["bars"] == 7
 
 
-def test_backtester_run_fused_auto_gives_the_torch_paths_result():
-    """Active once Backtester.run has the ``fused`` flag (wired by the lead)."""
-    if "fused" not in inspect.signature(Backtester.run).parameters:
-        pytest.skip("Backtester.run has no fused flag yet")
+def test_backtester_run_fused_backend_gives_the_torch_paths_result():
     if not is_interpreted():
         pytest.skip("bar-level equality with the default tf32 precision is the GPU tests' (near-ties)")
     market = small_market(5)
@@ -348,7 +347,7 @@ def test_backtester_run_fused_auto_gives_the_torch_paths_result():
     bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
     lengths = [20, 13, 17]
     a = bt.run(STARTS, lengths, GreedyPolicy(net), keep_curves=True)
-    b = bt.run(STARTS, lengths, GreedyPolicy(net), keep_curves=True, fused="auto")
+    b = bt.run(STARTS, lengths, GreedyPolicy(net), keep_curves=True, backend="fused")
     np.testing.assert_allclose(b.returns, a.returns, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(b.metrics_tensor.cpu().numpy(), a.metrics_tensor.cpu().numpy(), rtol=1e-4, atol=1e-9)
 
@@ -366,7 +365,7 @@ def test_fixed_action_policies_run_fused_with_the_torch_paths_result(mode):
     hold = ExposurePolicy(torch.ones((3, 45), device=DEV), params.n_actions)
     for policy in (rand, hold):
         a = bt.run(STARTS, lengths, policy, keep_curves=True)
-        b = bt.run(STARTS, lengths, policy, keep_curves=True, fused=True)
+        b = bt.run(STARTS, lengths, policy, keep_curves=True, backend="fused")
         np.testing.assert_allclose(b.returns, a.returns, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(b.positions, a.positions, rtol=1e-5, atol=1e-7)
         np.testing.assert_allclose(b.metrics_tensor.cpu().numpy(), a.metrics_tensor.cpu().numpy(), rtol=1e-4, atol=1e-9)

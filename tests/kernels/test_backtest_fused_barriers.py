@@ -37,7 +37,7 @@ def test_fused_barrier_labels_equal_the_torch_paths_for_fixed_actions(mode):
     policy = ActionPolicy(torch.as_tensor(acts, device=DEV))
     lengths = [45, 29, 37]
     a = bt.run(STARTS, lengths, policy, keep_curves=True, keep_trades=True, barriers=True)
-    b = bt.run(STARTS, lengths, policy, keep_curves=True, keep_trades=True, barriers=True, fused=True)
+    b = bt.run(STARTS, lengths, policy, keep_curves=True, keep_trades=True, barriers=True, backend="fused")
     _same_trades(a, b)
     labels = {t["barrier"] for t in a.trades}
     assert len(a.trades) >= 5 and len(labels) >= 3, labels  # several kinds of label occur
@@ -51,7 +51,7 @@ def test_fused_barrier_labels_equal_the_torch_paths_for_a_greedy_network():
     bt = Backtester(market, BARRIER_PARAMS, chunk=16, cuda_graphs=False)
     lengths = [40, 29, 37]
     a = bt.run(STARTS, lengths, GreedyPolicy(net), keep_trades=True, barriers=True)
-    b = bt.run(STARTS, lengths, GreedyPolicy(net), keep_trades=True, barriers=True, fused=True)
+    b = bt.run(STARTS, lengths, GreedyPolicy(net), keep_trades=True, barriers=True, backend="fused")
     _same_trades(a, b)
     assert len(a.trades) >= 3
     t = [r["turnover"] for r in a.metrics]

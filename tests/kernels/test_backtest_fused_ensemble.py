@@ -14,7 +14,6 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from foxhunt.backtest.evaluator import Backtester  # noqa: E402
-from foxhunt.backtest.fused import maybe_run_fused  # noqa: E402
 from foxhunt.backtest.fused import unsupported as fused_unsupported  # noqa: E402
 from foxhunt.backtest.policies import EnsemblePolicy  # noqa: E402
 from foxhunt.kernels.backtest_fused import is_interpreted  # noqa: E402
@@ -37,7 +36,7 @@ def test_fused_ensemble_votes_equal_the_torch_ensemble_with_member_norms():
     bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
     lengths = [24, 13, 17]
     a = bt.run(STARTS, lengths, ens, norms=[ident] * 3, keep_curves=True, keep_trades=True)
-    b = bt.run(STARTS, lengths, ens, norms=[ident] * 3, keep_curves=True, keep_trades=True, fused=True)
+    b = bt.run(STARTS, lengths, ens, norms=[ident] * 3, keep_curves=True, keep_trades=True, backend="fused")
     np.testing.assert_allclose(b.returns, a.returns, rtol=1e-5, atol=1e-7)
     np.testing.assert_allclose(b.positions, a.positions, rtol=1e-5, atol=1e-7)
     assert [(t["entry_bar"], t["exit_bar"], t["side"]) for t in b.trades] == \
@@ -54,7 +53,9 @@ def test_mean_q_ensembles_and_unsupported_members_are_not_fused():
     bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
     nets = [varied_net(market.obs_dim, 45, seed=s) for s in (1, 2)]
     assert "mode is 'mean'" in fused_unsupported(bt, EnsemblePolicy(nets, mode="mean"))
-    assert maybe_run_fused(bt, STARTS, [5, 3, 7], EnsemblePolicy(nets, mode="mean"), "auto") is None
+    with pytest.raises(ValueError, match="mode is 'mean'"):
+        bt.run(STARTS, [5, 3, 7], EnsemblePolicy(nets, mode="mean"), backend="fused")
+    assert bt.run(STARTS, [5, 3, 7], EnsemblePolicy(nets, mode="mean")).metrics[2]["bars"] == 7
     deep = [varied_net(market.obs_dim, 45, seed=s, hidden=(16, 16, 16)) for s in (3, 4)]
     assert "ensemble member: the fused kernels need two trunk layers" in fused_unsupported(bt, EnsemblePolicy(deep))
     assert fused_unsupported(bt, EnsemblePolicy(nets)) is None

@@ -44,7 +44,7 @@ def random_leaves(cap: int, g: torch.Generator, dtype: torch.dtype, zeros: float
 def tree_pair(cap: int, op: str, dtype: torch.dtype, search_level: int = 16) -> tuple[SegmentTree, SegmentTree]:
     """(torch tree, fused tree) of the same shape."""
     return (SegmentTree(cap, op, dtype, DEV, search_level),
-            SegmentTree(cap, op, dtype, DEV, search_level, fused=True))
+            SegmentTree(cap, op, dtype, DEV, search_level, backend="fused"))
 
 
 def hard_prefixes(tree: SegmentTree, g: torch.Generator, n: int) -> torch.Tensor:
@@ -162,7 +162,7 @@ def test_fused_pair_update_equals_torch_writes_rebuilds_and_running_max(capacity
 
 
 def test_fused_duplicate_leaf_writes_keep_the_max_whatever_their_order():
-    t = SegmentTree(8, "sum", device=DEV, fused=True)
+    t = SegmentTree(8, "sum", device=DEV, backend="fused")
     idx = torch.tensor([3, 5, 3, 3, 5], device=DEV)
     vals = torch.tensor([1.0, 7.0, 4.0, 2.0, 6.0], device=DEV)
     for perm in ([0, 1, 2, 3, 4], [4, 3, 2, 1, 0], [2, 0, 4, 1, 3]):
@@ -175,7 +175,7 @@ def test_fused_duplicate_leaf_writes_keep_the_max_whatever_their_order():
 # ---------------------------------------------------------------------------------------------- sampler
 def per_pair(capacity: int, **kw) -> tuple[ReplayStorage, ProportionalPER, ProportionalPER]:
     storage = ReplayStorage(capacity, device=DEV)
-    return storage, ProportionalPER(storage, seed=4, **kw), ProportionalPER(storage, seed=4, fused=True, **kw)
+    return storage, ProportionalPER(storage, seed=4, **kw), ProportionalPER(storage, seed=4, backend="fused", **kw)
 
 
 def add_rows(storage: ReplayStorage, n: int, g: torch.Generator) -> torch.Tensor:
@@ -236,10 +236,12 @@ def test_fused_trees_name_why_they_cannot_run(monkeypatch):
     reason = replay_fused.unsupported("cpu")
     assert reason is not None and "TRITON_INTERPRET" in reason
     with pytest.raises(ValueError, match="ProportionalPER: fused .*TRITON_INTERPRET"):
-        ProportionalPER(ReplayStorage(64, device="cpu"), fused=True)
+        ProportionalPER(ReplayStorage(64, device="cpu"), backend="fused")
     with pytest.raises(ValueError, match="SegmentTree: fused"):
-        SegmentTree(64, fused=True)
+        SegmentTree(64, backend="fused")
     ProportionalPER(ReplayStorage(64, device="cpu"))  # the torch path never needs Triton
+    with pytest.raises(ValueError, match="ProportionalPER: backend must be 'torch' or 'fused', got True"):
+        ProportionalPER(ReplayStorage(64, device="cpu"), backend=True)  # the old fused=bool vocabulary
 
 
 def test_dqn_trainer_with_fused_replay_trains_like_the_torch_replay():
@@ -251,7 +253,7 @@ def test_dqn_trainer_with_fused_replay_trains_like_the_torch_replay():
 
     a = small_trainer(small_market(device=DEV), seed=3)
     b = small_trainer(small_market(device=DEV), seed=3, replay="fused")
-    assert b.replay.sampler.fused and not a.replay.sampler.fused
+    assert b.replay.sampler.backend == "fused" and a.replay.sampler.backend == "torch"
     a.run_epoch()
     b.run_epoch()
     assert not torch.equal(a.learner.flat.data, a.learner._init_weights)  # it did train (sample + update)
@@ -302,7 +304,7 @@ def test_gpu_fused_per_sample_update_captured_in_a_cuda_graph_replays_like_eager
         add_rows(storage, 1 << 16, g)
     td0 = torch.rand(cap, device=DEV, generator=g) * 3
     slots = torch.arange(cap, device=DEV)
-    ref, fused = ProportionalPER(storage, seed=1), ProportionalPER(storage, seed=1, fused=True)
+    ref, fused = ProportionalPER(storage, seed=1), ProportionalPER(storage, seed=1, backend="fused")
     for s in (ref, fused):
         s.on_add(slots, td0)
     counter = torch.zeros((), device=DEV)

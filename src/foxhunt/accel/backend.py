@@ -10,26 +10,39 @@ Components and the implementations each has:
     eval        torch | fused              (validation backtests; one Triton kernel)
     graphs      on | off                   (CUDA-graph capture of every step; CUDA only)
 
+Those are DQN's. The PPO agent (``ppo`` given: ``train.agent = "ppo"``) has the env step's three and
+the fused evaluation, and runs acting and its update in torch (inside the captured graphs); it has
+no replay (``PPO_IMPLEMENTATIONS``).
+
 ``accel.backend`` picks the implementation of every component; a component without that
-implementation (replay or eval under "compiled", replay with the uniform or rank sampler) runs its
-torch path, and the plan's ``notes`` say so. ``auto`` is the fastest backend this device supports
-and that is tested on it: torch on a CPU, fused on CUDA with Triton (compiled). Under ``auto`` a
-component the fused kernels do not cover (a network of other depth or width) falls back to torch,
-loudly (a note); under an explicit backend or part override the same is a contradiction.
+implementation (replay or eval under "compiled", replay with the uniform or rank sampler, PPO's
+acting) runs its torch path, and the plan's ``notes`` say so. ``auto`` is the fastest backend this
+device supports and that is tested on it: torch on a CPU, fused on CUDA with Triton (compiled).
+Under ``auto`` a component the fused kernels do not cover (a network of other depth or width)
+falls back to torch, loudly (a note); under an explicit backend or part override the same is a
+contradiction. ``fall_back`` applies that rule when the caller learns more than the config says:
+``foxhunt backtest`` resolves ``parts=("eval",)`` with no agent (``dqn=None``) and settles the
+model files' networks and policy with ``fall_back``.
+
+The network checked for ``acting`` and ``eval`` is the one that will run: DQN's (``dqn.hidden``,
+``dqn.head_hidden``) or, with ``ppo``, the actor's (``ppo.hidden``, ``ppo.head_hidden``: PPO's greedy
+policy is a DuelingQNet of those widths, ``ActorCritic.greedy_net``); ``obs_dim`` / ``n_actions``,
+when given, are checked too. ``resolve_config`` picks the agent from ``train.agent``.
 
 Contradictions are a one-line ``ConfigError`` (exit 2): fused anything without usable Triton (a CPU
 needs TRITON_INTERPRET=1), compiled anything or ``graphs = "on"`` on a CPU (those paths are tested
 on CUDA only), ``replay = "fused"`` with a sampler that has no trees, fused acting or evaluation with
-a network the kernels do not cover.
+a network the kernels do not cover, a part override the agent has no such implementation of.
 
 Inputs are read by attribute (``accel``: the [accel] section; ``dqn``: needs ``sampler``,
-``tree_arity``, ``hidden``, ``head_hidden``), so this module imports no layer above it.
+``tree_arity``, ``hidden``, ``head_hidden``; ``ppo``: ``hidden``, ``head_hidden``), so this module
+imports no layer above it.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import torch
@@ -45,6 +58,13 @@ IMPLEMENTATIONS: dict[str, tuple[str, ...]] = {
     "replay": ("torch", "fused"),
     "eval": ("torch", "fused"),
 }
+PPO_IMPLEMENTATIONS: dict[str, tuple[str, ...]] = {
+    "env_step": ("torch", "compiled", "fused"),
+    "acting": ("torch",),  # the actor's passes run in torch inside the captured rollout graph
+    "train_step": ("torch",),  # the clipped-loss update, one captured graph
+    "replay": ("torch",),  # no replay: "torch" stands for "nothing to accelerate"
+    "eval": ("torch", "fused"),
+}
 FUSED_MAX_WIDTH = 512
 """Widest layer the fused dueling-MLP kernels hold on chip ([BLOCK, width] tiles): acting
 (``kernels.dueling_mlp_fused``) and backtest (``kernels.backtest_fused``) alike; the network rules
@@ -54,7 +74,13 @@ are ``agents.networks.fused_net_unsupported``."""
 @dataclass(frozen=True)
 class ExecutionPlan:
     """What runs, per component (see the module docstring). Build it with ``resolve``; tests and
-    benchmarks may construct one directly (no checks: the component raises if it cannot run)."""
+    benchmarks may construct one directly (no checks: the component raises if it cannot run).
+
+    parts: the components this command runs and the resolver decided (``foxhunt backtest``: eval
+    only); the others are left out of ``to_dict`` and ``summary``. named: the parts whose
+    implementation the user named (an explicit ``accel.backend`` or a part override): for those, an
+    implementation that cannot run is an error, not a fallback (``fall_back``). agent: "dqn",
+    "ppo", or "none" (a command that trains nothing)."""
 
     env_step: str = "torch"
     acting: str = "torch"
@@ -67,33 +93,66 @@ class ExecutionPlan:
     backend: str = "torch"
     device: str = "cpu"
     triton: str = "unavailable"
+    agent: str = "dqn"
+    parts: tuple[str, ...] = PARTS
     notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    named: tuple[str, ...] = field(default=(), hash=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        for p in PARTS:
+            if p not in self.parts:
+                del d[p]
+        return d
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, sort_keys=True)
 
     def summary(self) -> str:
         """One line for the start of a run: backend, then every component's choice."""
-        parts = " ".join(f"{p}={getattr(self, p)}" for p in PARTS)
+        parts = " ".join(f"{p}={getattr(self, p)}" for p in PARTS if p in self.parts)
         return (f"accel: backend={self.backend} on {self.device} (triton {self.triton}): {parts} "
                 f"graphs={'on' if self.graphs else 'off'} matmul={self.matmul_precision} readback={self.readback}")
 
 
-def _net_reason(dqn: Any) -> str | None:
-    """Why the fused dueling-MLP kernels cannot run dqn's network (config-level rules)."""
-    hidden = tuple(dqn.hidden)
+def _net_reason(net: Any, obs_dim: int | None = None, n_actions: int | None = None) -> str | None:
+    """Why the fused dueling-MLP kernels cannot run a network of these config widths (``hidden``,
+    ``head_hidden``; ``agents.networks.fused_net_unsupported`` is the same rule on a built net)."""
+    hidden = tuple(net.hidden)
     if len(hidden) != 2:
-        return f"the fused kernels need two trunk layers (dqn.hidden has {len(hidden)})"
-    if max(*hidden, 2 * int(dqn.head_hidden)) > FUSED_MAX_WIDTH:
-        return f"the fused kernels hold layers of at most {FUSED_MAX_WIDTH} units (dqn.hidden / 2 × dqn.head_hidden)"
+        return f"the fused kernels need two trunk layers (hidden has {len(hidden)})"
+    widths = [*hidden, 2 * int(net.head_hidden)]
+    if obs_dim is not None:
+        widths.append(int(obs_dim))
+    if n_actions is not None:
+        widths.append(int(n_actions) + 1)
+    if max(widths) > FUSED_MAX_WIDTH:
+        return (f"the fused kernels hold layers of at most {FUSED_MAX_WIDTH} units (hidden / 2 × head_hidden"
+                f"{' / observation' if obs_dim is not None else ''}{' / n_actions + 1' if n_actions is not None else ''})")
     return None
 
 
-def resolve(accel: Any, dqn: Any, device: torch.device | str) -> ExecutionPlan:
-    """The ``ExecutionPlan`` of these sections on ``device``; ConfigError on a contradiction."""
+def fall_back(plan: ExecutionPlan, part: str, reason: str | None) -> ExecutionPlan:
+    """``plan`` with ``part`` on torch because its fused implementation cannot run what this run
+    gives it (``reason``; None, or a part already on torch: ``plan`` unchanged). A ConfigError when
+    the user named that implementation (``plan.named``); under ``auto`` the fallback is a note."""
+    if reason is None or getattr(plan, part) == "torch":
+        return plan
+    if part in plan.named:
+        raise ConfigError(f"accel.{part} = {getattr(plan, part)!r} on {torch.device(plan.device).type}: {reason} "
+                          f"(set accel.{part} = 'torch' to run it in torch)")
+    return replace(plan, **{part: "torch"}, notes={**plan.notes, part: f"{reason}: torch"})
+
+
+def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None, obs_dim: int | None = None,
+            n_actions: int | None = None, parts: tuple[str, ...] = PARTS) -> ExecutionPlan:
+    """The ``ExecutionPlan`` of these sections on ``device``; ConfigError on a contradiction.
+
+    dqn: the [dqn] section (DQN trains), or None with ``ppo`` None: no agent, no network checked
+    (a command that runs given models checks them itself: ``fall_back``). ppo: the [ppo] section
+    when the PPO agent trains. obs_dim, n_actions: the network's input and output widths, checked
+    against the fused kernels when given. parts: the components this command runs (the others
+    are neither checked nor reported)."""
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     tri = triton_status.status(dev)
@@ -116,42 +175,64 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str) -> ExecutionPlan:
     if backend == "fused" and not tri.usable:
         refuse("backend", backend, str(tri.reason))
 
-    proportional = dqn.sampler == "proportional"
+    agent = "ppo" if ppo is not None else "dqn" if dqn is not None else "none"
+    impls = IMPLEMENTATIONS if ppo is None else PPO_IMPLEMENTATIONS
+    net = ppo if ppo is not None else dqn
+    trees = agent == "dqn" and dqn.sampler == "proportional"
+    sampler = getattr(dqn, "sampler", None)
+
+    def net_reason() -> str | None:
+        return None if net is None else _net_reason(net, obs_dim, n_actions)
+
     choice: dict[str, str] = {}
-    for part in PARTS:
+    named: list[str] = []
+    for part in parts:
         override = getattr(accel, part)
         if override != "auto":
             c = override
-            if c not in IMPLEMENTATIONS[part]:
-                refuse(part, c, f"{part} has no {c} implementation (choices: {', '.join(IMPLEMENTATIONS[part])})")
+            if c not in impls[part]:
+                refuse(part, c, f"{part} has no {c} implementation" + (" under train.agent = 'ppo'" if ppo is not None
+                                                                      else "") + f" (choices: {', '.join(impls[part])})")
             if c == "compiled" and not cuda:
                 refuse(part, c, "torch.compile paths are tested on CUDA only")
             if c == "fused" and not tri.usable:
                 refuse(part, c, str(tri.reason))
-            if part == "replay" and c == "fused" and not proportional:
-                refuse(part, c, f"dqn.sampler = {dqn.sampler!r} has no trees to fuse (use 'proportional')")
-            if part in ("acting", "eval") and c == "fused" and (why := _net_reason(dqn)) is not None:
-                refuse(part, c, why)
+            if part == "replay" and c == "fused" and not trees:
+                refuse(part, c, f"dqn.sampler = {sampler!r} has no trees to fuse (use 'proportional')")
+            if part in ("acting", "eval") and c == "fused" and (why := net_reason()) is not None:
+                refuse(part, c, f"{agent}: {why}")
             choice[part] = c
+            named.append(part)
             continue
-        c = backend if backend in IMPLEMENTATIONS[part] else "torch"
+        c = backend if backend in impls[part] else "torch"
         if c != backend:
-            notes[part] = f"no {backend} implementation: torch"
-        if part == "replay" and c == "fused" and not proportional:
+            notes[part] = f"no {backend} implementation" + (" for ppo" if ppo is not None else "") + ": torch"
+        if part == "replay" and c == "fused" and not trees:
             c = "torch"
-            notes[part] = f"dqn.sampler = {dqn.sampler!r} has no trees: torch"
-        if part in ("acting", "eval") and c == "fused" and (why := _net_reason(dqn)) is not None:
+            notes[part] = f"dqn.sampler = {sampler!r} has no trees: torch"
+        if part in ("acting", "eval") and c == "fused" and (why := net_reason()) is not None:
             if explicit:
-                refuse("backend", backend, f"{part}: {why} (override accel.{part} = 'torch' to run it in torch)")
+                refuse("backend", backend, f"{part}: {agent}: {why} (override accel.{part} = 'torch' to run it in torch)")
             c = "torch"
-            notes[part] = f"{why}: torch"
+            notes[part] = f"{agent}: {why}: torch"
         choice[part] = c
+        if explicit:
+            named.append(part)
 
     if accel.graphs == "on" and not cuda:
         refuse("graphs", "on", "CUDA graphs need a CUDA device")
     graphs = cuda if accel.graphs == "auto" else accel.graphs == "on"
     return ExecutionPlan(**choice, graphs=graphs, matmul_precision=accel.matmul_precision, readback=accel.readback,
-                         backend=backend, device=str(dev), triton=tri.mode, notes=notes)
+                         backend=backend, device=str(dev), triton=tri.mode, agent=agent, parts=tuple(parts),
+                         notes=notes, named=tuple(named))
 
 
-__all__ = ["IMPLEMENTATIONS", "PARTS", "ExecutionPlan", "resolve"]
+def resolve_config(cfg: Any, device: torch.device | str, *, obs_dim: int | None = None,
+                   parts: tuple[str, ...] = PARTS) -> ExecutionPlan:
+    """``resolve`` for a whole run configuration: ``cfg.accel``, and the agent ``cfg.train.agent``
+    names (its network is the one acted and evaluated), with ``cfg.env.n_actions`` outputs."""
+    ppo = cfg.ppo if cfg.train.agent == "ppo" else None
+    return resolve(cfg.accel, cfg.dqn, device, ppo=ppo, obs_dim=obs_dim, n_actions=cfg.env.n_actions, parts=parts)
+
+
+__all__ = ["IMPLEMENTATIONS", "PARTS", "PPO_IMPLEMENTATIONS", "ExecutionPlan", "fall_back", "resolve", "resolve_config"]

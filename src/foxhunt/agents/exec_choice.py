@@ -15,16 +15,17 @@ import torch
 
 @dataclass(frozen=True)
 class ExecChoice:
+    """cuda_graphs: capture the rollout and update; env_step: "torch" | "compiled" | "fused" (the
+    plan's vocabulary); matmul_precision: "fp32" | "tf32" | "bf16"."""
+
     cuda_graphs: bool = True
-    fused_env: bool = False
-    compile_env: bool = False
+    env_step: str = "torch"
     matmul_precision: str = "tf32"
 
 
 def exec_choice(plan: Any) -> ExecChoice:
     """PPO's execution choice from an ``ExecutionPlan``."""
-    return ExecChoice(cuda_graphs=plan.graphs, fused_env=plan.env_step == "fused", compile_env=plan.env_step == "compiled",
-                      matmul_precision=plan.matmul_precision)
+    return ExecChoice(cuda_graphs=plan.graphs, env_step=plan.env_step, matmul_precision=plan.matmul_precision)
 
 
 def apply_matmul_precision(choice: ExecChoice) -> None:
@@ -37,10 +38,12 @@ def apply_matmul_precision(choice: ExecChoice) -> None:
 def env_step_fn(env: Any, choice: ExecChoice) -> Callable[..., Any]:
     """The training env step: the fused Triton kernel (ValueError naming why it cannot run), the
     torch.compile'd step, or the plain torch step. Called as ``env.step(actions, curiosity=None)``."""
-    if choice.fused_env:
+    if choice.env_step == "fused":
         from foxhunt.env.fused import FusedEnvStep
 
         return FusedEnvStep(env)
-    if choice.compile_env:
+    if choice.env_step == "compiled":
         return torch.compile(env.step, dynamic=False)
+    if choice.env_step != "torch":
+        raise ValueError(f"env_step = {choice.env_step!r}: expected 'torch', 'compiled' or 'fused'")
     return env.step

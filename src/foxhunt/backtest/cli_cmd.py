@@ -1,4 +1,11 @@
-"""`foxhunt backtest`: saved models (one, or an ensemble) over windows of a bar file or sample."""
+"""`foxhunt backtest`: saved models (one, or an ensemble) over windows of a bar file or sample.
+
+How it runs follows ``[accel]`` like `foxhunt train` (``foxhunt.accel``): with ``--model`` the
+section of ``--config FILE`` (else the defaults) plus ``--set accel.…`` overrides; with ``--run`` the
+run's own ``config.toml`` plus those overrides. The resolved plan (its ``eval``: the fused kernel or
+the torch path, settled against the models) is printed first and written to ``accel.json`` beside
+the metrics.
+"""
 
 from __future__ import annotations
 
@@ -32,13 +39,17 @@ def backtest(
                                                   "backtest.bars_per_year, else inferred from the bars present per year]"),
     barriers: Optional[bool] = typer.Option(None, "--barriers/--no-barriers", help="triple-barrier evaluation: label each "
                                             "round trip +1 profit / -1 stop / 0 time [default: backtest.barriers, off]"),
-    backend: str = typer.Option("auto", help="--model: auto (the fused Triton kernel on CUDA when it covers the model) "
-                                "| fused (required) | torch"),
+    config: Optional[Path] = typer.Option(None, "--config", help="--model: a TOML file whose accel and backtest "
+                                          "sections apply (other sections are ignored) [default: the built-in defaults]"),
+    overrides: list[str] = typer.Option([], "--set", help="override accel.KEY=VALUE or backtest.KEY=VALUE (repeatable), "
+                                        "e.g. --set accel.eval=torch; with --run over the run's config.toml"),
+    backend: Optional[str] = typer.Option(None, "--backend", hidden=True, help="removed: see --set accel.eval"),
 ) -> None:
     """Backtest saved models: metrics JSON/CSV and an HTML report with equity and drawdown curves."""
+    from foxhunt.accel.backend import resolve
     from foxhunt.agents.model_io import load_model
     from foxhunt.backtest.report import write_backtest_report, write_metrics
-    from foxhunt.backtest.standalone import choose_fused, run_models
+    from foxhunt.backtest.standalone import run_models
     from foxhunt.config import build_config
     from foxhunt.data import load_source
     from foxhunt.device import resolve_device
@@ -55,16 +66,28 @@ def backtest(
 
     if bars_per_year is not None and not (0 < bars_per_year <= 1e9):
         raise ConfigError(f"--bars-per-year {bars_per_year!r}: must be a number in (0, 1e9]")
-    choose_fused(backend, "cpu")  # validates the name before anything runs
+    if backend is not None:
+        raise ConfigError("--backend was removed: foxhunt backtest follows [accel]; use --set accel.eval=fused|torch "
+                          "(or accel.backend), or --config FILE")
+    _check_overrides(overrides)
     # Output paths are checked before the backtest runs (a file as --out fails now, not after).
     if run is not None:
+        if config is not None:
+            raise ConfigError("--config applies to --model; --run uses the run's own config.toml (override it with --set)")
         if not run.is_dir():
             raise ConfigError(f"--run {run}: not a training run directory (not a directory)")
-        _backtest_run(run, check_output_dir(out or run / "backtest", "--out"), device, bars_per_year, barriers)
+        _backtest_run(run, check_output_dir(out or run / "backtest", "--out"), device, bars_per_year, barriers, overrides)
         return
     out = check_output_dir(out or Path("backtests/latest"), "--out")
     check_output_dir(cache_dir, "--cache-dir")
+    from foxhunt.config import load_config
+
+    settings = load_config(config, overrides)  # [accel] and [backtest]; the rest is not read
+    bars_per_year = bars_per_year if bars_per_year is not None else settings.backtest.bars_per_year
+    barriers = barriers if barriers is not None else settings.backtest.barriers
     dev = resolve_device(device)
+    plan = resolve(settings.accel, None, dev, parts=("eval",))  # a contradiction fails before any file is read
+    _matmul_precision(plan)
     loaded = [load_model(p, dev) for p in model]  # validates every file before anything is written
     src = {"source": "file", "path": str(data)} if data is not None else {"source": sample}
     cfg = build_config({"data": src}, source="options")
@@ -75,16 +98,35 @@ def backtest(
             raise ConfigError(f"model {p} was trained on feature spec {meta.spec_version} with {len(meta.feature_names)} "
                               f"features; this data has spec {fs.spec_version} with {fs.n_features}: rebuild or retrain")
     with _torch_progress() as progress:
-        res = run_models(model, loaded, fs, dev, windows=windows, ensemble_mode=ensemble_mode, backend=backend,
+        res = run_models(model, loaded, fs, dev, windows=windows, ensemble_mode=ensemble_mode, plan=plan,
                          bars_per_year=bars_per_year, barriers=bool(barriers), progress=progress,
                          say=lambda line: console.print(line, highlight=False, soft_wrap=True),
                          sampled_seed=seed if policy == "sampled" else None)
     out.mkdir(parents=True, exist_ok=True)
     write_metrics(out, res.rows)
     (out / "trades.json").write_text(__import__("json").dumps(res.trades, indent=1))
+    (out / "accel.json").write_text(res.plan.to_json() + "\n")  # what ran (the plan, settled against the models)
     notes = "; ".join([f"models: {', '.join(str(p) for p in model)}; data: {data or sample}", *res.notes])
     report = write_backtest_report(out / "report.html", "foxhunt backtest", res.rows, res.curves, res.times, notes=notes)
     _print(res.rows, report)
+
+
+def _check_overrides(overrides: list[str]) -> None:
+    """``--set`` takes [accel] and [backtest] keys only (the rest of a run is the model's or the run's)."""
+    from foxhunt.config import parse_override
+    from foxhunt.errors import ConfigError
+
+    for text in overrides:
+        section = parse_override(text)[0][0]
+        if section not in ("accel", "backtest"):
+            raise ConfigError(f"--set {text}: foxhunt backtest takes accel.* and backtest.* keys only")
+
+
+def _matmul_precision(plan: Any) -> None:
+    """The plan's float32 matmul precision for the torch path (as `foxhunt train`'s evaluation has it)."""
+    from foxhunt.agents.exec_choice import apply_matmul_precision, exec_choice
+
+    apply_matmul_precision(exec_choice(plan))
 
 
 class _torch_progress:
@@ -112,14 +154,16 @@ class _torch_progress:
 
 
 def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None = None,
-                  barriers: bool | None = None) -> None:
+                  barriers: bool | None = None, overrides: list[str] | None = None) -> None:
     """``--run``: every finished fold's model on its validation window (see ``backtest.run_dir``)."""
     import json
 
     from foxhunt.backtest.report import write_backtest_report, write_metrics
     from foxhunt.backtest.run_dir import backtest_run_dir
 
-    folds, market = backtest_run_dir(run, device, bars_per_year=bars_per_year, barriers=barriers)
+    folds, market, plan = backtest_run_dir(run, device, bars_per_year=bars_per_year, barriers=barriers,
+                                           overrides=overrides or [], before=_matmul_precision)
+    console.print(plan.summary(), highlight=False, soft_wrap=True)
     ts = market.timestamps_host
     rows, curves, times = [], [], []
     for fb in folds:
@@ -132,8 +176,9 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
     write_metrics(out, rows)
     trades = [{"fold": fb.fold.fold, **t} for fb in folds for t in (fb.agent.trades or [])]
     (out / "trades.json").write_text(json.dumps(trades, indent=1))
+    (out / "accel.json").write_text(plan.to_json() + "\n")
     report = write_backtest_report(out / "report.html", f"foxhunt backtest — run {run.name}", rows, curves, times,
-                                   notes=f"run: {run}; each fold's model on its validation window (window = fold); "
+                                   notes=f"{plan.summary()}; run: {run}; each fold's model on its validation window (window = fold); "
                                          f"annualisation: {folds[0].agent.bars_per_year:,.1f} bars per year; episode "
                                          f"rules: {'triple-barrier labels' if folds[0].barriers else 'plain windows, no barriers'}")
     _print(rows, report)

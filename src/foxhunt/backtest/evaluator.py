@@ -26,7 +26,7 @@ import torch
 
 from foxhunt.accel.graphs import GraphedStep
 from foxhunt.backtest.annualisation import Annualisation, resolve_bars_per_year
-from foxhunt.backtest.fused import maybe_run_fused
+from foxhunt.backtest.fused import run_fused
 from foxhunt.backtest.metrics import METRIC_NAMES
 from foxhunt.backtest.policies import Policy, policy_params
 from foxhunt.backtest.result import NO_BARRIER, STATUS_BUST, STATUS_OK, BacktestResult, assemble_result, trade_rows
@@ -75,15 +75,17 @@ class Backtester:
         norms: Sequence[NormStats] | None = None,
         keep_curves: bool = False,
         keep_trades: bool = False,
-        fused: bool | str = False,
+        backend: str = "torch",
         progress: Callable[[int, int], None] | None = None,
         barriers: bool = False,
     ) -> BacktestResult:
         """Backtest ``policy`` on windows (starts[w], lengths[w] steps).
 
         norms: one NormStats per window (default: the market's current fold for all).
-        fused: True → the fused Triton kernel (foxhunt.backtest.fused), a ValueError if it cannot run
-        this policy; "auto" → the kernel when it can, else this torch path; False → this torch path.
+        backend: the plan's ``eval`` choice (``foxhunt.accel``): "torch" → this torch path; "fused" →
+        the fused Triton kernel (``foxhunt.backtest.fused``), a ValueError saying why when it cannot
+        run this policy (``backtest.fused.unsupported``; the caller settles fallbacks, see
+        ``accel.backend.fall_back``).
         progress: torch path only, called on the host after each chunk with (steps done, total steps)
         (no device read: it only counts launches).
         barriers: triple-barrier evaluation: each round trip (``keep_trades``) gets ``barrier`` = +1
@@ -101,11 +103,11 @@ class Backtester:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"window {i}: start {st[i]} + length {ln[i]} must lie inside the data (last bar {m.n_bars - 1})")
-        if fused:
-            res = maybe_run_fused(self, st, ln, policy, fused, norms=norms, keep_curves=keep_curves,
-                                  keep_trades=keep_trades, barriers=barriers)
-            if res is not None:
-                return res
+        if backend == "fused":
+            return run_fused(self, st, ln, policy, norms, keep_curves=keep_curves, keep_trades=keep_trades,
+                             barriers=barriers)
+        if backend != "torch":
+            raise ValueError(f"Backtester.run: backend = {backend!r}: expected 'torch' or 'fused'")
         run = _Run(self, st, ln, policy, norms, keep_trades, barriers)
         run.execute(progress)
         return run.result(keep_curves, keep_trades)

@@ -4,7 +4,7 @@
 ``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms)``: it unpacks MarketData,
 the backtester's execution parameters (shaping off) and the network's weights into plain tensors
 for ``foxhunt.kernels.backtest_fused`` and reduces its [W, T] returns / positions / trades with the
-unchanged ``compute_metrics``. ``maybe_run_fused`` is the hook for ``Backtester.run(fused=…)``.
+unchanged ``compute_metrics``. ``Backtester.run(backend="fused")`` calls it with the policy itself.
 
 Covered: every execution parameter of EnvParams (costs, spread, impact, participation, vol EMA,
 reserve, max_position, Kelly sizing, bust), factored and exposure action modes, markets with and
@@ -12,7 +12,8 @@ without volume, per-window normalisation, any window lengths, triple-barrier lab
 trips (``barriers``); policies: ``GreedyPolicy`` of a ``DuelingQNet`` with two trunk layers and
 LeakyReLU activations, a voting ``EnsemblePolicy`` of such nets (K members' votes inside the
 kernel, one window per program), ``ActionPolicy`` (fixed actions, ``ExposurePolicy``). Not covered
-(``unsupported`` says why, ``fused=True`` raises, ``fused="auto"`` runs the torch path):
+(``unsupported`` says why; ``Backtester.run(backend="fused")`` raises a ValueError with it; the
+caller settles a fallback to ``backend="torch"``, ``foxhunt.accel.backend.fall_back``):
 mean-Q ensembles, other networks (PPO actors, other layers), networks wider than 512 units (``agents.networks.fused_net_unsupported``), and a device where
 Triton cannot run (``foxhunt.accel.triton``: a CPU needs TRITON_INTERPRET=1). DSR, diversity and curiosity are not
 computed: with shaping off they change no return, position or trade.
@@ -46,7 +47,7 @@ DEFAULT_PRECISION = "tf32"
 
 
 def unsupported(backtester: Backtester, policy: object) -> str | None:
-    """Why ``Backtester.run(…, policy, fused=…)`` cannot take the fused path (None when it can)."""
+    """Why ``Backtester.run(…, policy, backend="fused")`` cannot run (None when it can)."""
     if not isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy)):
         return f"the policy is a {type(policy).__name__}, not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"
     dev = backtester.device
@@ -162,27 +163,31 @@ def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQ
 
 
 def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
-              net: DuelingQNet | ActionPolicy | EnsemblePolicy, norms: Sequence[NormStats] | None = None, *,
+              net: DuelingQNet | GreedyPolicy | ActionPolicy | EnsemblePolicy, norms: Sequence[NormStats] | None = None, *,
               keep_curves: bool = False,
               keep_trades: bool = False, precision: str = DEFAULT_PRECISION, barriers: bool = False,
               **tuning: int) -> BacktestResult:
     """``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms, …)`` in one fused kernel;
-    ``net`` may also be an ActionPolicy (fixed actions, e.g. ExposurePolicy: buy-and-hold).
+    ``net`` may also be a policy: GreedyPolicy, a voting EnsemblePolicy, an ActionPolicy (fixed
+    actions, e.g. ExposurePolicy: buy-and-hold).
 
     Raises ValueError when the kernel cannot run this network / device (``unsupported``).
     barriers: with keep_trades, each round trip's triple-barrier label (``Backtester.run``'s rule).
     tuning: block_w, bk, stages, num_warps (see ``fused_backtest``).
     """
-    policy = net if isinstance(net, (ActionPolicy, EnsemblePolicy)) else GreedyPolicy(net)
+    policy = net if isinstance(net, (GreedyPolicy, ActionPolicy, EnsemblePolicy)) or not isinstance(net, nn.Module) \
+        else GreedyPolicy(net)
     reason = unsupported(backtester, policy)
     if reason is not None:
         raise ValueError(f"fused backtest unavailable: {reason}")
+    assert isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy))
     m = backtester.market
     st, ln = check_windows(m, starts, lengths)
     given = policy.actions if isinstance(policy, ActionPolicy) else None
     with torch.no_grad():
         ens = policy if isinstance(policy, EnsemblePolicy) else None
-        out = launch(backtester, st, ln, None if given is not None or ens is not None else net, norms,
+        greedy = policy.net if isinstance(policy, GreedyPolicy) else None
+        out = launch(backtester, st, ln, greedy, norms,
                      precision=precision, store_trades=keep_trades, actions=given, ensemble=ens,
                      action_mode=policy_params(backtester.params, policy).action_mode, barriers=barriers, **tuning)
         bust = out.final_equity <= exec_params(backtester).bust_level
@@ -199,26 +204,4 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
     return res
 
 
-def maybe_run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
-                    policy: object, fused: bool | str, *, norms: Sequence[NormStats] | None = None,
-                    keep_curves: bool = False, keep_trades: bool = False, barriers: bool = False) -> BacktestResult | None:
-    """The ``Backtester.run(fused=…)`` hook: a result from the fused kernel, or None for the torch path.
-
-    fused: False → None; True → the fused path or a ValueError saying why it cannot run;
-    "auto" → the fused path when ``unsupported`` allows it, else None.
-    """
-    if fused is False:
-        return None
-    if fused not in (True, "auto"):
-        raise ValueError(f"fused = {fused!r}: expected True, False or 'auto'")
-    reason = unsupported(backtester, policy)
-    if reason is not None:
-        if fused is True:
-            raise ValueError(f"fused backtest unavailable: {reason}")
-        return None
-    target = policy if isinstance(policy, (ActionPolicy, EnsemblePolicy)) else policy.net  # type: ignore[attr-defined]
-    return run_fused(backtester, starts, lengths, target, norms, keep_curves=keep_curves, keep_trades=keep_trades,
-                     barriers=barriers)
-
-
-__all__ = ["DEFAULT_PRECISION", "maybe_run_fused", "run_fused", "unsupported"]
+__all__ = ["DEFAULT_PRECISION", "run_fused", "unsupported"]

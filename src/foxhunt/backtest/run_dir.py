@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -29,17 +29,21 @@ class FoldBacktest:
 
 
 def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: float | None = None,
-                     barriers: bool | None = None) -> tuple[list[FoldBacktest], Any]:
-    """Backtest every saved fold model of ``run_dir``; returns (per-fold results, the market).
+                     barriers: bool | None = None, overrides: Sequence[str] = (),
+                     before: Callable[[Any], None] | None = None) -> tuple[list[FoldBacktest], Any, Any]:
+    """Backtest every saved fold model of ``run_dir``; returns (per-fold results, the market, the
+    ``ExecutionPlan``: the run's ``[accel]`` for its agent's network, eval only).
 
     device: "auto" keeps the run's device setting, else "cpu" / "cuda" overrides it.
     bars_per_year, barriers: override the run's ``[backtest]`` settings (None: keep them).
+    overrides: ``section.key=value`` over the run's config.toml (``--set accel.eval=torch``).
+    before: called with the plan before the first backtest (the CLI sets the matmul precision).
     Raises ConfigError (one line) for a directory that is not a run, has no fold model yet, or whose
     data no longer matches the run's.
     """
     import torch
 
-    from foxhunt.accel.backend import resolve
+    from foxhunt.accel.backend import resolve_config
     from foxhunt.agents.model_io import load_model
     from foxhunt.backtest.evaluator import Backtester
     from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
@@ -54,7 +58,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     models = sorted((run_dir / "folds").glob("fold_*/model.safetensors"), key=lambda p: int(p.parent.name[5:]))
     if not models:
         raise ConfigError(f"--run {run_dir}: no folds/fold_k/model.safetensors yet (no fold has finished)")
-    cfg = load_config(cfg_path, values=None if device == "auto" else {"run": {"device": device}})
+    cfg = load_config(cfg_path, list(overrides), values=None if device == "auto" else {"run": {"device": device}})
     prepared = prepare_market(cfg)
     market = prepared.market
     loaded = []
@@ -69,22 +73,24 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
         loaded.append((FoldRange(**meta.extra["fold"]), net))
     bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
     use_barriers = cfg.backtest.barriers if barriers is None else barriers
-    plan = resolve(cfg.accel, cfg.dqn, market.device)  # the run's own backend: evaluate as training did
+    # The run's own backend, for the run's agent's network: evaluate as training did.
+    plan = resolve_config(cfg, market.device, obs_dim=market.obs_dim, parts=("eval",))
+    if before is not None:
+        before(plan)
     bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=plan.graphs, bars_per_year=bpy)
-    fused = plan.eval == "fused"
     # Buy-and-hold: one lockstep run of every window under the first fold's statistics (the runner's rule).
     market.set_fold(loaded[0][0])
     starts = [f.val_start for f, _ in loaded]
     lengths = [f.val_len - 1 for f, _ in loaded]
     ones = torch.ones((len(loaded), max(lengths)), dtype=torch.float32, device=market.device)
-    bh = bt.run(starts, lengths, ExposurePolicy(ones, cfg.env.n_actions), keep_curves=True, fused=fused)
+    bh = bt.run(starts, lengths, ExposurePolicy(ones, cfg.env.n_actions), keep_curves=True, backend=plan.eval)
     out = []
     for i, (fold, net) in enumerate(loaded):
         market.set_fold(fold)  # the fold's normalisation and medians, as in training
         agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net), keep_curves=True, keep_trades=True,
-                       fused=fused, barriers=use_barriers)
+                       backend=plan.eval, barriers=use_barriers)
         out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers))
-    return out, market
+    return out, market, plan
 
 
 def _window(res: Any, i: int) -> Any:

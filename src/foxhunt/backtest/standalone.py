@@ -7,16 +7,18 @@ What this adds to ``Backtester`` (the CLI in ``cli_cmd`` only parses options and
   training medians; those are used. A file without them gets, for each window, the medians of the
   bars *before* that window only (``window_medians``), never of the window or later bars; the
   first 1 / (windows + 1) of the usable bars then serve as history and are not backtested.
-* **The fused kernel when it covers the model.** ``--backend auto`` (default) runs the fused
-  Triton kernel on CUDA when ``fused_unsupported`` allows it, ``fused`` requires it (an error
-  saying why it cannot run; on a CPU it runs in the Triton interpreter with TRITON_INTERPRET=1),
-  ``torch`` never uses it. A voting ensemble runs inside the kernel (K members' votes per bar); a
-  mean-Q ensemble falls back to the torch path, which is printed and written into the report.
+* **The backend of ``[accel]``.** The caller resolves the plan's ``eval`` (``foxhunt.accel``:
+  ``accel.backend = "auto"`` is the fused Triton kernel on CUDA, torch on a CPU; ``accel.eval``
+  overrides it; on a CPU the kernel runs in the Triton interpreter with TRITON_INTERPRET=1).
+  ``run_models`` settles it against what the files hold (``backtest.fused.unsupported`` through
+  ``accel.backend.fall_back``): under ``auto`` a policy the kernel does not cover (a mean-Q
+  ensemble, a sampled policy, another network) runs the torch path, printed and written into the
+  report and the plan's notes; a fused backend the user named is then a one-line error. A voting
+  ensemble runs inside the kernel (K members' votes per bar). Buy-and-hold follows the same
+  choice, so the plan's ``eval`` is what ran.
 * **Annualisation** from the data, or ``--bars-per-year``; **barrier labels** with ``--barriers``.
 * A rich progress bar on the torch path (fed by the chunk loop, no device reads).
 
-The choice of path is local (``choose_fused``) so that it can be re-pointed at a shared backend
-resolver.
 """
 
 from __future__ import annotations
@@ -27,9 +29,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-BACKENDS = ("auto", "torch", "fused")
-
-
 @dataclass
 class StandaloneRun:
     """Everything the CLI writes: metric rows, curves per window, trades, and the notes."""
@@ -39,19 +38,7 @@ class StandaloneRun:
     times: list[np.ndarray]
     trades: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
-
-
-def choose_fused(backend: str, device_type: str) -> bool | str:
-    """``Backtester.run``'s fused flag for a backend name (auto: the kernel on CUDA when it covers)."""
-    if backend not in BACKENDS:
-        from foxhunt.errors import ConfigError
-
-        raise ConfigError(f"--backend {backend!r}: expected one of {', '.join(BACKENDS)}")
-    if backend == "torch":
-        return False
-    if backend == "fused":
-        return True
-    return "auto" if device_type == "cuda" else False
+    plan: Any = None  # the ExecutionPlan that ran (eval settled against the models)
 
 
 def window_medians(market: Any, first_bar: int, start: int) -> dict[str, float]:
@@ -80,14 +67,19 @@ def window_edges(first_bar: int, last_bar: int, windows: int, history: bool) -> 
 
 
 def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs: Any, dev: Any, *, windows: int,
-               ensemble_mode: str, backend: str, bars_per_year: float | None, barriers: bool,
+               ensemble_mode: str, plan: Any, bars_per_year: float | None, barriers: bool,
                progress: Callable[[int, int], None] | None = None, say: Callable[[str], None] = print,
                sampled_seed: int | None = None) -> StandaloneRun:
     """Backtest the loaded models (``load_model`` triples, checked against ``fs``) and buy-and-hold.
 
+    plan: the ``ExecutionPlan`` of ``[accel]`` on ``dev`` (``resolve(accel, None, dev,
+    parts=("eval",))``): its ``eval`` and ``graphs``; settled against the models here (module
+    docstring) and returned in ``StandaloneRun.plan``, its summary said first.
     sampled_seed: one model's actions drawn from the softmax of its outputs (a PPO actor's policy),
     reproducibly from (seed, window, step), instead of its greedy argmax."""
     import torch
+
+    from foxhunt.accel.backend import fall_back
 
     from foxhunt.backtest.evaluator import Backtester
     from foxhunt.backtest.policies import EnsemblePolicy, ExposurePolicy, GreedyPolicy
@@ -117,7 +109,7 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
                      f"{fs.warmup}…{int(starts[0]) - 1} are history, not backtested)")
     env_kw = {k: v for k, v in loaded[0][2].env.items() if k in EnvParams.model_fields}
     env = EnvParams(**env_kw)
-    bt = Backtester(market, env, bars_per_year=bars_per_year)
+    bt = Backtester(market, env, bars_per_year=bars_per_year, cuda_graphs=plan.graphs)
     notes.append(bt.annualisation.describe())
     notes.append("episode rules: " + ("triple barrier: each round trip labelled +1 profit / −1 stop / 0 time "
                                       f"(profit {env.profit_bps:g} bps, stop {env.stop_bps:g} bps, expiry "
@@ -135,18 +127,16 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
         policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded])
         ident = NormStats(torch.zeros(f, dtype=torch.float64, device=dev), torch.ones(f, dtype=torch.float64, device=dev))
         norms = [ident] * windows
-    fused = choose_fused(backend, dev.type)
-    model_fused: bool | str = fused
-    if model_fused:
+    if plan.eval == "fused":
         from foxhunt.backtest.fused import unsupported as fused_unsupported
 
         reason = fused_unsupported(bt, policy)
-        if reason is not None and model_fused is True:
-            raise ConfigError(f"--backend fused: the fused kernel cannot run {model[0]}: {reason}")
+        plan = fall_back(plan, "eval", None if reason is None else f"the fused kernel cannot run {model[0]}: {reason}")
         if reason is not None:
             notes.append(f"fallback to the torch path: {reason}")
-            model_fused = False
-    notes.append("model backtest: " + ("fused Triton kernel" if model_fused else "torch path"))
+    backend = plan.eval  # the model and buy-and-hold alike
+    notes.append("model backtest: " + ("fused Triton kernel" if backend == "fused" else "torch path"))
+    notes.insert(0, plan.summary())  # printed first and written into the report
     for note in notes:
         say(note)
     ones = torch.ones(windows, int(lengths.max()), device=dev)
@@ -157,9 +147,9 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
                              ("volume", market.median_volume)):
                 dst.fill_(med[key])
         st, ln = starts[sel], lengths[sel]
-        res = bt.run(st, ln, policy, norms=norms[sel], keep_curves=True, keep_trades=True, fused=model_fused,
+        res = bt.run(st, ln, policy, norms=norms[sel], keep_curves=True, keep_trades=True, backend=backend,
                      progress=progress, barriers=barriers)
-        bh = bt.run(st, ln, ExposurePolicy(ones[sel, : int(ln.max())]), keep_curves=True, fused=fused)
+        bh = bt.run(st, ln, ExposurePolicy(ones[sel, : int(ln.max())]), keep_curves=True, backend=backend)
         return res, bh
 
     if recorded:
@@ -171,7 +161,9 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
             pairs.append(run_both(slice(w, w + 1), medians[w]))
     label = "model" if len(nets) == 1 else f"ensemble ({ensemble_mode})"
     label += f" (sampled, seed {sampled_seed})" if sampled_seed is not None else ""
-    return _collect(pairs, starts, lengths, medians, market.timestamps_host, notes, label, bool(recorded))
+    run = _collect(pairs, starts, lengths, medians, market.timestamps_host, notes, label, bool(recorded))
+    run.plan = plan
+    return run
 
 
 def _collect(pairs: list[tuple[Any, Any]], starts: np.ndarray, lengths: np.ndarray, medians: list[dict[str, float]],
@@ -194,4 +186,4 @@ def _iso(ns: int) -> str:
     return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")
 
 
-__all__ = ["BACKENDS", "StandaloneRun", "choose_fused", "run_models", "window_edges", "window_medians"]
+__all__ = ["StandaloneRun", "run_models", "window_edges", "window_medians"]

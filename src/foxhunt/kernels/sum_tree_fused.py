@@ -1,7 +1,7 @@
 """Prioritised-replay sum / min trees as Triton kernels: the batched prefix descent (sampling) and
 the leaf write + ancestor rebuild (priority updates), each ONE launch. The torch reference is
 ``foxhunt.agents.replay.sum_tree.SegmentTree``; it (and ``ProportionalPER``) dispatches here when
-built with ``fused=True``, and the two must give the same bits.
+built with ``backend="fused"``, and the two must give the same bits.
 
 Tree layout (``SegmentTree``'s): a flat heap ``tree`` [2 · n_leaves], n_leaves = 2**depth, float32
 or float64; tree[1] the root, node n's children at 2n and 2n + 1, leaf i at n_leaves + i, tree[0]

@@ -68,10 +68,11 @@ def supervised_exposures(market: MarketData, folds: Sequence[FoldRange], env: En
 
 
 def sb3_dqn_scores(market: MarketData, folds: Sequence[FoldRange], env: EnvParams, gamma: float, budget: int,
-                   backtester: Any, seed: int = 0, fused: bool | str = False) -> tuple[list[tuple[dict[str, float], np.ndarray, np.ndarray, float]], dict[str, Any]]:
+                   backtester: Any, seed: int = 0) -> tuple[list[tuple[dict[str, float], np.ndarray, np.ndarray, float]], dict[str, Any]]:
     """Train SB3 DQN for ``budget`` env steps per fold on the fold's training slice, backtest it greedily.
 
-    Returns per fold (metrics, returns [n], positions [n], costs) and info (budget, seconds)."""
+    Returns per fold (metrics, returns [n], positions [n], costs) and info (budget, seconds). The
+    backtests run the torch path: SB3's QNetwork is not a DuelingQNet, which the fused kernel needs."""
     from stable_baselines3 import DQN
 
     from foxhunt.backtest.policies import GreedyPolicy
@@ -89,8 +90,7 @@ def sb3_dqn_scores(market: MarketData, folds: Sequence[FoldRange], env: EnvParam
         model.learn(total_timesteps=budget)
         q_net = model.q_net.eval()
         n = f.val_len - 1
-        res = backtester.run([f.val_start], [n], GreedyPolicy(q_net), keep_curves=True, keep_trades=True,
-                             fused=fused)
+        res = backtester.run([f.val_start], [n], GreedyPolicy(q_net), keep_curves=True, keep_trades=True)
         costs = sum(float(t["costs"]) for t in res.trades or [])
         rows.append((res.metrics[0], res.returns[0, :n], res.positions[0, :n], costs))
     return rows, {"budget_steps_per_fold": budget, "seconds": time.perf_counter() - t0}

@@ -102,13 +102,14 @@ def flat_score(folds: Sequence[FoldRange], capital: float) -> PolicyScore:
 
 
 def score_exposures(market: MarketData, backtester: Backtester, folds: Sequence[FoldRange],
-                    rules: dict[str, Any], n_actions: int, capital: float, fused: bool | str = False) -> dict[str, PolicyScore]:
+                    rules: dict[str, Any], n_actions: int, capital: float, backend: str = "torch") -> dict[str, PolicyScore]:
     """Backtest fixed exposure rules on each fold's validation window (bars val_start+1 … val_end-1).
 
     rules: name → [T] exposure array over the whole market (decided at bar t), or a callable
     fold → [val_len - 1] exposures for that window. All rules of a fold step in one lockstep run, under
     that fold's statistics (order routing reads the fold's medians), like the agent's evaluation.
-    fused: the backtester's flag ("auto" on CUDA: the fused kernel). Leaves the market on the last fold.
+    backend: ``Backtester.run``'s ("torch" | "fused": the run plan's ``eval``; exposure rules are
+    fixed actions, which the fused kernel always covers). Leaves the market on the last fold.
     """
     out = {name: PolicyScore(name, capital=capital) for name in rules}
     names = list(rules)
@@ -122,7 +123,7 @@ def score_exposures(market: MarketData, backtester: Backtester, folds: Sequence[
             rows.append(np.clip(np.asarray(ex, np.float64), -1.0, 1.0))
         ex_t = torch.as_tensor(np.stack(rows), dtype=torch.float32, device=market.device)
         res = backtester.run([f.val_start] * len(names), [n] * len(names), ExposurePolicy(ex_t, n_actions),
-                             keep_curves=True, keep_trades=True, fused=fused)
+                             keep_curves=True, keep_trades=True, backend=backend)
         assert res.returns is not None and res.positions is not None and res.trades is not None
         costs = np.zeros(len(names))
         for t in res.trades:

@@ -142,22 +142,21 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
     n_actions = runner.trainer.env.n_actions
     rules: dict[str, Any] = {"buy_and_hold": np.ones(len(scenario.bars))}
     rules.update(scenario.oracles)
-    fused = runner._fused()
-    refs = score_exposures(market, runner.backtester, folds, rules, n_actions, capital, fused)
+    backend = runner.plan.eval  # the run's evaluation backend (the plan checked the agent's network)
+    refs = score_exposures(market, runner.backtester, folds, rules, n_actions, capital, backend)
     references = {"flat": flat_score(folds, capital), **refs}
     base_scores: dict[str, PolicyScore] = {}
     if "supervised" in baselines:
         from foxhunt.scorecard.baselines import supervised_exposures
 
         ex, info = supervised_exposures(market, folds, env, seed=cfg.run.seed)
-        sup = score_exposures(market, runner.backtester, folds, {"supervised": lambda f: ex[f.fold]}, n_actions, capital, fused)
+        sup = score_exposures(market, runner.backtester, folds, {"supervised": lambda f: ex[f.fold]}, n_actions, capital, backend)
         base_scores["supervised"] = sup["supervised"]
         base_scores["supervised"].extra = {"margins": info["margins"], "model": info["model"], "fit_s": info["fit_s"]}
     if "sb3_dqn" in baselines and sb3_budget > 0:
         from foxhunt.scorecard.baselines import sb3_dqn_scores
 
-        rows, info = sb3_dqn_scores(market, folds, env, cfg.dqn.gamma, sb3_budget, runner.backtester, seed=cfg.run.seed,
-                                    fused=fused)
+        rows, info = sb3_dqn_scores(market, folds, env, cfg.dqn.gamma, sb3_budget, runner.backtester, seed=cfg.run.seed)
         ps = PolicyScore("sb3_dqn", capital=capital, extra={"env_steps": sb3_budget * len(folds), "seconds": info["seconds"]})
         for m, r_, p_, c in rows:
             ps.folds.append(fold_score(m, r_, p_, c))

@@ -35,7 +35,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from foxhunt.accel.backend import resolve
+from foxhunt.accel.backend import resolve_config
 from foxhunt.backtest.evaluator import Backtester
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.config import Config, load_config
@@ -193,7 +193,8 @@ class WalkForwardRunner:
             check_episode_length(cfg.env.episode_length, part.train_start, part.train_end)
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
-        self.plan = resolve(cfg.accel, cfg.dqn, self.market.device)  # ConfigError on a contradiction
+        # ConfigError on a contradiction; the network checked is the agent's (DQN's or PPO's actor)
+        self.plan = resolve_config(cfg, self.market.device, obs_dim=self.market.obs_dim)
         if cfg.train.agent == "dqn":
             from foxhunt.budget import check_trainer_fits
 
@@ -222,8 +223,7 @@ class WalkForwardRunner:
     def evaluate(self, fold: FoldRange) -> tuple[Any, BuyHold | None]:
         """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
         n = fold.val_len - 1
-        fused = self._fused()
-        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(policy_net(self.trainer)), fused=fused,
+        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(policy_net(self.trainer)), backend=self.plan.eval,
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
@@ -235,7 +235,7 @@ class WalkForwardRunner:
         flat portfolio), so its serial length, hence its time, stays short on minute data (80 K
         held-back bars: 40 windows of 2 K); the score is the Sharpe of their pooled bar returns."""
         starts, lengths = sub_windows(start, steps, SUB_WINDOW)
-        res = self.backtester.run(starts, lengths, policy, fused=self._fused(), keep_curves=True)
+        res = self.backtester.run(starts, lengths, policy, backend=self.plan.eval, keep_curves=True)
         assert res.returns is not None
         return pooled_sharpe(np.concatenate([res.returns[i, :n] for i, n in enumerate(lengths)]), self.bars_per_year)
 
@@ -259,13 +259,6 @@ class WalkForwardRunner:
         """What checkpoints save and restore: the trainer (+ the epoch selector's state)."""
         return WithSelection(self.trainer, self.selector) if self.selector is not None else self.trainer
 
-    def _fused(self) -> bool | str:
-        """The backtests' fused flag: the plan's ``eval``. The resolver checked DQN's network; a
-        PPO actor (its own ``[ppo]`` widths) takes the kernel when it fits, else the torch path."""
-        if self.plan.eval != "fused":
-            return False
-        return True if self.cfg.train.agent == "dqn" else "auto"
-
     def buy_and_hold(self) -> dict[int, BuyHold]:
         """Buy-and-hold on every fold's validation window, computed once and cached: all windows
         step in one lockstep backtest (it does not depend on training: one W-window run instead of
@@ -279,7 +272,7 @@ class WalkForwardRunner:
                 lengths = [f.val_len - 1 for f in self.folds]
                 ones = torch.ones((len(self.folds), max(lengths)), dtype=torch.float32, device=self.market.device)
                 res = self.backtester.run(starts, lengths, ExposurePolicy(ones, self.trainer.env.n_actions), keep_curves=True,
-                                          fused=self._fused())
+                                          backend=self.plan.eval)
                 for i, f in enumerate(self.folds):
                     assert res.returns is not None and res.positions is not None
                     self._bh[f.fold] = BuyHold(res.metrics[i], res.returns[i, : lengths[i]], res.positions[i, : lengths[i]])

@@ -76,7 +76,7 @@ class DQNTrainer:
             # deterministic on CUDA) saves nothing there, so they start at the root (measured faster).
             fused = plan.replay == "fused"
             sampler = ProportionalPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
-                                      fused=fused, search_level=0 if fused else 16)
+                                      backend=plan.replay, search_level=0 if fused else 16)
         elif cfg.sampler == "proportional":
             sampler = WidePER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, eps=cfg.per_eps, seed=seed,
                               branch=cfg.tree_arity, backend=plan.replay)

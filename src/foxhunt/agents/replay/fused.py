@@ -4,8 +4,9 @@ Proportional PER keeps its priorities in sum and min trees of arity 2 (``Segment
 (``WideTree``); each has a plain-torch implementation (the reference) and Triton kernels with
 bitwise the same results: ``foxhunt.kernels.sum_tree_fused`` (binary) and
 ``foxhunt.kernels.wide_tree_fused`` (32-ary). ``unsupported(device)`` says why those kernels cannot
-run (None when they can); ``kernels(device, arity, who)`` returns the module or raises a ValueError
-naming the reason.
+run (None when they can); ``kernels(device, wide, who)`` returns the module or raises a ValueError
+naming the reason. Every tree takes ``backend = "torch" | "fused"`` (the plan's ``replay`` choice,
+``foxhunt.accel``); ``check_backend`` validates it.
 """
 
 from __future__ import annotations
@@ -22,12 +23,22 @@ def unsupported(device: torch.device | str) -> str | None:
     return unavailable(device)
 
 
-def kernels(device: torch.device | str, arity: int, who: str) -> ModuleType:
-    """The kernel module of trees of ``arity`` (2: binary, else wide); ValueError when they cannot run."""
+BACKENDS = ("torch", "fused")
+
+
+def check_backend(backend: str, who: str) -> str:
+    """``backend`` if it is "torch" or "fused", else a ValueError naming ``who``."""
+    if backend not in BACKENDS:
+        raise ValueError(f"{who}: backend must be 'torch' or 'fused', got {backend!r}")
+    return backend
+
+
+def kernels(device: torch.device | str, wide: bool, who: str) -> ModuleType:
+    """The kernel module of binary (``wide`` False) or B-ary trees; ValueError when they cannot run."""
     reason = unsupported(device)
     if reason is not None:
         raise ValueError(f"{who}: fused (Triton) replay trees unavailable: {reason}")
-    if arity == 2:
+    if not wide:
         from foxhunt.kernels import sum_tree_fused
 
         return sum_tree_fused
@@ -36,4 +47,4 @@ def kernels(device: torch.device | str, arity: int, who: str) -> ModuleType:
     return wide_tree_fused
 
 
-__all__ = ["kernels", "unsupported"]
+__all__ = ["BACKENDS", "check_backend", "kernels", "unsupported"]

@@ -26,7 +26,7 @@ Priority of transition i: p_i = (|δ_i| + eps)^alpha; sampling probability P(i) 
   largest priority seen so far (``max_priority``, a device scalar starting at 1, as in the paper).
 * ``beta`` is a device scalar (``set_beta`` anneals it in place); alpha and eps are fixed.
 
-* **Fused** (``fused=True``): sampling's descent and the update's leaf writes + both trees'
+* **Fused** (``backend="fused"``; default "torch"): sampling's descent and the update's leaf writes + both trees'
   ancestor rebuilds + the max-priority update run as Triton kernels (one launch each,
   ``foxhunt.kernels.sum_tree_fused``) instead of ~80 small torch kernels at 1 M slots; the
   samples, weights and trees are bitwise the same as this torch code's (``rebuild`` is then moot:
@@ -46,6 +46,7 @@ import torch
 
 from foxhunt.agents.replay.base import TreePER
 from foxhunt.agents.replay.storage import ReplayStorage
+from foxhunt.agents.replay.fused import check_backend
 from foxhunt.agents.replay.fused import kernels as fused_kernels
 from foxhunt.agents.replay.sum_tree import SegmentTree
 
@@ -57,7 +58,8 @@ class ProportionalPER(TreePER):
     alpha: priority exponent (0 = uniform). beta: IS exponent, initial value. eps: added to |δ|.
     weight_norm: "buffer" (paper) or "batch". rebuild: "auto", "partial" or "full".
     dtype: tree dtype (float32 or float64). search_level: see ``SegmentTree.find_prefix``.
-    seed: the device generator's seed. fused: Triton trees (module docstring), default off.
+    seed: the device generator's seed. backend: "torch" (default) or "fused" (Triton trees, module
+    docstring): the plan's ``replay`` choice.
     """
 
     def __init__(
@@ -72,7 +74,7 @@ class ProportionalPER(TreePER):
         dtype: torch.dtype = torch.float32,
         search_level: int = 16,
         seed: int = 0,
-        fused: bool = False,
+        backend: str = "torch",
     ) -> None:
         super().__init__(storage, beta=beta, seed=seed, weight_norm=weight_norm)
         if rebuild not in ("auto", "partial", "full"):
@@ -80,10 +82,10 @@ class ProportionalPER(TreePER):
         if rebuild == "auto":
             rebuild = "full" if self.device.type == "cuda" else "partial"
         self.rebuild = rebuild
-        self.fused = bool(fused)
-        self._kernels = fused_kernels(self.device, 2, "ProportionalPER") if self.fused else None
-        self.sum_tree = SegmentTree(self.capacity, "sum", dtype, self.device, search_level, fused=self.fused)
-        self.min_tree = SegmentTree(self.capacity, "min", dtype, self.device, fused=self.fused)
+        self.backend = check_backend(backend, "ProportionalPER")
+        self._kernels = fused_kernels(self.device, False, "ProportionalPER") if self.backend == "fused" else None
+        self.sum_tree = SegmentTree(self.capacity, "sum", dtype, self.device, search_level, backend=self.backend)
+        self.min_tree = SegmentTree(self.capacity, "min", dtype, self.device, backend=self.backend)
         self._init_priorities(alpha, eps, dtype)
 
     # ------------------------------------------------------------------ priorities

@@ -25,7 +25,7 @@ graph and gives the same bits on every run.
   expression ``left + right`` (or ``min(left, right)``) on the same children, a partial update
   leaves the tree bitwise equal to a full rebuild.
 
-``fused=True`` runs ``find_prefix`` and ``update`` (assign + rebuild_partial) as Triton kernels
+``backend="fused"`` runs ``find_prefix`` and ``update`` (assign + rebuild_partial) as Triton kernels
 (``foxhunt.kernels.sum_tree_fused``: one launch each instead of several small kernels per level),
 bitwise equal to this torch code, which stays the reference. It needs CUDA, or the Triton
 interpreter (TRITON_INTERPRET=1 before Triton is imported) on a CPU; otherwise a ValueError says why.
@@ -41,6 +41,7 @@ from typing import Literal
 
 import torch
 
+from foxhunt.agents.replay.fused import check_backend
 from foxhunt.agents.replay.fused import kernels as fused_kernels
 
 Op = Literal["sum", "min"]
@@ -58,7 +59,8 @@ class SegmentTree:
     op: "sum" (prefix-sum descent for proportional sampling) or "min" (minimum priority).
     dtype: float32 (default) or float64.
     search_level: levels resolved by one searchsorted at the top of ``find_prefix`` (0 = none).
-    fused: ``find_prefix`` and ``update`` as Triton kernels (module docstring; ValueError if unavailable).
+    backend: "torch" (default) or "fused": ``find_prefix`` and ``update`` as Triton kernels (module
+    docstring; ValueError if unavailable).
     """
 
     def __init__(
@@ -68,7 +70,7 @@ class SegmentTree:
         dtype: torch.dtype = torch.float32,
         device: torch.device | str = "cpu",
         search_level: int = 16,
-        fused: bool = False,
+        backend: str = "torch",
     ) -> None:
         if capacity < 1:
             raise ValueError(f"SegmentTree: capacity must be >= 1, got {capacity}")
@@ -91,8 +93,8 @@ class SegmentTree:
         """[n_leaves, 2] view: row n holds the two children of node n."""
         self.levels = [self.tree[1 << d : 2 << d] for d in range(self.depth + 1)]
         """levels[d]: [2**d] view of level d (levels[depth] are the leaves)."""
-        self.fused = bool(fused)
-        self._kernels = fused_kernels(self.device, 2, "SegmentTree") if self.fused else None
+        self.backend = check_backend(backend, "SegmentTree")
+        self._kernels = fused_kernels(self.device, False, "SegmentTree") if self.backend == "fused" else None
 
     # ------------------------------------------------------------------ views
     @property

@@ -14,8 +14,8 @@ descent walks a node's children left to right with a float64 remainder, taking t
 with rem < c_k and c_k > 0, else clamping to the last positive child (and every lower level's).
 
 Backends: the Triton kernels (``backend="fused"``: CUDA, or TRITON_INTERPRET=1 on a CPU) or this
-module's plain-torch twin (``backend="torch"``) of the same layout and float order; "auto" (the
-default) picks Triton where it runs, else torch. The two give bitwise the same leaves, trees and
+module's plain-torch twin (``backend="torch"``, the default) of the same layout and float order:
+the plan's ``replay`` choice (``foxhunt.accel``). The two give bitwise the same leaves, trees and
 weights. Everything is fixed-shape with no host reads: sample + update can be captured in a CUDA
 graph (register ``sampler.generator`` with the graph).
 
@@ -34,7 +34,8 @@ from typing import Literal
 import torch
 
 from foxhunt.agents.replay.base import TreePER
-from foxhunt.agents.replay.fused import unsupported as fused_unsupported
+from foxhunt.agents.replay.fused import check_backend
+from foxhunt.agents.replay.fused import kernels as fused_kernels
 from foxhunt.agents.replay.storage import ReplayStorage
 
 Op = Literal["sum", "min"]
@@ -155,7 +156,7 @@ def descend_torch(tree: WideTree, u: torch.Tensor, out: torch.Tensor, value_out:
 class WidePER(TreePER):
     """Proportional PER on B-ary trees; see the module docstring. Same arguments as
     ``ProportionalPER`` where they apply (alpha, beta, eps, weight_norm, dtype, seed), plus
-    branch (B, default 32) and backend ("auto" | "fused" | "torch"; the plan's replay vocabulary)."""
+    branch (B, default 32) and backend ("torch" | "fused"; the plan's ``replay`` choice)."""
 
     def __init__(
         self,
@@ -168,21 +169,11 @@ class WidePER(TreePER):
         dtype: torch.dtype = torch.float32,
         branch: int = 32,
         seed: int = 0,
-        backend: Literal["auto", "fused", "torch"] = "auto",
+        backend: str = "torch",
     ) -> None:
         super().__init__(storage, beta=beta, seed=seed, weight_norm=weight_norm)
-        if backend not in ("auto", "fused", "torch"):
-            raise ValueError(f"WidePER: backend must be 'auto', 'fused' or 'torch', got {backend!r}")
-        reason = fused_unsupported(self.device)
-        if backend == "fused" and reason is not None:
-            raise ValueError(f"WidePER: Triton wide trees unavailable: {reason}")
-        self.backend = "fused" if backend == "fused" or (backend == "auto" and reason is None) else "torch"
-        if self.backend == "fused":
-            from foxhunt.kernels import wide_tree_fused
-
-            self._k = wide_tree_fused
-        else:
-            self._k = None
+        self.backend = check_backend(backend, "WidePER")
+        self._k = fused_kernels(self.device, True, "WidePER") if self.backend == "fused" else None
         self.sum_tree = WideTree(self.capacity, "sum", branch, dtype, self.device)
         self.min_tree = WideTree(self.capacity, "min", branch, dtype, self.device)
         self.branch, self.depth = self.sum_tree.branch, self.sum_tree.depth
