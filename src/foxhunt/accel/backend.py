@@ -9,6 +9,7 @@ Components and the implementations each has:
     replay      torch | fused              (proportional PER trees; Triton trees, same bits)
     eval        torch | fused              (validation backtests; one Triton kernel)
     graphs      on | off                   (CUDA-graph capture of every step; CUDA only)
+    check       on | off                   (check mode: ``foxhunt.agents.dqn.checks``; off by default)
 
 ``accel.backend`` picks the implementation of every component; a component without that
 implementation (replay or eval under "compiled", replay with the uniform or rank sampler) runs its
@@ -64,6 +65,7 @@ class ExecutionPlan:
     graphs: bool = False
     matmul_precision: str = "tf32"
     readback: str = "sync"
+    check: bool = False
     backend: str = "torch"
     device: str = "cpu"
     triton: str = "unavailable"
@@ -79,7 +81,8 @@ class ExecutionPlan:
         """One line for the start of a run: backend, then every component's choice."""
         parts = " ".join(f"{p}={getattr(self, p)}" for p in PARTS)
         return (f"accel: backend={self.backend} on {self.device} (triton {self.triton}): {parts} "
-                f"graphs={'on' if self.graphs else 'off'} matmul={self.matmul_precision} readback={self.readback}")
+                f"graphs={'on' if self.graphs else 'off'} matmul={self.matmul_precision} readback={self.readback}"
+                + (" check=on" if self.check else ""))
 
 
 def _net_reason(dqn: Any) -> str | None:
@@ -151,7 +154,8 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str) -> ExecutionPlan:
         refuse("graphs", "on", "CUDA graphs need a CUDA device")
     graphs = cuda if accel.graphs == "auto" else accel.graphs == "on"
     return ExecutionPlan(**choice, graphs=graphs, matmul_precision=accel.matmul_precision, readback=accel.readback,
-                         backend=backend, device=str(dev), triton=tri.mode, notes=notes)
+                         check=bool(getattr(accel, "check", False)), backend=backend, device=str(dev), triton=tri.mode,
+                         notes=notes)
 
 
 __all__ = ["IMPLEMENTATIONS", "PARTS", "ExecutionPlan", "resolve"]
