@@ -24,6 +24,7 @@ import pytest  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.kernels import dueling_mlp_fused as dmf  # noqa: E402
 from foxhunt.kernels._backtest_mlp import dueling_argmax, row_max  # noqa: E402
 from tests.agents.dqn_helpers import small_market, small_trainer  # noqa: E402
@@ -107,3 +108,22 @@ def test_a_collection_round_with_nan_weights_keeps_every_action_in_range(reducti
     c = tr.collector
     assert c._fused.q.isnan().all()
     assert int(c.r_action.min()) == 0 and int(c.r_action.max()) == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("precision", ["bf16", "tf32"])
+def test_gpu_default_net_nan_rows_get_in_range_greedy_actions(precision):
+    """On the H200 (the real reduction order): configs/h200-fast.toml's net, 55 → 256 → 256 →
+    {128, 128} → 5 exposure actions (the leak scenario's obs width), 4,096 rows, some NaN."""
+    if dmf.is_interpreted():
+        pytest.skip("compiled Triton only")
+    torch.manual_seed(0)
+    net = DuelingQNet(55, 5, (256, 256), 128).cuda()
+    obs = torch.randn(4096, 55, device="cuda")
+    obs[::97, 11] = NAN
+    out = dmf.fused_dueling_q(dmf.pack_net(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
+    nan_rows = out.q.isnan().any(1)
+    assert int(nan_rows.sum()) == len(range(0, 4096, 97))
+    assert int(out.argmax.max()) < 5 and torch.equal(out.argmax, out.q.argmax(dim=1))
+    assert torch.equal(out.q_max.isnan(), nan_rows)
+    test_the_backtest_kernels_dueling_argmax_and_row_max_follow_torch_on_nan_inf_and_ties("gpu-order")
