@@ -25,6 +25,7 @@ from foxhunt.accel.backend import resolve  # noqa: E402
 from foxhunt.agents.dqn.checks import CHECK_FIELDS, CheckFailed, captured_tensors, pointers  # noqa: E402
 from foxhunt.config import build_config  # noqa: E402
 from foxhunt.folds import FoldRange  # noqa: E402
+from foxhunt.testing import forbid_host_reads  # noqa: E402
 from tests.agents.dqn_helpers import small_market, small_trainer  # noqa: E402
 
 FUSED = dict(acting="fused", env_step="fused", train_step="fused", replay="fused", sampler="proportional",
@@ -43,10 +44,13 @@ def test_accel_check_is_off_by_default_and_turns_check_mode_on_in_the_plan():
     assert small_trainer().checks is None
 
 
-def test_a_clean_epoch_counts_no_violation_and_the_summary_carries_every_check():
+def test_a_clean_epoch_counts_no_violation_the_summary_carries_every_check_and_no_host_read_is_added():
     tr = small_trainer(check=True)
     s = tr.train_epoch()
     assert s["updates"] > 0 and all(s[k] == 0 for k in CHECK_FIELDS)
+    with forbid_host_reads():  # the checks sit inside the captured round and train step
+        tr.collector.round()
+        tr.learner.train_step()
 
 
 @needs_triton
