@@ -9,6 +9,7 @@ Components and the implementations each has:
     replay      torch | fused              (proportional PER trees; Triton trees, same bits)
     eval        torch | fused              (validation backtests; one Triton kernel)
     graphs      on | off                   (CUDA-graph capture of every step; CUDA only)
+    check       on | off                   (check mode: ``foxhunt.agents.dqn.checks``; off by default)
 
 Those are DQN's. The PPO agent (``ppo`` given: ``train.agent = "ppo"``) has the env step's three and
 the fused evaluation, and runs acting and its update in torch (inside the captured graphs); it has
@@ -90,6 +91,7 @@ class ExecutionPlan:
     graphs: bool = False
     matmul_precision: str = "tf32"
     readback: str = "sync"
+    check: bool = False
     backend: str = "torch"
     device: str = "cpu"
     triton: str = "unavailable"
@@ -112,7 +114,8 @@ class ExecutionPlan:
         """One line for the start of a run: backend, then every component's choice."""
         parts = " ".join(f"{p}={getattr(self, p)}" for p in PARTS if p in self.parts)
         return (f"accel: backend={self.backend} on {self.device} (triton {self.triton}): {parts} "
-                f"graphs={'on' if self.graphs else 'off'} matmul={self.matmul_precision} readback={self.readback}")
+                f"graphs={'on' if self.graphs else 'off'} matmul={self.matmul_precision} readback={self.readback}"
+                + (" check=on" if self.check else ""))
 
 
 def _net_reason(net: Any, obs_dim: int | None = None, n_actions: int | None = None) -> str | None:
@@ -223,8 +226,8 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
         refuse("graphs", "on", "CUDA graphs need a CUDA device")
     graphs = cuda if accel.graphs == "auto" else accel.graphs == "on"
     return ExecutionPlan(**choice, graphs=graphs, matmul_precision=accel.matmul_precision, readback=accel.readback,
-                         backend=backend, device=str(dev), triton=tri.mode, agent=agent, parts=tuple(parts),
-                         notes=notes, named=tuple(named))
+                         check=bool(getattr(accel, "check", False)), backend=backend, device=str(dev), triton=tri.mode,
+                         agent=agent, parts=tuple(parts), notes=notes, named=tuple(named))
 
 
 def resolve_config(cfg: Any, device: torch.device | str, *, obs_dim: int | None = None,

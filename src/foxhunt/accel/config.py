@@ -37,6 +37,7 @@ class AccelConfig(Section):
     eval: Literal["auto", "torch", "fused"] = Field("auto", description="override: the validation backtests (torch | fused kernel)")
     graphs: Literal["auto", "on", "off"] = Field("auto", description="CUDA-graph capture of rounds, train steps, backtest chunks (auto: on with CUDA)")
     readback: Literal["sync", "lagged"] = Field("sync", description="epoch summary read at the epoch's end (sync) or during the next epoch (lagged)")
+    check: bool = Field(False, description="check mode (DQN): device-side invariants of every round and train step (indices in range, values finite) counted each epoch and named at the readback, bad indices clamped so no device assert ends the run; graph-read tensor addresses compared at every fold (foxhunt.agents.dqn.checks)")
 
 
 register_section("accel", AccelConfig)

@@ -121,17 +121,45 @@ def greedy_action(x, valid, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, 
 
 
 @triton.jit
+def row_argmax(q, N: tl.constexpr, A: tl.constexpr):
+    """torch.argmax over columns [0, N) of q [rows, A] (A >= N padded columns): int32 [rows], the
+    first maximal column, a NaN counting as the maximum (the first NaN, as torch; a row with both
+    +inf and NaN gives the first of them), always in [0, N).
+
+    Not ``tl.argmax`` over a -inf-padded row: its combine step keeps the right operand unless
+    ``left > right``, which is False for every comparison with a NaN, so on the GPU a row holding a
+    NaN ends on a padding column (an action >= N: the collector's ``q.gather`` then fails with a
+    device-side "index out of bounds"). The interpreter uses ``np.nanargmax`` and hides that.
+    Here every reduction runs over NaN-free keys (NaN → +inf), so the GPU and the interpreter agree."""
+    c = tl.arange(0, A)[None, :]
+    ok = c < N
+    key = tl.where(ok, tl.where(q != q, float("inf"), q), float("-inf"))
+    best = tl.max(key, axis=1)
+    return tl.min(tl.where(ok & (key == best[:, None]), c, N - 1), axis=1).to(tl.int32)
+
+
+@triton.jit
+def row_max(q, N: tl.constexpr, A: tl.constexpr):
+    """torch.amax over columns [0, N) of q [rows, A]: float32 [rows], NaN when a column is NaN
+    (``tl.max`` ignores or propagates NaN depending on the backend; here it never sees one)."""
+    c = tl.arange(0, A)[None, :]
+    ok = c < N
+    nan = tl.max((ok & (q != q)).to(tl.int32), axis=1) > 0
+    return tl.where(nan, float("nan"), tl.max(tl.where(ok & (q == q), q, float("-inf")), axis=1))
+
+
+@triton.jit
 def dueling_argmax(out, N_ACTIONS: tl.constexpr, A: tl.constexpr):
     """argmax_a of Q = V + A − mean(A) from the packed head outputs ``out`` [rows, A] (advantages in
-    columns [0, N_ACTIONS), the value in column N_ACTIONS). int32 [rows], first maximum on ties."""
+    columns [0, N_ACTIONS), the value in column N_ACTIONS). int32 [rows], first maximum on ties, a
+    NaN counting as the maximum (``row_argmax``), always in [0, N_ACTIONS)."""
     c = tl.arange(0, A)[None, :]
     is_adv = c < N_ACTIONS
     value = tl.sum(tl.where(c == N_ACTIONS, out, 0.0), axis=1)
     adv_sum = tl.sum(tl.where(is_adv, out, 0.0), axis=1)
     adv_mean = tl.div_rn(adv_sum, tl.full(adv_sum.shape, N_ACTIONS, tl.float32))
     q = (value[:, None] + out) - adv_mean[:, None]
-    q = tl.where(is_adv, q, float("-inf"))
-    return tl.argmax(q, axis=1, tie_break_left=True).to(tl.int32)
+    return row_argmax(q, N_ACTIONS, A)
 
 
 @triton.jit

@@ -8,7 +8,8 @@ no separate argmax / amax kernels. Shapes and units:
   obs      [N, obs_dim] float32, row stride free, columns contiguous (read with a column mask: the
            padding obs_dim → D, e.g. 54 → 64, is never materialised);
   q        [N, n_actions] float32 (Q-values, the reward's units);
-  q_max    [N] float32, max_a Q;   argmax  [N] int64, the first maximal index (torch.argmax's rule).
+  q_max    [N] float32, max_a Q;   argmax  [N] int64, the first maximal index (torch.argmax's rule:
+           a NaN counts as the maximum, so a NaN row gives its first NaN, never a padding column).
 
 Each program owns BLOCK_M rows and keeps every activation on chip:
   h1  = leaky(x @ W1 + b1)                                   [BLOCK_M, H1]
@@ -74,7 +75,7 @@ import triton.language as tl
 
 from foxhunt.kernels._triton import is_interpreted
 
-from foxhunt.kernels._backtest_mlp import leaky
+from foxhunt.kernels._backtest_mlp import leaky, row_argmax, row_max
 from foxhunt.kernels.backtest_fused import DuelingWeights, pack_dueling
 
 PRECISIONS = ("bf16", "tf32", "ieee")
@@ -165,12 +166,11 @@ def _dueling_q_kernel(
     q = (value[:, None] + out) - adv_mean[:, None]
     if STORE_Q:
         tl.store(q_ptr + row0 * N_ACTIONS + r[:, None] * N_ACTIONS + col, q, mask=rmask[:, None] & is_adv)
-    if STORE_MAX or STORE_ARG:
-        qa = tl.where(is_adv, q, float("-inf"))
-        if STORE_MAX:
-            tl.store(max_ptr + row0 + r, tl.max(qa, axis=1), mask=rmask)
-        if STORE_ARG:
-            tl.store(arg_ptr + row0 + r, tl.argmax(qa, axis=1, tie_break_left=True).to(tl.int64), mask=rmask)
+    # torch's max / argmax semantics, NaN included: the greedy action is always in [0, N_ACTIONS).
+    if STORE_MAX:
+        tl.store(max_ptr + row0 + r, row_max(q, N_ACTIONS, A), mask=rmask)
+    if STORE_ARG:
+        tl.store(arg_ptr + row0 + r, row_argmax(q, N_ACTIONS, A).to(tl.int64), mask=rmask)
 
 
 def _out(arg: torch.Tensor | bool, shape: tuple[int, ...], dtype: torch.dtype, dev: torch.device,

@@ -15,6 +15,8 @@ round, inside the captured graph), the env step as one Triton kernel (``foxhunt.
 from __future__ import annotations
 
 import torch
+
+from foxhunt.accel.backend import ExecutionPlan
 from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
 from foxhunt.agents.dqn.learner import QLearner, linear_schedule
@@ -56,6 +58,7 @@ class Collector:
         self._rand_action = torch.zeros(n, dtype=torch.int64, device=dev)
         self._next_obs = torch.zeros((n, env.obs_dim), dtype=torch.float32, device=dev)
         self._n_market = env.market.n_features
+        self.checks = None  # check mode: a DeviceChecks set by the trainer (counts and clamps; see checks.py)
 
         def buf(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
             return torch.zeros((steps, n, *shape), dtype=dtype, device=dev)
@@ -116,9 +119,13 @@ class Collector:
         torch.rand(self._u.shape, generator=self.generator, device=self._u.device, out=self._u)
         torch.randint(0, self.n_actions, self._rand_action.shape, generator=self.generator,
                       device=self._rand_action.device, out=self._rand_action)
+        if self.checks is not None:
+            self.checks.acting(obs, q, greedy)
         actions = self.r_action[k]
         torch.where(self._u < self.epsilon, self._rand_action, greedy, out=actions)
         self.r_bar[k].copy_(env.state.bar)
+        if self.checks is not None:
+            self.checks.bars(self.r_bar[k])
         self.r_portfolio[k].copy_(obs[:, self._n_market:])
         bonus = None
         if self.curiosity is not None:
@@ -126,7 +133,11 @@ class Collector:
             bonus = self.r_curiosity[k]
             bonus.copy_(self.curiosity.bonus(obs, actions, self.r_bar[k]))
         out = self._env_step(actions, curiosity=bonus)
+        if self.checks is not None:
+            self.checks.stepped(out.reward, out.next_bar)
         next_obs = env.market.observe(out.next_bar, out.next_portfolio, self._next_obs)
+        if self.checks is not None:
+            self.checks.next_obs(next_obs)
         if self._fused is not None:
             q_next = self._fused.next_max(next_obs)
         else:
@@ -161,6 +172,8 @@ class Collector:
         """``rollout_len`` steps and the flush (the body that is captured as one CUDA graph)."""
         if self._fused is not None:
             self._fused.refresh()  # weights changed in the train steps since the last round
+        if self.checks is not None:
+            self.checks.weights()
         for k in range(self.cfg.rollout_len):
             self.step(k)
         self.flush()

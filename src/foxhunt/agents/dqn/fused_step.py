@@ -123,6 +123,8 @@ class FusedTrainStep:
         """One gradient step, entirely on the device (no host reads; graph-capturable)."""
         ln = self.learner
         idx, weights = ln.replay.sampler.sample(self.batch_size)
+        if ln.checks is not None:
+            ln.checks.sample(idx)  # check mode: outside the compiled program, inside the graph
         td = self.program(idx, weights, self._tensors)
         ln.replay.update_priorities(idx, td)
 

@@ -78,6 +78,7 @@ class QLearner:
         # hand-written backward), installed by the trainer when the plan says so; None runs the
         # eager reference below.
         self.fused: Callable[[], None] | None = None
+        self.checks = None  # check mode: a DeviceChecks set by the trainer (sampled slots checked)
 
     # ------------------------------------------------------------------ per fold
     def reset(self, reinit: bool = True) -> None:
@@ -99,6 +100,8 @@ class QLearner:
         cfg = self.cfg
         storage = self.replay.storage
         idx, weights = self.replay.sampler.sample(cfg.batch_size)
+        if self.checks is not None:
+            self.checks.sample(idx)
         if cfg.n_step == 1:
             batch = storage.gather(idx, self.market, self.obs, self.next_obs)
             return batch.obs, batch.action, batch.reward, batch.done, batch.next_obs, batch.discount, idx, weights

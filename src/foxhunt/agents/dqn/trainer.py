@@ -16,6 +16,7 @@ import torch
 
 from foxhunt.accel.backend import ExecutionPlan
 from foxhunt.accel.graphs import GraphedStep
+from foxhunt.agents.dqn.checks import CHECK_FIELDS, DeviceChecks
 from foxhunt.agents.dqn.collector import Collector
 from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
@@ -83,7 +84,7 @@ class DQNTrainer:
         else:
             sampler = RankPER(storage, alpha=cfg.per_alpha, beta=cfg.per_beta_start, refresh_every=cfg.rank_refresh, seed=seed)
         self.replay = ReplayBuffer(storage, sampler)
-        self.monitor = EpochMonitor(self.device)
+        self.monitor = EpochMonitor(self.device, extra_fields=CHECK_FIELDS if plan.check else ())
         self.learner = QLearner(cfg, market, self.replay, self.env.n_actions, n, self.monitor, seed=seed)
         if plan.train_step == "compiled":
             self.learner.compile()
@@ -95,6 +96,9 @@ class DQNTrainer:
             Curiosity(market, storage, self.env.n_actions, cfg.curiosity_lr, cfg.curiosity_batch, seed) if cfg.curiosity else None
         )
         self.collector = Collector(cfg, self.env, self.learner, self.replay, self.monitor, self.curiosity, seed, plan)
+        # Check mode (plan.check): invariants counted on the device, named at the readback.
+        self.checks = DeviceChecks(self) if plan.check else None
+        self.collector.checks = self.learner.checks = self.checks
         gens = [self.env.sampler.generator, self.collector.generator]
         rows = n * cfg.rollout_len
         self._round = GraphedStep(
@@ -126,6 +130,8 @@ class DQNTrainer:
         device, and restarts the envs in the new training range. Graphs stay captured.
         """
         t0 = time.perf_counter()
+        if self.checks is not None:
+            self.checks.verify_addresses()  # host only: nothing the captured graphs read has moved
         self.env.set_fold(fold)  # checks episode length, market.set_fold (in place)
         self.replay.clear()
         self.learner.reset(reinit=not warm_start)
@@ -209,6 +215,8 @@ class DQNTrainer:
     def _collect_summary(self) -> EpochSummary:
         s = self.monitor.finish_readback()
         self.last_summary = s
+        if self.checks is not None:
+            self.checks.report(s)  # names where a bad value came from (before the guard's halt)
         if s["halt"] > 0:
             raise TrainingHalted(self._halt_message(s))
         return s
