@@ -32,6 +32,8 @@ def test_tune_runs_workers_resumes_and_writes_an_honest_study(tmp_path: Path) ->
     d = tmp_path / "studies" / "tiny"
     s1 = json.loads((d / "summary.json").read_text())
     assert s1["counts"]["COMPLETE"] + s1["counts"]["PRUNED"] == 3 and s1["this_session"]["workers"] == 2
+    # worker output went to files (never to pipes nobody reads while they run): the logs are kept
+    assert {p.name for p in d.glob("worker-*")} == {"worker-0.log", "worker-1.log"}
 
     second = _run(["tune", "--config", str(cfg), "--trials", "4"], tmp_path)  # resume: one more trial
     assert "(resumed)" in second.stdout
