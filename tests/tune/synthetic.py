@@ -5,7 +5,8 @@ ask-and-tell loop, heartbeats): fold k of a trial scores
 
 with no training at all, so studies of dozens of trials take seconds. ``python synthetic.py
 STUDY_DIR URL TARGET INDEX [SLEEP_S]`` runs one worker process; with FOXHUNT_TEST_HANG=1 its first
-trial hangs (for the SIGKILL test)."""
+trial hangs (for the SIGKILL test); with FOXHUNT_TEST_KILL_AFTER_ASK=1 it SIGKILLs itself right after
+its first ``study.ask``, before the first heartbeat (the worker's ``first_beat`` is replaced)."""
 
 from __future__ import annotations
 
@@ -73,6 +74,12 @@ def main() -> int:
     study_dir, url, target, index = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     sleep_s = float(sys.argv[5]) if len(sys.argv) > 5 else 0.0
     quiet_optuna()
+    if os.environ.get("FOXHUNT_TEST_KILL_AFTER_ASK") == "1":
+        import signal
+
+        import foxhunt.tune.worker as worker
+
+        worker.first_beat = lambda study, trial: os.kill(os.getpid(), signal.SIGKILL)  # dies between ask and beat
     cfg = synthetic_config(study_dir)
     ev = SyntheticEvaluator(cfg, sleep_s, hang=os.environ.get("FOXHUNT_TEST_HANG") == "1")
     rep = run_worker(cfg, url, study_dir, target, 0.0, index, ev)

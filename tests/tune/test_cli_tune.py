@@ -13,47 +13,7 @@ from pathlib import Path
 import pytest
 
 from foxhunt.config import load_config
-
-TINY = """\
-[run]
-device = "cpu"
-out_dir = "{out}/runs"
-[data]
-bars = 3000
-[features]
-cache_dir = "{out}/cache"
-[folds]
-train = 800
-val = 300
-max_folds = 2
-[env]
-episode_length = 64
-action_mode = "exposure"
-reward_scale = 100.0
-[dqn]
-n_envs = 16
-rollout_len = 4
-rounds_per_epoch = 4
-train_steps_per_round = 2
-batch_size = 32
-hidden = [16]
-head_hidden = 8
-buffer_capacity = 2048
-warmup_transitions = 64
-[train]
-epochs = 1
-tensorboard = false
-progress = false
-[tune]
-study = "tiny"
-out_dir = "{out}/studies"
-trials = 3
-startup_trials = 2
-holdout = 0.2
-[tune.space]
-dqn.lr = {{ low = 1e-4, high = 1e-2, log = true }}
-dqn.hidden = [[16], [8, 8]]
-"""
+from tests.tiny import tiny_tune_config
 
 CLI = [sys.executable, "-m", "foxhunt.cli"]
 pytestmark = pytest.mark.slow
@@ -66,13 +26,14 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_tune_runs_workers_resumes_and_writes_an_honest_study(tmp_path: Path) -> None:
-    cfg = tmp_path / "tiny.toml"
-    cfg.write_text(TINY.format(out=tmp_path))
+    cfg = tiny_tune_config(tmp_path)
     first = _run(["tune", "--config", str(cfg), "--workers", "2"], tmp_path)
     assert "(new)" in first.stdout
     d = tmp_path / "studies" / "tiny"
     s1 = json.loads((d / "summary.json").read_text())
     assert s1["counts"]["COMPLETE"] + s1["counts"]["PRUNED"] == 3 and s1["this_session"]["workers"] == 2
+    # worker output went to files (never to pipes nobody reads while they run): the logs are kept
+    assert {p.name for p in d.glob("worker-*")} == {"worker-0.log", "worker-1.log"}
 
     second = _run(["tune", "--config", str(cfg), "--trials", "4"], tmp_path)  # resume: one more trial
     assert "(resumed)" in second.stdout
@@ -108,8 +69,7 @@ def test_search_folds_end_before_the_hold_out(tmp_path: Path) -> None:
     from foxhunt.pipeline import prepare_market
     from foxhunt.tune.holdout import holdout_fold, search_folds
 
-    cfg = tmp_path / "tiny.toml"
-    cfg.write_text(TINY.format(out=tmp_path))
+    cfg = tiny_tune_config(tmp_path)
     prepared = prepare_market(load_config(cfg))
     folds, cut = search_folds(prepared, 0.2)
     assert cut == 2400 and all(f.val_end <= cut for f in folds)

@@ -10,14 +10,12 @@ import pytest
 
 from foxhunt.config import load_config
 from foxhunt.tune.worker import TrialEvaluator
-from tests.tune.test_cli_tune import TINY
+from tests.tiny import tiny_tune_config
 
 
 @pytest.mark.slow
 def test_reused_trainer_equals_a_fresh_one_and_the_market_loads_once(tmp_path: Path) -> None:
-    cfg_path = tmp_path / "tiny.toml"
-    cfg_path.write_text(TINY.format(out=tmp_path))
-    cfg = load_config(cfg_path)
+    cfg = load_config(tiny_tune_config(tmp_path))
     ev = TrialEvaluator(cfg)
     ev.evaluate({"dqn.lr": 1e-3})
     reused, _ = ev.evaluate({"dqn.lr": 5e-3})

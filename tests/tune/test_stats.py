@@ -104,3 +104,27 @@ def test_objective_aggregates_fold_sharpes_with_the_spread_penalty_and_constrain
     assert len(violations(fs, 5.0, 0.3)) == 2
     score, bad = trial_score(fs, T)
     assert score == pytest.approx(1.0 - 10.0) and len(bad) == 2
+
+
+def test_the_drawdown_constraint_reads_drawdowns_as_the_metrics_give_them() -> None:
+    # foxhunt.backtest.metrics: max_drawdown = min(E_i / peak - 1) <= 0 (a 40 % drawdown is -0.4)
+    deep, shallow = FoldScores(), FoldScores()
+    deep.add({"sharpe": 1.0, "trade_count": 9.0, "max_drawdown": -0.1, "total_return": 0.1}, None)
+    deep.add({"sharpe": 1.0, "trade_count": 9.0, "max_drawdown": -0.4, "total_return": 0.1}, None)
+    shallow.add({"sharpe": 1.0, "trade_count": 9.0, "max_drawdown": -0.2, "total_return": 0.1}, None)
+    assert violations(deep, 0.0, 0.3) == ["max drawdown 40.0% > 30.0%"]
+    assert violations(shallow, 0.0, 0.3) == []
+
+
+def test_an_infeasible_trial_is_never_the_best_while_a_feasible_one_exists() -> None:
+    import optuna
+
+    from foxhunt.tune.outputs import best_trial
+
+    study = optuna.create_study(direction="maximize")
+    for value, broken in ((3.0, ["max drawdown 40.0% > 30.0%"]), (1.0, []), (0.5, [])):
+        study.add_trial(optuna.create_trial(value=value, user_attrs={"result": {"constraints_broken": broken}}))
+    assert best_trial(study).number == 1
+    only_bad = optuna.create_study(direction="maximize")
+    only_bad.add_trial(optuna.create_trial(value=-2.0, user_attrs={"result": {"constraints_broken": ["x"]}}))
+    assert best_trial(only_bad).number == 0  # none feasible: the best of the infeasible ones

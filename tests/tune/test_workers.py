@@ -1,7 +1,8 @@
 """Several worker processes on one study: SQLite, journal file and PostgreSQL storages complete the
-target with no trial lost or counted twice; a worker killed with SIGKILL mid-trial leaves a trial
-that heartbeats turn into FAIL and the retry callback re-queues. Workers run the synthetic
-objective (tests/tune/synthetic.py) through the real ask-and-tell loop."""
+target with no trial lost or counted twice; a worker killed with SIGKILL mid-trial, or between
+``study.ask`` and its first heartbeat, leaves a trial that the survivor turns into FAIL and the retry
+callback re-queues; on journal storage (no heartbeats) the survivor stops instead of waiting for ever.
+Workers run the synthetic objective (tests/tune/synthetic.py) through the real ask-and-tell loop."""
 
 from __future__ import annotations
 
@@ -92,9 +93,8 @@ def test_sigkilled_worker_trial_is_failed_by_heartbeat_and_retried(tmp_path: Pat
     while counts(study)["RUNNING"] == 0:  # wait until its first trial runs
         assert victim.poll() is None and time.monotonic() < deadline, victim.stderr.read() if victim.stderr else ""
         time.sleep(0.2)
-    # ... and has beaten: a kill between ask and the first heartbeat leaves a RUNNING trial that
-    # Optuna never fails (the one-commit window between ask and the first beat in
-    # tune/worker.py _next_trial). Wait two heartbeat intervals.
+    # ... and has beaten (this test is about the heartbeat path; a kill between ask and the first
+    # beat is the next test). Wait two heartbeat intervals.
     time.sleep(2.0)
     victim.send_signal(signal.SIGKILL)
     victim.wait(timeout=30)
@@ -113,3 +113,58 @@ def test_sigkilled_worker_trial_is_failed_by_heartbeat_and_retried(tmp_path: Pat
     retried = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
     assert len(retried) == 1 and retried[0].state == optuna.trial.TrialState.COMPLETE
     assert retried[0].params == trials[0].params  # the same configuration, run again
+
+
+def _kill_after_ask(d: Path, url: str, target: int) -> None:
+    """A worker process that SIGKILLs itself right after its first ask, before the first beat."""
+    victim = _start(d, url, target, 0, FOXHUNT_TEST_KILL_AFTER_ASK="1")
+    out, err = victim.communicate(timeout=120)
+    assert victim.returncode == -signal.SIGKILL, (victim.returncode, err)
+
+
+def _survive(d: Path, url: str, target: int) -> tuple[dict[str, int], float]:
+    survivor = _start(d, url, target, 1)
+    t0 = time.monotonic()
+    try:
+        out, err = survivor.communicate(timeout=300)
+    finally:
+        if survivor.poll() is None:
+            survivor.kill()
+    assert survivor.returncode == 0, err
+    return json.loads(out.strip().splitlines()[-1]), time.monotonic() - t0
+
+
+def test_worker_killed_between_ask_and_first_heartbeat_is_failed_and_retried(tmp_path: Path) -> None:
+    d = tmp_path / "synthetic"
+    d.mkdir()
+    cfg = synthetic_config(d, heartbeat_s=1, grace_s=3)  # what the worker processes run with
+    url = storage_url("", d)
+    open_study(url, cfg.tune.study, cfg.tune, create=True)
+    _kill_after_ask(d, url, 3)
+    study = open_study(url, cfg.tune.study, cfg.tune, create=False)
+    orphan = study.trials[0]
+    assert orphan.state == optuna.trial.TrialState.RUNNING and "dqn.lr" in orphan.params
+    assert study._storage._backend._get_stale_trial_ids(study._study_id) == []  # invisible to Optuna's own check
+    rep, _ = _survive(d, url, 3)
+    study = open_study(url, cfg.tune.study, cfg.tune, create=False)
+    trials = study.trials
+    c = counts(study)
+    assert trials[0].state == optuna.trial.TrialState.FAIL
+    assert c["COMPLETE"] == 3 and c["FAIL"] == 1 and c["RUNNING"] == c["WAITING"] == c["PRUNED"] == 0
+    assert rep["finished"] == 3 and len(trials) == 4  # nothing counted twice, nothing run twice
+    retried = [t for t in trials if t.system_attrs.get("failed_trial") == 0]
+    assert len(retried) == 1 and retried[0].state == optuna.trial.TrialState.COMPLETE
+    assert retried[0].params == orphan.params
+
+
+def test_journal_survivor_stops_instead_of_waiting_for_a_dead_workers_trial(tmp_path: Path) -> None:
+    d = tmp_path / "synthetic"
+    d.mkdir()
+    cfg = synthetic_config(d)
+    url = storage_url(f"journal:{tmp_path / 'journal.log'}", tmp_path)
+    open_study(url, cfg.tune.study, cfg.tune, create=True)
+    _kill_after_ask(d, url, 3)
+    rep, _ = _survive(d, url, 3)
+    c = counts(open_study(url, cfg.tune.study, cfg.tune, create=False))
+    # no heartbeats: the dead worker's trial stays RUNNING and holds its place (documented)
+    assert rep["finished"] == 2 and c["COMPLETE"] == 2 and c["RUNNING"] == 1 and c["FAIL"] == c["WAITING"] == 0

@@ -335,12 +335,16 @@ class WalkForwardRunner:
                    feature_names=tuple(m.names), spec_version=m.spec_version,
                    env=self.cfg.env.model_dump(mode="json"), extra=extra)
 
-    def score_folds(self, on_fold: Callable[[int, FoldRange, Any], None] | None = None) -> list[Any]:
+    def score_folds(self, on_fold: Callable[[int, FoldRange, Any], None] | None = None,
+                    times: dict[str, float] | None = None) -> list[Any]:
         """Train and evaluate every fold without writing files (``foxhunt tune``'s trials): per fold
         reset_for_fold → E epochs → the greedy validation backtest, then ``on_fold(k, fold, agent
-        result)``, which may raise (e.g. ``optuna.TrialPruned``) to stop early. Returns the results."""
+        result)``, which may raise (e.g. ``optuna.TrialPruned``) to stop early. Returns the results.
+        times: if given, "train_s" (reset + epochs, drained) and "eval_s" (the validation backtest,
+        whose metrics are read on the host) are added to it, in seconds."""
         out = []
         for k, fold in enumerate(self.folds):
+            t0 = time.perf_counter()
             self._begin_fold(fold, warm_start=self.tcfg.warm_start and k > 0)
             for e in range(self.tcfg.epochs):
                 self.trainer.train_epoch()
@@ -348,7 +352,13 @@ class WalkForwardRunner:
                     self.selector.observe(e + 1)
             self.trainer.drain()
             self._end_fold()
+            if times is not None and self.market.device.type == "cuda":
+                torch.cuda.synchronize(self.market.device)  # training's last kernels count as training
+            t1 = time.perf_counter()
             agent, _ = self.evaluate(fold)
+            if times is not None:
+                times["train_s"] = times.get("train_s", 0.0) + t1 - t0
+                times["eval_s"] = times.get("eval_s", 0.0) + time.perf_counter() - t1
             out.append(agent)
             if on_fold is not None:
                 on_fold(k, fold, agent)

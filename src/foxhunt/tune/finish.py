@@ -37,7 +37,8 @@ def finish(s: Session, console: Any = None) -> dict[str, Any]:
         "objective": f"{cfg.tune.objective} fold Sharpe − {cfg.tune.spread_penalty} × std", "n_folds": n_folds,
         "this_session": {"wall_s": s.wall_s, "trials": len(trial_s), "trial_s_mean": float(np.mean(trial_s)) if trial_s else None,
                          "overhead_s_mean": float(np.mean(over_s)) if over_s else None,
-                         "workers": len(s.reports), "evaluator": [r.stats for r in s.reports]},
+                         "workers": len(s.reports), "evaluator": [r.stats for r in s.reports],
+                         "lost": sum(r.lost for r in s.reports)},
     }
     looks = sorted(p.name for p in d.glob("holdout-*") if (p / "summary.json").is_file())
     if best is not None:

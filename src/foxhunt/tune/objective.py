@@ -2,7 +2,8 @@
 
 score = aggregate(fold Sharpes) − spread_penalty × std(fold Sharpes)   (std with ddof 0)
 aggregate: mean | median | worst (the minimum). A trial that breaks a constraint (mean round trips
-per fold below ``min_trades``; any fold's max drawdown above ``max_drawdown``) is *infeasible*: its
+per fold below ``min_trades``; any fold's max drawdown deeper than ``max_drawdown``, a positive
+fraction, while the metrics give drawdowns as fractions <= 0) is *infeasible*: its
 score is lowered by ``constraint_penalty`` and it is never chosen as the best trial while a feasible
 one exists.
 
@@ -98,8 +99,9 @@ def violations(scores: FoldScores, min_trades: float, max_drawdown: float) -> li
     out = []
     if min_trades > 0 and float(np.mean(scores.trades)) < min_trades:
         out.append(f"mean trades per fold {np.mean(scores.trades):.1f} < {min_trades:g}")
-    if max_drawdown < 1.0 and max(scores.max_drawdown) > max_drawdown:
-        out.append(f"max drawdown {max(scores.max_drawdown):.1%} > {max_drawdown:.1%}")
+    worst = max(abs(d) for d in scores.max_drawdown)  # the metrics give drawdowns as fractions <= 0
+    if max_drawdown < 1.0 and worst > max_drawdown:
+        out.append(f"max drawdown {worst:.1%} > {max_drawdown:.1%}")
     return out
 
 

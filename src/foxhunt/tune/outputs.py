@@ -6,6 +6,7 @@
     holdout-<trial>/   the best config retrained and evaluated once on the hold-out (a train run dir)
     summary.json       best trial, per-fold table, hold-out result, deflated Sharpe, PBO, timings
     report.html        Optuna's matplotlib plots + the tables above
+    worker-<k>.log     what local worker process k wrote to stderr (``--workers K``), kept for reading
 
 All files are written to a temporary name and renamed.
 """

@@ -142,13 +142,18 @@ def _spawn(s: Session, k: int, gpus: int, live: _Live, study: optuna.Study) -> l
     s.evaluator.release()  # the workers load their own market: free this process's device copy
     visible = [v for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()] or [str(g) for g in range(gpus)]
     procs = []
+    # Each worker's output goes to files in the study directory: pipes that nobody reads while the
+    # workers run would block a worker once it has written a pipe buffer's worth (64 KiB) of warnings.
+    outs = [s.study_dir / f"worker-{i}.out" for i in range(k)]
+    logs = [s.study_dir / f"worker-{i}.log" for i in range(k)]
     for i in range(k):
         env = dict(os.environ)
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = visible[i % gpus]  # several workers per GPU when k > gpus
         cmd = [sys.executable, "-m", "foxhunt.tune.worker", str(s.study_dir), "--storage", s.url, "--trials", str(tcfg.trials),
                "--timeout", str(tcfg.timeout_s), "--index", str(i)]
-        procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        with open(outs[i], "w") as out, open(logs[i], "w") as log:
+            procs.append(subprocess.Popen(cmd, env=env, stdout=out, stderr=log, text=True))
     try:
         while any(p.poll() is None for p in procs):
             live.update(study)
@@ -161,11 +166,13 @@ def _spawn(s: Session, k: int, gpus: int, live: _Live, study: optuna.Study) -> l
     reports = []
     errors = []
     for i, p in enumerate(procs):
-        out, err = p.communicate()
+        p.wait()
+        out, err = outs[i].read_text(), logs[i].read_text()
+        outs[i].unlink()
         if p.returncode == 0 and out.strip():
             reports.append(WorkerReport(**json.loads(out.strip().splitlines()[-1])))
         else:
-            errors.append(f"worker {i} exited with {p.returncode}: {(err.strip().splitlines() or ['?'])[-1]}")
+            errors.append(f"worker {i} exited with {p.returncode}: {(err.strip().splitlines() or ['?'])[-1]} (log: {logs[i]})")
     if errors and not reports:
         raise ConfigError("; ".join(errors))
     for e in errors:

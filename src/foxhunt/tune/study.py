@@ -5,13 +5,17 @@ Storages (``[tune] storage`` / ``--storage``):
 * empty (default): ``sqlite:///<study dir>/study.db``, an RDBStorage with heartbeats;
 * ``journal:PATH`` (``journal:`` alone: ``<study dir>/journal.log``): a JournalStorage on a file
   backend, for a few local processes (Optuna's journal storage has no heartbeat: a worker killed
-  there leaves its trial RUNNING; use SQLite or PostgreSQL for fault tolerance);
+  there leaves its trial RUNNING for ever, holding one of the ``trials`` places; the other workers
+  stop rather than wait for it, so the study ends one finished trial short per lost trial, and a
+  resume needs ``--trials`` raised by as many; use SQLite or PostgreSQL for fault tolerance);
 * any other URL (``postgresql://user:pw@host/db``, ``mysql://…``, ``sqlite:///…``): an RDBStorage.
 
 RDB storages get ``heartbeat_interval`` / ``grace_period`` and Optuna's
 ``RetryHeartbeatStaleTrialCallback``: a trial whose worker stopped beating is marked FAIL by the
 next worker that looks (``optuna.storages.fail_stale_trials``) and re-queued as WAITING (its
-parameters kept), up to ``max_retry`` times.
+parameters kept), up to ``max_retry`` times; a trial that never got a heartbeat (its worker died
+between ask and first beat) is failed and re-queued the same way after the grace period
+(foxhunt.tune.heartbeat.OrphanSweep).
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def quiet_optuna() -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     warnings.filterwarnings("ignore", category=FutureWarning, module="optuna")
-    # Our ask-and-tell loop beats for its trials itself (foxhunt.tune.worker._Heartbeat).
+    # Our ask-and-tell loop beats for its trials itself (foxhunt.tune.heartbeat.Heartbeat).
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
 

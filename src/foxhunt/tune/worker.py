@@ -9,10 +9,18 @@ time a trial spends outside its folds (config, market and runner set-up): the pe
 
 ``run_worker`` is the ask-and-tell loop. Under a file lock in the study directory (local workers
 agree on it; remote workers on other machines share only the database) it fails stale trials (dead
-workers' heartbeats), counts trials and asks for one only while COMPLETE + PRUNED + RUNNING +
-WAITING trials are fewer than the target (a WAITING retry is always taken), so local workers never
-overshoot the target and a re-queued trial is never counted twice. A heartbeat thread beats for the
-running trial on RDB storages.
+workers' heartbeats, and trials that never got one: foxhunt.tune.heartbeat), counts trials and asks
+for one only while COMPLETE + PRUNED + RUNNING + WAITING trials are fewer than the target (a
+WAITING retry is always taken), then beats once for it before releasing the lock, so local workers
+never overshoot the target and a re-queued trial is never counted twice. A heartbeat thread beats
+for the running trial on RDB storages. When the target is reached only through other workers'
+RUNNING trials, a worker waits for them on RDB storages (a dead worker's trial comes back as a
+WAITING retry); on journal storage, which has no heartbeats, it stops instead (a dead worker's
+trial would never come back, so waiting could hang for ever).
+
+A trial that another worker failed while it ran (its heartbeat went stale, e.g. a stalled host) is
+counted as ``lost``: its retry is queued by whoever failed it, and this worker writes nothing more
+to it.
 
 ``python -m foxhunt.tune.worker STUDY_DIR --storage URL --trials N [--timeout S] --index K`` is
 what ``foxhunt tune --workers K`` starts per worker.
@@ -25,7 +33,6 @@ import dataclasses
 import json
 import math
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +43,7 @@ from filelock import FileLock
 
 from foxhunt.config import Config, build_config
 from foxhunt.errors import FoxhuntError
+from foxhunt.tune.heartbeat import Heartbeat, OrphanSweep, first_beat, heartbeat_interval
 from foxhunt.tune.objective import FoldScores, running_value, trial_score
 from foxhunt.tune.space import apply_params, decode, distributions
 from foxhunt.tune.study import counts, open_study
@@ -93,6 +101,7 @@ class TrialEvaluator:
         self._runner_key: str | None = None
         self.cut: int | None = None
         self.stats = {"market_loads": 0, "runner_builds": 0, "runner_reuses": 0}
+        self.times: dict[str, float] = {}
 
     def release(self) -> None:
         """Drop the cached market and runner (their device memory); the next trial reloads them."""
@@ -141,8 +150,11 @@ class TrialEvaluator:
 
     def evaluate(self, values: dict[str, Any], on_fold: Callable[[int, FoldScores, bool], None] | None = None) -> tuple[FoldScores, float]:
         """Train and score every search fold for ``values``; returns (scores, overhead seconds).
-        on_fold(k, scores so far, last fold?) runs after each fold and may raise TrialPruned."""
+        on_fold(k, scores so far, last fold?) runs after each fold and may raise TrialPruned.
+        ``self.times`` then holds the trial's training and validation-backtest seconds (train_s,
+        eval_s, summed over the folds run)."""
         t0 = time.perf_counter()
+        self.times = {"train_s": 0.0, "eval_s": 0.0}
         runner = self.runner_for(self.trial_config(values))
         overhead = time.perf_counter() - t0
         scores = FoldScores()
@@ -153,7 +165,7 @@ class TrialEvaluator:
             if on_fold is not None:
                 on_fold(k, scores, k == len(runner.folds) - 1)
 
-        runner.score_folds(fold_done)
+        runner.score_folds(fold_done, self.times)
         return scores, overhead
 
 
@@ -164,53 +176,26 @@ class WorkerReport:
     finished: int = 0
     pruned: int = 0
     failed: int = 0
+    lost: int = 0
     trial_s: list[float] = field(default_factory=list)
     overhead_s: list[float] = field(default_factory=list)
     stats: dict[str, int] = field(default_factory=dict)
 
 
-class _Heartbeat:
-    """Beats for one running trial on a heartbeat-enabled storage (Optuna's record_heartbeat)."""
-
-    def __init__(self, study: optuna.Study, trial: optuna.Trial) -> None:
-        storage = study._storage
-        interval = getattr(storage, "get_heartbeat_interval", lambda: None)()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        if interval:
-            trial_id = trial._trial_id
-
-            def beat() -> None:
-                while True:
-                    storage.record_heartbeat(trial_id)
-                    if self._stop.wait(interval):
-                        return
-
-            self._thread = threading.Thread(target=beat, daemon=True, name="foxhunt-heartbeat")
-            self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-
-
-def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any]) -> optuna.Trial | None | bool:
-    """A trial to run, None when the study is done, False when others' running trials may still
-    need retries (wait and look again)."""
-    optuna.storages.fail_stale_trials(study)
+def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], sweep: OrphanSweep) -> optuna.Trial | None | bool:
+    """A trial to run, None when the study is done (for this worker), False when others' running
+    trials may still need retries (wait and look again). Called under the study's file lock."""
+    optuna.storages.fail_stale_trials(study)  # beats older than the grace period
+    sweep(study)  # RUNNING trials that never beat (a worker killed between ask and first beat)
     c = counts(study)
     done = c["COMPLETE"] + c["PRUNED"]
     if done >= target:
         return None
     if c["WAITING"] == 0 and done + c["RUNNING"] >= target:
-        return False
+        # Without heartbeats (journal storage) a dead worker's trial never comes back: do not wait.
+        return False if heartbeat_interval(study._storage) else None
     trial = study.ask(dists)
-    # Beat once at once: Optuna never marks a RUNNING trial without any heartbeat stale, so a worker
-    # killed before its heartbeat thread's first beat would leave the trial RUNNING for ever.
-    storage = study._storage
-    if getattr(storage, "get_heartbeat_interval", lambda: None)():
-        storage.record_heartbeat(trial._trial_id)
+    first_beat(study, trial)  # shrink the no-heartbeat window to the ask itself (OrphanSweep covers it)
     return trial
 
 
@@ -227,9 +212,10 @@ def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: f
     rep = WorkerReport()
     t_start = time.monotonic()
     max_failures = max(3, target)
+    sweep = OrphanSweep(tcfg.grace_s)
     while not (timeout_s and time.monotonic() - t_start > timeout_s):
         with lock:
-            trial = _next_trial(study, target, ev.dists)
+            trial = _next_trial(study, target, ev.dists, sweep)
         if trial is None:
             break
         if trial is False:
@@ -251,10 +237,12 @@ def result_attrs(t: Any) -> dict[str, Any]:
 
 def _run_trial(study: optuna.Study, trial: optuna.Trial, ev: TrialEvaluator, tcfg: Any, rep: WorkerReport, index: int,
                on_event: Callable[[str, Any], None] | None) -> None:
-    hb = _Heartbeat(study, trial)
+    hb = Heartbeat(study, trial)
     t0 = time.perf_counter()
     info: dict[str, Any] = {"worker": index}
-    state, value = optuna.trial.TrialState.FAIL, None
+    state: optuna.trial.TrialState | None = optuna.trial.TrialState.FAIL  # None: lost (failed by another worker)
+    value: float | None = None
+    frozen = None
     try:
         values = decode(ev.entries, trial.params)
 
@@ -276,12 +264,23 @@ def _run_trial(study: optuna.Study, trial: optuna.Trial, ev: TrialEvaluator, tcf
         state = optuna.trial.TrialState.PRUNED
     except FoxhuntError as exc:
         info["error"] = str(exc)
+    except optuna.exceptions.UpdateFinishedTrialError:
+        state = None  # failed by another worker while it ran (report on a finished trial)
     finally:
         hb.stop()
         info["duration_s"] = time.perf_counter() - t0
-        trial.set_user_attr("result", info)
-        frozen = study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state)
+        info.update(ev.times)  # train_s, eval_s of the folds run
+        if state is not None:
+            try:
+                trial.set_user_attr("result", info)
+                frozen = study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state,
+                                    skip_if_finished=True)  # the same race, in the microseconds after the write
+            except optuna.exceptions.UpdateFinishedTrialError:
+                state = None  # failed by another worker after its last fold: its retry is queued
     rep.trial_s.append(time.perf_counter() - t0)
+    if state is None:
+        rep.lost += 1
+        return
     if state == optuna.trial.TrialState.COMPLETE:
         rep.finished += 1
     elif state == optuna.trial.TrialState.PRUNED:
