@@ -18,13 +18,18 @@ All synthetic scenarios start from the GARCH(1,1)-t martingale of ``foxhunt.data
   below a round trip's cost, so trading it on every bar loses; the rule pays only when entered
   selectively and held. Oracle rules: ``sign(x_t) * [|x_t| > theta]`` for a grid of thresholds.
 * ``regime``    daily bars, a hidden two-state Markov drift ``+-d * sigma_bar`` per bar lasting
-  ``MEAN_REGIME_BARS`` bars on average. Oracle: the sign of the current hidden drift; also the
-  ``filter`` rule: the sign of the forward filter's probability (the best causal rule).
+  ``MEAN_REGIME_BARS`` bars on average. Oracle: the sign of the current hidden drift.
 * ``mean_revert`` daily bars, log price = anchor (a slow random walk) + OU deviation ``D`` with
   pull ``kappa`` per bar. Oracle rules: ``-sign(D_t) * [|D_t| > theta * sd(D)]``.
 * ``leak``      daily martingale plus an extra feature ``leak_next_return`` = the next bar's log
   return (a look-ahead bug on purpose). Oracle: ``sign(leak)``.
 * ``sp500`` / ``nasdaq``: the built-in daily index series; no oracle (flat and buy-and-hold only).
+
+Volume is in shares at a constant *notional* (``constant_notional_volume``): over tens of thousands
+of daily bars a drifting price wanders by orders of magnitude (the regime series fell to 1e-5 of its
+start), and share volume drawn around a fixed count would leave the account's orders at thousands
+of times a bar's volume, filled over many bars by the participation limit: every daily reference
+and agent would be scored on a broken execution, not on its decisions.
 
 Every generator is deterministic in (n_bars, seed).
 """
@@ -81,21 +86,30 @@ def bars_from_log_returns(r: np.ndarray, sigma: np.ndarray, timestamps: np.ndarr
     scale = np.median(sigma)
     noise = np.exp(r_vol.standard_normal(n) * 0.4 - 0.08)
     volume = np.maximum(1.0, np.rint(syn.BASE_VOLUME * (0.5 + np.abs(r) / scale) * noise))
-    return Bars(timestamps, o, hi, lo, c, volume, has_volume=True, source=source)
+    return constant_notional_volume(Bars(timestamps, o, hi, lo, c, volume, has_volume=True, source=source))
+
+
+def constant_notional_volume(bars: Bars) -> Bars:
+    """``bars`` with volume × START_PRICE / close: the notional a bar trades stays at its starting
+    level whatever the price does (as share counts follow splits in real data), so the account's
+    orders are the same fraction of a bar's volume at every price."""
+    vol = np.maximum(1.0, np.rint(bars.volume * (syn.START_PRICE / bars.close)))
+    return Bars(bars.timestamps, bars.open, bars.high, bars.low, bars.close, vol, has_volume=bars.has_volume,
+                source=bars.source + "+notional-volume")
 
 
 def no_edge(n: int, seed: int = 11) -> Scenario:
     m = _noise(n, seed, MINUTE)
     flat = np.zeros(n)
     return Scenario("no_edge", "minute bars, GARCH-t martingale: nothing pays after costs; best is flat or hold",
-                    m.bars, oracles={"oracle_flat": flat}, kind="no_edge")
+                    constant_notional_volume(m.bars), oracles={"oracle_flat": flat}, kind="no_edge")
 
 
 def edge_daily(n: int, seed: int = 12, signal: float = 0.25) -> Scenario:
     m = syn.simulate(n, seed, DAY, signal=signal, regimes=False)
     rule = np.sign(m.log_return)  # decided at t from r_t; the drift of bar t+1 leans this way
     return Scenario("edge_daily", f"daily bars, planted next-bar edge: drift {signal} sigma x sign(previous return)",
-                    m.bars, oracles={"oracle": rule})
+                    constant_notional_volume(m.bars), oracles={"oracle": rule})
 
 
 def ar1(n: int, phi: float, rng: np.random.Generator) -> np.ndarray:
@@ -133,9 +147,8 @@ def regime(n: int, seed: int = 14, drift: float = 0.12, mean_bars: int = REGIME_
     sigma_bar = syn.ANNUAL_VOL / np.sqrt(252.0)
     r = base.log_return + drift * sigma_bar * state
     bars = bars_from_log_returns(r, base.sigma, base.bars.timestamps, True, seed, f"scorecard:regime(n={n}, seed={seed})")
-    causal = np.sign(regime_filter(r, base.sigma, drift * sigma_bar, 1.0 / mean_bars) - 0.5)
     return Scenario("regime", f"daily bars, hidden up/down drift +-{drift} sigma a bar, ~{mean_bars} bars a regime",
-                    bars, oracles={"oracle": state.copy(), "filter": causal})
+                    bars, oracles={"oracle": state.copy()})
 
 
 def regime_filter(r: np.ndarray, sigma: np.ndarray, drift: float, switch: float) -> np.ndarray:
@@ -143,7 +156,8 @@ def regime_filter(r: np.ndarray, sigma: np.ndarray, drift: float, switch: float)
     filter with the generator's parameters (drift per bar, switch probability per bar, the bars'
     GARCH sigma, Gaussian likelihoods). Its sign is the best *causal* rule the generator knows of:
     a policy that sees only past prices cannot beat it by much, so the gap between the hidden-state
-    oracle and this filter is the price of not seeing the regime (docs/LEARNING.md)."""
+    oracle and this filter is the price of not seeing the regime (docs/LEARNING.md computes it
+    close to close; it is not a scorecard reference)."""
     p = 0.5
     out = np.empty(r.shape[0])
     for t in range(r.shape[0]):
@@ -176,7 +190,7 @@ def leak(n: int, seed: int = 16) -> Scenario:
     nxt = np.zeros(n)
     nxt[:-1] = m.log_return[1:]
     return Scenario("leak", "daily martingale plus a feature equal to the next bar's log return (a look-ahead leak)",
-                    m.bars, extra={"leak_next_return": nxt}, oracles={"oracle": np.sign(nxt)})
+                    constant_notional_volume(m.bars), extra={"leak_next_return": nxt}, oracles={"oracle": np.sign(nxt)})
 
 
 def real(name: str) -> Callable[[int, int], Scenario]:
