@@ -25,11 +25,12 @@ All synthetic scenarios start from the GARCH(1,1)-t martingale of ``foxhunt.data
   return (a look-ahead bug on purpose). Oracle: ``sign(leak)``.
 * ``sp500`` / ``nasdaq``: the built-in daily index series; no oracle (flat and buy-and-hold only).
 
-Volume is in shares at a constant *notional* (``constant_notional_volume``): over tens of thousands
+Daily volume is in shares at a constant *notional* (``constant_notional_volume``): over tens of thousands
 of daily bars a drifting price wanders by orders of magnitude (the regime series fell to 1e-5 of its
 start), and share volume drawn around a fixed count would leave the account's orders at thousands
 of times a bar's volume, filled over many bars by the participation limit: every daily reference
-and agent would be scored on a broken execution, not on its decisions.
+and agent would be scored on a broken execution, not on its decisions. (Minute series, two years
+long, stay within tens of percent of their start and keep the generator's volume.)
 
 Every generator is deterministic in (n_bars, seed).
 """
@@ -86,7 +87,8 @@ def bars_from_log_returns(r: np.ndarray, sigma: np.ndarray, timestamps: np.ndarr
     scale = np.median(sigma)
     noise = np.exp(r_vol.standard_normal(n) * 0.4 - 0.08)
     volume = np.maximum(1.0, np.rint(syn.BASE_VOLUME * (0.5 + np.abs(r) / scale) * noise))
-    return constant_notional_volume(Bars(timestamps, o, hi, lo, c, volume, has_volume=True, source=source))
+    bars = Bars(timestamps, o, hi, lo, c, volume, has_volume=True, source=source)
+    return constant_notional_volume(bars) if daily else bars
 
 
 def constant_notional_volume(bars: Bars) -> Bars:
@@ -102,7 +104,7 @@ def no_edge(n: int, seed: int = 11) -> Scenario:
     m = _noise(n, seed, MINUTE)
     flat = np.zeros(n)
     return Scenario("no_edge", "minute bars, GARCH-t martingale: nothing pays after costs; best is flat or hold",
-                    constant_notional_volume(m.bars), oracles={"oracle_flat": flat}, kind="no_edge")
+                    m.bars, oracles={"oracle_flat": flat}, kind="no_edge")
 
 
 def edge_daily(n: int, seed: int = 12, signal: float = 0.25) -> Scenario:
