@@ -3,17 +3,23 @@ halt, target-KL masking, the packed greedy network, fold independence, eager = g
 
 from __future__ import annotations
 
-import pytest
+import os
+
 import torch
 
-from foxhunt.agents.dqn.trainer import TrainingHalted
-from foxhunt.agents.exec_choice import ExecChoice, exec_choice
-from foxhunt.agents.networks import ActorCritic
-from foxhunt.agents.ppo.config import PPOConfig
-from foxhunt.agents.ppo.trainer import PPOTrainer
-from foxhunt.env import EnvParams
-from foxhunt.testing import cuda_sync_errors, forbid_host_reads
-from tests.agents.dqn_helpers import small_market
+if not torch.cuda.is_available():  # the [accel] test resolves env_step = "fused" on the CPU (Triton interpreter)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
+
+from foxhunt.agents.dqn.trainer import TrainingHalted  # noqa: E402
+from foxhunt.agents.exec_choice import ExecChoice, exec_choice  # noqa: E402
+from foxhunt.agents.networks import ActorCritic  # noqa: E402
+from foxhunt.agents.ppo.config import PPOConfig  # noqa: E402
+from foxhunt.agents.ppo.trainer import PPOTrainer  # noqa: E402
+from foxhunt.env import EnvParams  # noqa: E402
+from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
+from tests.agents.dqn_helpers import small_market  # noqa: E402
 
 
 def small_ppo(market=None, seed: int = 0, choice: ExecChoice | None = None, **over) -> PPOTrainer:

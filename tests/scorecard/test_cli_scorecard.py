@@ -55,3 +55,20 @@ def test_a_tiny_scorecard_writes_json_and_html_and_passes_no_edge_and_leak(tmp_p
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 2 and "no_edge" in html
     assert "gates:" in res.stdout
+
+
+@pytest.mark.slow
+def test_a_ppo_config_runs_through_the_scorecard_and_the_json_names_the_agent(tmp_path):
+    out = tmp_path / "sc"
+    cfg = Path(__file__).resolve().parents[2] / "configs" / "train-ppo.toml"
+    res = _run("--size", "tiny", "--config", str(cfg), "--scenarios", "leak", "--baselines", "none", "--out", str(out),
+               "--set", f"features.cache_dir={json.dumps(str(tmp_path / 'cache'))}", "--set", "ppo.n_envs=16",
+               "--set", "ppo.iterations_per_epoch=2", "--set", "env.episode_length=128", "--set", "train.epochs=2",
+               cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["agent"] == "ppo"
+    (leak,) = card["scenarios"]
+    assert leak["agent_kind"] == "ppo"
+    assert leak["env_steps"] == 2 * 2 * 32 * 16 * leak["folds"]  # epochs × iterations × rollout × envs × folds
+    assert "agent (ppo)" in (out / "report.html").read_text()

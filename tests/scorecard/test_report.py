@@ -29,3 +29,21 @@ def test_table_json_and_html_carry_every_scenario_policy_and_gate(tmp_path):
     write_html(tmp_path / "report.html", results, {"size": "tiny"})
     html = (tmp_path / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 2 and "capture" in html and "no_edge" in html
+
+
+def test_the_agent_row_names_the_agent_kind_in_the_table_json_and_html(tmp_path):
+    refs = {"buy_and_hold": _policy("buy_and_hold", [0.5, 0.5]), "oracle": _policy("oracle", [2.0, 2.0])}
+    ppo = _result("leak", _policy("agent", [1.5, 1.7]), refs)
+    ppo.agent_kind = "ppo"
+    dqn = _result("leak", _policy("agent", [1.0, 1.2]), refs)  # the default kind: dqn
+    console = Console(record=True, width=200)
+    console.print(rich_table([dqn, ppo]))
+    text = console.export_text()
+    assert "agent (dqn)" in text and "agent (ppo)" in text
+    card = scorecard_dict([ppo], {"size": "tiny", "agent": "ppo"})
+    write_json(tmp_path / "scorecard.json", card)
+    back = json.loads((tmp_path / "scorecard.json").read_text())
+    assert back["agent"] == "ppo" and back["scenarios"][0]["agent_kind"] == "ppo"
+    write_html(tmp_path / "report.html", [dqn, ppo], {"size": "tiny"})
+    html = (tmp_path / "report.html").read_text()
+    assert "agent (ppo)" in html and "agent (dqn)" in html

@@ -8,7 +8,9 @@ than ``max_skipped`` steps were skipped in the fold, or when the gradient norm s
 op (no host reads), so a guarded step can be captured in a CUDA graph; the host learns of a halt
 at the epoch readback and stops with ``halt_message``.
 
-(The DQN learner has the same checks inline in ``QLearner._apply``; this is the shared form.)
+``guard_check`` is the pure form (state tensors passed in, updated in place) that the DQN fused
+train step calls inside its compiled program; ``Guard`` holds the state for the eager learners
+(DQN's ``QLearner`` and PPO's ``PPOLearner``).
 """
 
 from __future__ import annotations
@@ -16,13 +18,35 @@ from __future__ import annotations
 import torch
 
 
+def guard_check(loss: torch.Tensor, gnorm: torch.Tensor, steps: torch.Tensor, state: dict[str, torch.Tensor], *,
+                loss_clip: float, collapse: float, warmup: int, patience: int, max_skipped: int
+                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Judge one step: loss, gnorm (0-d float), steps (0-d int64, steps taken in the fold).
+
+    state: ``Guard.state_tensors()`` layout (collapse_run, skipped_total: 0-d int64; halted,
+    collapse_flag: 0-d bool), updated in place. Returns (ok, nonfinite, over_clip), 0-d bool."""
+    collapse_run, skipped_total, halted = state["collapse_run"], state["skipped_total"], state["halted"]
+    nonfinite = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
+    over_clip = loss > loss_clip
+    ok = ~nonfinite & ~over_clip & ~halted
+    # Gradient collapse: consecutive tiny norms after warm-up raise the (sticky) halt flag.
+    tiny = ok & (gnorm < collapse)
+    collapse_run.copy_(torch.where(tiny, collapse_run + 1, torch.zeros_like(collapse_run)))
+    collapsed = (steps >= warmup) & (collapse_run >= patience)
+    bad = ~ok & ~halted
+    skipped_total.add_(bad.long())
+    halted.copy_(halted | collapsed | (skipped_total > max_skipped))
+    state["collapse_flag"].logical_or_(collapsed)
+    return ok, nonfinite, over_clip
+
+
 class Guard:
     """Guard state for one learner (device tensors, reset per fold)."""
 
     def __init__(self, device: torch.device, *, loss_clip: float, collapse: float, warmup: int, patience: int,
                  max_skipped: int) -> None:
-        self.loss_clip, self.collapse, self.warmup = loss_clip, collapse, warmup
-        self.patience, self.max_skipped = patience, max_skipped
+        self.limits = dict(loss_clip=loss_clip, collapse=collapse, warmup=warmup, patience=patience,
+                           max_skipped=max_skipped)
         self.collapse_run = torch.zeros((), dtype=torch.int64, device=device)
         self.skipped_total = torch.zeros((), dtype=torch.int64, device=device)
         self.halted = torch.zeros((), dtype=torch.bool, device=device)
@@ -34,20 +58,8 @@ class Guard:
 
     def check(self, loss: torch.Tensor, gnorm: torch.Tensor, steps: torch.Tensor
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Judge one step: loss, gnorm (0-d float), steps (0-d int64, steps taken in the fold).
-
-        Returns (ok, nonfinite, over_clip), 0-d bool; updates the counters and the sticky halt."""
-        nonfinite = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
-        over_clip = loss > self.loss_clip
-        ok = ~nonfinite & ~over_clip & ~self.halted
-        tiny = ok & (gnorm < self.collapse)
-        self.collapse_run.copy_(torch.where(tiny, self.collapse_run + 1, torch.zeros_like(self.collapse_run)))
-        collapsed = (steps >= self.warmup) & (self.collapse_run >= self.patience)
-        bad = ~ok & ~self.halted
-        self.skipped_total.add_(bad.long())
-        self.halted.copy_(self.halted | collapsed | (self.skipped_total > self.max_skipped))
-        self.collapse_flag.logical_or_(collapsed)
-        return ok, nonfinite, over_clip
+        """``guard_check`` on this guard's state: (ok, nonfinite, over_clip), 0-d bool."""
+        return guard_check(loss, gnorm, steps, self.state_tensors(), **self.limits)
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
         return {"collapse_run": self.collapse_run, "skipped_total": self.skipped_total, "halted": self.halted,

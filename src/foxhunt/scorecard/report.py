@@ -23,20 +23,23 @@ def _f(x: Any, fmt: str = "{:+.2f}") -> str:
 
 
 def rows(results: Sequence[ScenarioResult]) -> list[dict[str, Any]]:
-    """One row per scenario × policy (agent, baselines, references) with the table's figures."""
+    """One row per scenario × policy (agent, baselines, references) with the table's figures; the
+    agent's row is named by its kind ("agent (dqn)" / "agent (ppo)") and flagged ``agent``."""
     out = []
     for r in results:
         best_name, best = r.best_reference()
-        policies = [("agent", r.agent), *r.baselines.items(), *r.references.items()]
-        for label, p in policies:
+        policies = [(r.agent_label, r.agent, True), *((k, v, False) for k, v in r.baselines.items()),
+                    *((k, v, False) for k, v in r.references.items())]
+        for label, p, is_agent in policies:
             s = p.summary()
             out.append({
-                "scenario": r.name, "policy": label, "sharpe": s["sharpe"], "total_return": s["total_return"],
+                "scenario": r.name, "policy": label, "agent": is_agent, "agent_kind": r.agent_kind if is_agent else None,
+                "sharpe": s["sharpe"], "total_return": s["total_return"],
                 "max_drawdown": s["max_drawdown"], "trades_per_1000": s["trades_per_1000"], "costs_pct": s["costs_pct"],
                 "capture": r.capture(p) if label != "flat" else None, "best": label == best_name,
-                "wall_s": r.train_s if label == "agent" else None, "env_steps": r.env_steps if label == "agent" else s.get("env_steps"),
+                "wall_s": r.train_s if is_agent else None, "env_steps": r.env_steps if is_agent else s.get("env_steps"),
                 "gate": (("PASS" if r.gate["passed"] else "FAIL") if r.gate.get("passed") is not None else "goal")
-                if label == "agent" else "",
+                if is_agent else "",
             })
     return out
 
@@ -49,7 +52,7 @@ def rich_table(results: Sequence[ScenarioResult]) -> Any:
         t.add_column(col, justify="left" if col in ("scenario", "policy", "gate") else "right")
     last = None
     for row in rows(results):
-        style = "bold" if row["policy"] == "agent" else ("dim" if row["policy"] in ("flat", "buy_and_hold") or row["policy"].startswith("oracle") else None)
+        style = "bold" if row["agent"] else ("dim" if row["policy"] in ("flat", "buy_and_hold") or row["policy"].startswith("oracle") else None)
         name = row["policy"] + (" *" if row["best"] else "")
         gate = row["gate"]
         gate = f"[green]{gate}[/]" if gate == "PASS" else f"[red]{gate}[/]" if gate == "FAIL" else gate
@@ -89,7 +92,7 @@ def _plot(r: ScenarioResult) -> str:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(9, 3.6), dpi=90)
-    for label, p, kw in [("agent", r.agent, {"lw": 2.0, "color": "black"}),
+    for label, p, kw in [(r.agent_label, r.agent, {"lw": 2.0, "color": "black"}),
                          *((k, v, {"lw": 1.2}) for k, v in r.baselines.items()),
                          *((k, v, {"lw": 1.0, "ls": "--"}) for k, v in r.references.items())]:
         eq = p.curve()
@@ -119,7 +122,7 @@ def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
         cells = [row["scenario"], row["policy"] + (" *" if row["best"] else ""), _f(row["sharpe"]), _f(row["total_return"], "{:+.1%}"),
                  _f(row["max_drawdown"], "{:.1%}"), _f(row["trades_per_1000"], "{:.1f}"), _f(row["costs_pct"], "{:.2f}"),
                  _f(row["capture"], "{:.0%}"), _f(row["wall_s"], "{:.1f}"), _f(row["env_steps"], "{:,.0f}"), row["gate"]]
-        style = ' style="font-weight:bold"' if row["policy"] == "agent" else ""
+        style = ' style="font-weight:bold"' if row["agent"] else ""
         body.append(f"<tr{style}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     sections = []
     for r in results:

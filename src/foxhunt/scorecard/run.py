@@ -59,7 +59,13 @@ class ScenarioResult:
     bars_per_year: float
     val_bars: int
     n_folds: int
+    agent_kind: str = "dqn"  # train.agent of the configuration under test: "dqn" | "ppo"
     gate: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def agent_label(self) -> str:
+        """The agent's name in tables: "agent (dqn)" / "agent (ppo)" (scorecards of both agents side by side)."""
+        return f"agent ({self.agent_kind})"
 
     def best_reference(self) -> tuple[str, float]:
         best = max(self.references.values(), key=lambda p: p.summary()["sharpe"])
@@ -82,6 +88,7 @@ class ScenarioResult:
         name, best = self.best_reference()
         return {
             "scenario": self.name, "description": self.description, "config": self.config_source,
+            "agent_kind": self.agent_kind,
             "agent": {**self.agent.summary(), "capture": self.capture()},
             "references": {k: v.summary() for k, v in self.references.items()},
             "baselines": {k: {**v.summary(), "capture": self.capture(v)} for k, v in self.baselines.items()},
@@ -123,6 +130,7 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
                  config_source: str, baselines: Sequence[str] = ("supervised", "sb3_dqn"), sb3_budget: int = 0,
                  console: Any = None) -> ScenarioResult:
     """Train and score one scenario; the agent's run directory is ``out_dir/runs/<scenario>``."""
+    from foxhunt.train.agent import env_steps_per_epoch
     from foxhunt.train.runner import WalkForwardRunner, create_run_dir
 
     t0 = time.perf_counter()
@@ -161,12 +169,11 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
         for m, r_, p_, c in rows:
             ps.folds.append(fold_score(m, r_, p_, c))
         base_scores["sb3_dqn"] = ps
-    d = cfg.dqn
-    env_steps = cfg.train.epochs * d.rounds_per_epoch * d.rollout_len * d.n_envs * len(folds)
+    env_steps = cfg.train.epochs * env_steps_per_epoch(cfg) * len(folds)
     out = ScenarioResult(scenario.name, scenario.description, config_source, agent, references, base_scores,
                          wall_s=time.perf_counter() - t0, train_s=train_s, env_steps=env_steps,
                          bars_per_year=runner.bars_per_year, val_bars=int(np.mean([f.val_len - 1 for f in folds])),
-                         n_folds=len(folds))
+                         n_folds=len(folds), agent_kind=cfg.train.agent)
     out.gate = judge(out)
     if size.name == "gpu":  # the issue's H200 gate: each scenario's 5-fold walk-forward within 120 s
         out.gate["walk_forward_s"] = train_s

@@ -38,6 +38,16 @@ def training_env(cfg: Config) -> Any:
     return cfg.env.model_copy(update={"cost_bps": cfg.env.cost_bps * k, "spread_bps": cfg.env.spread_bps * k})
 
 
+def env_steps_per_epoch(cfg: Config) -> int:
+    """Env steps (transitions collected) in one training epoch of the configured agent:
+    DQN rounds × rollout × envs, PPO iterations × rollout × envs."""
+    if cfg.train.agent == "ppo":
+        p = cfg.ppo
+        return p.iterations_per_epoch * p.rollout_len * p.n_envs
+    d = cfg.dqn
+    return d.rounds_per_epoch * d.rollout_len * d.n_envs
+
+
 def build_trainer(market: MarketData, config: Config, plan: ExecutionPlan) -> AgentTrainer:
     """The configured trainer (``train.agent``) on ``market`` (whose fold is set), run as ``plan``
     (``foxhunt.accel.backend.resolve``) says."""

@@ -34,6 +34,7 @@ import torch
 
 from foxhunt.agents.dqn.targets import linear_schedule, nstep_targets
 from foxhunt.agents.dqn.manual_grad import DuelingLayout, dqn_loss_and_grad
+from foxhunt.agents.guard import guard_check
 
 if TYPE_CHECKING:
     from foxhunt.agents.dqn.learner import QLearner
@@ -84,12 +85,8 @@ class FusedTrainStep:
         self.gamma = cfg.gamma
         self.n_envs = learner.n_envs
         self.huber_delta = cfg.huber_delta
-        self.loss_clip = cfg.loss_clip
         self.grad_clip = cfg.grad_clip
-        self.grad_collapse = cfg.grad_collapse
-        self.collapse_warmup = cfg.grad_collapse_warmup
-        self.collapse_patience = cfg.grad_collapse_patience
-        self.max_skipped = cfg.max_skipped_steps
+        self.guard_limits = dict(learner.guard.limits)
         self.lr_sched = None if cfg.lr_end is None else (cfg.lr, cfg.lr_end, cfg.lr_decay_steps)
         self.beta_sched = (cfg.per_beta_start, cfg.per_beta_end, cfg.per_beta_steps)
         self.polyak = cfg.target_update == "polyak"
@@ -108,8 +105,7 @@ class FusedTrainStep:
             # learner state (written)
             "online": ln.flat.data, "grad": ln.flat.grad, "target": ln.target_flat,
             "adam_m": opt.m, "adam_v": opt.v, "adam_t": opt.step_count, "lr": ln.lr, "updates": ln.updates,
-            "collapse_run": ln.collapse_run, "skipped_total": ln.skipped_total, "halted": ln.halted,
-            "collapse_flag": ln.collapse_flag, "records": ln.records, "record_idx": ln.record_idx,
+            **ln.guard.state_tensors(), "records": ln.records, "record_idx": ln.record_idx,
             "beta": ln.replay.sampler.beta,
             # read only
             "beta1": opt._beta1, "beta2": opt._beta2, "gamma_pow": ln._gamma_pow,
@@ -163,18 +159,9 @@ class FusedTrainStep:
     def _guarded_update(self, loss: torch.Tensor, g: torch.Tensor, td: torch.Tensor, q_taken: torch.Tensor,
                         t: dict[str, torch.Tensor]) -> torch.Tensor:
         """``QLearner._apply`` (same order of operations); returns ok (0-d bool)."""
-        updates, halted = t["updates"], t["halted"]
-        collapse_run, skipped_total = t["collapse_run"], t["skipped_total"]
+        updates = t["updates"]
         gnorm = torch.linalg.vector_norm(g)
-        nonfinite = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
-        over_clip = loss > self.loss_clip
-        ok = ~nonfinite & ~over_clip & ~halted
-        tiny = ok & (gnorm < self.grad_collapse)
-        collapse_run.copy_(torch.where(tiny, collapse_run + 1, torch.zeros_like(collapse_run)))
-        collapsed = (updates >= self.collapse_warmup) & (collapse_run >= self.collapse_patience)
-        bad = ~ok & ~halted
-        skipped_total.add_(bad.long())
-        halted.copy_(halted | collapsed | (skipped_total > self.max_skipped))
+        ok, nonfinite, over_clip = guard_check(loss, gnorm, updates, t, **self.guard_limits)
         coef = (self.grad_clip / (gnorm + 1e-6)).clamp(max=1.0)
         if self.lr_sched is not None:
             t["lr"].copy_(linear_schedule(*self.lr_sched, updates))
@@ -182,7 +169,6 @@ class FusedTrainStep:
         self._update_target(ok, t)
         updates.add_(1)
         t["beta"].copy_(linear_schedule(*self.beta_sched, updates))
-        t["collapse_flag"].logical_or_(collapsed)
         row = torch.stack([loss, gnorm, td.abs().mean(), q_taken.sum(), q_taken.min(), q_taken.max(),
                            ok.float(), nonfinite.float(), over_clip.float()])
         records, record_idx = t["records"], t["record_idx"]

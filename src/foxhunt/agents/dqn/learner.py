@@ -22,6 +22,7 @@ from torch.nn import functional as F
 from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.targets import linear_schedule, nstep_targets
 from foxhunt.agents.flat import FlatParams, MaskedAdam
+from foxhunt.agents.guard import Guard
 from foxhunt.agents.monitor import EpochMonitor
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.agents.replay import ReplayBuffer
@@ -59,11 +60,13 @@ class QLearner:
         self._init_weights = self.flat.data.clone()
         self.lr = torch.full((), cfg.lr, dtype=torch.float32, device=dev)
         self.opt = MaskedAdam(self.flat, self.lr)
-        # Device counters and guard state (all in place; reset per fold).
+        # Device counters and guard state (all in place; reset per fold). The guard's tensors are
+        # also attributes of the learner (the fused step and the checkpoint keys name them so).
         self.updates = torch.zeros((), dtype=torch.int64, device=dev)
-        self.collapse_run = torch.zeros((), dtype=torch.int64, device=dev)
-        self.skipped_total = torch.zeros((), dtype=torch.int64, device=dev)
-        self.halted = torch.zeros((), dtype=torch.bool, device=dev)
+        self.guard = Guard(dev, loss_clip=cfg.loss_clip, collapse=cfg.grad_collapse, warmup=cfg.grad_collapse_warmup,
+                           patience=cfg.grad_collapse_patience, max_skipped=cfg.max_skipped_steps)
+        self.collapse_run, self.skipped_total = self.guard.collapse_run, self.guard.skipped_total
+        self.halted, self.collapse_flag = self.guard.halted, self.guard.collapse_flag
         b, w = cfg.batch_size, market.obs_dim
         self.obs = torch.zeros((b, w), dtype=torch.float32, device=dev)
         self.next_obs = torch.zeros((b, w), dtype=torch.float32, device=dev)
@@ -72,7 +75,6 @@ class QLearner:
         self.records = torch.zeros((max(1, cfg.rounds_per_epoch * cfg.train_steps_per_round), len(RECORD_FIELDS)),
                                    dtype=torch.float32, device=dev)
         self.record_idx = torch.zeros(1, dtype=torch.int64, device=dev)
-        self.collapse_flag = torch.zeros((), dtype=torch.bool, device=dev)
         self._gamma_pow = torch.tensor([cfg.gamma ** k for k in range(1, cfg.n_step + 1)], dtype=torch.float32, device=dev)
         # The fused train step (foxhunt.agents.dqn.fused_step: one compiled program with a
         # hand-written backward), installed by the trainer when the plan says so; None runs the
@@ -89,10 +91,9 @@ class QLearner:
         self.target_flat.copy_(self.flat.data)
         self.opt.reset()
         self.lr.fill_(self.cfg.lr)
-        for t in (self.updates, self.collapse_run, self.skipped_total, self.record_idx):
+        for t in (self.updates, self.record_idx):
             t.zero_()
-        self.halted.zero_()
-        self.collapse_flag.zero_()
+        self.guard.reset()
 
     # ------------------------------------------------------------------ the train step
     def _batch(self):
@@ -139,16 +140,7 @@ class QLearner:
         loss = loss.detach()
         g = self.flat.grad
         gnorm = torch.linalg.vector_norm(g)
-        nonfinite = ~(torch.isfinite(loss) & torch.isfinite(gnorm))
-        over_clip = loss > cfg.loss_clip
-        ok = ~nonfinite & ~over_clip & ~self.halted
-        # Gradient collapse: consecutive tiny norms after warm-up raise the (sticky) halt flag.
-        tiny = ok & (gnorm < cfg.grad_collapse)
-        self.collapse_run.copy_(torch.where(tiny, self.collapse_run + 1, torch.zeros_like(self.collapse_run)))
-        collapsed = (self.updates >= cfg.grad_collapse_warmup) & (self.collapse_run >= cfg.grad_collapse_patience)
-        bad = ~ok & ~self.halted
-        self.skipped_total.add_(bad.long())
-        self.halted.copy_(self.halted | collapsed | (self.skipped_total > cfg.max_skipped_steps))
+        ok, nonfinite, over_clip = self.guard.check(loss, gnorm, self.updates)
         coef = (cfg.grad_clip / (gnorm + 1e-6)).clamp(max=1.0)
         if cfg.lr_end is not None:
             self.lr.copy_(linear_schedule(cfg.lr, cfg.lr_end, cfg.lr_decay_steps, self.updates))
@@ -156,7 +148,6 @@ class QLearner:
         self._update_target(ok)
         self.updates.add_(1)
         self.replay.sampler.beta.copy_(linear_schedule(cfg.per_beta_start, cfg.per_beta_end, cfg.per_beta_steps, self.updates))
-        self.collapse_flag.logical_or_(collapsed)
         row = torch.stack([loss, gnorm, td.abs().mean(), q_taken.sum(), q_taken.min(), q_taken.max(),
                            ok.float(), nonfinite.float(), over_clip.float()])
         self.records.index_copy_(0, self.record_idx.clamp(max=self.records.shape[0] - 1), row.unsqueeze(0))
@@ -210,10 +201,7 @@ class QLearner:
             "target": self.target_flat,
             "lr": self.lr,
             "updates": self.updates,
-            "collapse_run": self.collapse_run,
-            "skipped_total": self.skipped_total,
-            "halted": self.halted,
-            "collapse_flag": self.collapse_flag,
+            **self.guard.state_tensors(),
             **self.opt.state_dict(),
         }
 

@@ -9,8 +9,8 @@ the one readback of the epoch summary.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 
@@ -22,17 +22,12 @@ from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
 from foxhunt.agents.dqn.fused_step import FusedTrainStep
 from foxhunt.agents.dqn.learner import QLearner
+from foxhunt.agents.fold_trainer import FoldTrainer, TrainingHalted, load_part  # noqa: F401 (TrainingHalted: re-exported)
 from foxhunt.agents.monitor import EpochMonitor, EpochSummary
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayBuffer, ReplayStorage, UniformSampler, WidePER
 from foxhunt.env import RESET_DSR, RESET_PORTFOLIO, RESET_VOL, EnvParams, VecTradingEnv
-from foxhunt.errors import FoxhuntError
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
-from foxhunt.state import ComponentStateError, pack, unpack
-
-
-class TrainingHalted(FoxhuntError):
-    """The on-device guard stopped training; the message names the check and the epoch."""
 
 
 @dataclass
@@ -49,7 +44,7 @@ def _matmul_precision(precision: str) -> None:
     torch.backends.cudnn.allow_tf32 = precision in ("tf32", "bf16")
 
 
-class DQNTrainer:
+class DQNTrainer(FoldTrainer):
     """Walk-forward DQN training on device-resident market data.
 
     plan: how each component runs (``foxhunt.accel.backend.resolve`` of the run's [accel] section);
@@ -121,42 +116,21 @@ class DQNTrainer:
     def _set_pos(self, pos: int, size: int) -> None:
         self.replay.storage.pos, self.replay.storage.size = pos, size
 
-    # ------------------------------------------------------------------ folds
-    def reset_for_fold(self, fold: FoldRange, warm_start: bool = False) -> float:
-        """Make ``fold`` current without re-creating anything; returns the seconds it took.
-
-        Re-initialises the network in place (or keeps it: warm start), clears the replay, zeroes
-        optimiser moments, counters and monitors, recomputes the fold's normalisation on the
-        device, and restarts the envs in the new training range. Graphs stay captured.
-        """
-        t0 = time.perf_counter()
-        if self.checks is not None:
-            self.checks.verify_addresses()  # host only: nothing the captured graphs read has moved
-        self.env.set_fold(fold)  # checks episode length, market.set_fold (in place)
+    # ------------------------------------------------------------------ folds (FoldTrainer.reset_for_fold)
+    def _reset_parts(self, warm_start: bool) -> None:
+        """Clear the replay; re-initialise the network in place (or keep it: warm start), zero the
+        optimiser moments and counters; reset the collector and curiosity."""
         self.replay.clear()
         self.learner.reset(reinit=not warm_start)
         self.collector.reset()
         if self.curiosity is not None:
             self.curiosity.reset()
-        self.monitor.reset()
-        self._reseed(fold.fold)
-        self.env.reset(persistent=True)
-        self.epoch = 0
-        self.rounds = 0
-        self.fold = fold
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter() - t0
 
-    def _reseed(self, fold_index: int) -> None:
-        """Every generator restarts from (seed, fold): a fold's result never depends on the folds
-        trained before it in this process (and a resumed run needs no earlier fold)."""
-        base = (self.seed + 1) * 1_000_003 + fold_index * 7_919
-        self.env.sampler.seed(base + 1)
-        self.collector.generator.manual_seed(base + 2)
-        self.replay.sampler.reseed(base + 3)
+    def _seeders(self) -> list[Callable[[int], None]]:
+        out = [self.collector.generator.manual_seed, self.replay.sampler.reseed]
         if self.curiosity is not None:
-            self.curiosity.generator.manual_seed(base + 4)
+            out.append(self.curiosity.generator.manual_seed)
+        return out
 
     # ------------------------------------------------------------------ epochs
     def _reset_flags(self) -> int:
@@ -186,8 +160,7 @@ class DQNTrainer:
                     updates += 1
         self.learner.flush_records(updates)
         self.monitor.set_scalar("epsilon", self.collector.epsilon)
-        self.monitor.start_readback(self.epoch)
-        self.epoch += 1
+        self._end_epoch()
 
     def train_epoch(self) -> EpochSummary | None:
         """One epoch. Returns its summary (one synchronisation), or, in lagged mode, the oldest
@@ -201,39 +174,9 @@ class DQNTrainer:
             return self._collect_summary()
         return None
 
-    def drain(self) -> list[EpochSummary]:
-        """Every pending summary, oldest first (waits for them; the end of a fold in lagged mode)."""
-        out = []
-        while self.monitor.pending:
-            out.append(self._collect_summary())
-        return out
-
     def flush(self) -> EpochSummary | None:
         """Read the oldest summary still pending (lagged mode), waiting for it; None if none."""
         return self._collect_summary() if self.monitor.pending else None
-
-    def _collect_summary(self) -> EpochSummary:
-        s = self.monitor.finish_readback()
-        self.last_summary = s
-        if self.checks is not None:
-            self.checks.report(s)  # names where a bad value came from (before the guard's halt)
-        if s["halt"] > 0:
-            raise TrainingHalted(self._halt_message(s))
-        return s
-
-    def _halt_message(self, s: EpochSummary) -> str:
-        fold = self.fold.fold if self.fold is not None else "?"
-        checks = []
-        if s["skip_nonfinite"]:
-            checks.append(f"non-finite loss or gradient norm ({int(s['skip_nonfinite'])} steps skipped)")
-        if s["skip_loss_clip"]:
-            checks.append(f"loss above loss_clip={self.cfg.loss_clip:g} ({int(s['skip_loss_clip'])} steps skipped)")
-        if s["halt_collapse"]:
-            checks.append(
-                f"gradient collapse (norm < {self.cfg.grad_collapse:g} for {self.cfg.grad_collapse_patience} steps)"
-            )
-        what = "; ".join(checks) or "guard halt flag"
-        return f"training halted by the guard in fold {fold}, epoch {s.epoch}: {what}"
 
     # ------------------------------------------------------------------ state
     def components(self) -> dict[str, object]:
@@ -248,7 +191,7 @@ class DQNTrainer:
         """{component: its state dict} (live tensors, ``foxhunt.state`` convention), plus the
         trainer's own host counters under ``trainer``."""
         out = {name: c.state_dict() for name, c in self.components().items()}  # type: ignore[attr-defined]
-        out["trainer"] = pack({}, {"epoch": self.epoch, "rounds": self.rounds})
+        out["trainer"] = self._host_state()
         return out
 
     def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
@@ -258,12 +201,5 @@ class DQNTrainer:
         if set(state) != set(comps) | {"trainer"}:
             raise ValueError(f"DQNTrainer: components {sorted(state)} ≠ this trainer's {sorted([*comps, 'trainer'])}")
         for name, comp in comps.items():
-            try:
-                comp.load_state_dict(state[name])  # type: ignore[attr-defined]
-            except ValueError as exc:
-                raise ComponentStateError(name, str(exc)) from None
-        try:
-            host = unpack("DQNTrainer", state["trainer"], {}, ("epoch", "rounds"))
-        except ValueError as exc:
-            raise ComponentStateError("trainer", str(exc)) from None
-        self.epoch, self.rounds = host["epoch"], host["rounds"]
+            load_part(name, comp.load_state_dict, state[name])  # type: ignore[attr-defined]
+        self._load_host_state(state["trainer"])

@@ -13,14 +13,12 @@ evaluation, the model file), and ``state_dict`` / ``load_state_dict`` (``foxhunt
 
 from __future__ import annotations
 
-import time
+from typing import Callable
 
 import torch
 
-
-from foxhunt.agents.dqn.trainer import TrainingHalted
 from foxhunt.agents.exec_choice import ExecChoice, apply_matmul_precision, env_step_fn
-from foxhunt.agents.guard import halt_message
+from foxhunt.agents.fold_trainer import FoldTrainer, load_part
 from foxhunt.agents.monitor import EpochMonitor, EpochSummary
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.agents.ppo.config import PPOConfig
@@ -29,11 +27,11 @@ from foxhunt.agents.ppo.rollout import Rollout, RolloutBuffer
 from foxhunt.env import EnvParams, VecTradingEnv
 from foxhunt.folds import FoldRange
 from foxhunt.market import N_PORTFOLIO_FEATURES, MarketData
-from foxhunt.state import ComponentStateError, pack, unpack
+from foxhunt.state import pack, unpack
 from foxhunt.accel.graphs import GraphedStep
 
 
-class PPOTrainer:
+class PPOTrainer(FoldTrainer):
     """Walk-forward PPO training on device-resident market data."""
 
     def __init__(self, market: MarketData, env_params: EnvParams, cfg: PPOConfig, seed: int = 0,
@@ -59,29 +57,14 @@ class PPOTrainer:
         self.fold: FoldRange | None = market.fold
         self.last_summary: EpochSummary | None = None
 
-    # ------------------------------------------------------------------ folds
-    def reset_for_fold(self, fold: FoldRange, warm_start: bool = False) -> float:
-        """Make ``fold`` current without re-creating anything (as DQNTrainer); returns seconds."""
-        t0 = time.perf_counter()
-        self.env.set_fold(fold)
+    # ------------------------------------------------------------------ folds (FoldTrainer.reset_for_fold)
+    def _reset_parts(self, warm_start: bool) -> None:
+        """Weights re-initialised in place (or kept: warm start), Adam, guard, counters; the rollout."""
         self.learner.reset(reinit=not warm_start)
         self.rollout.reset()
-        self.monitor.reset()
-        self._reseed(fold.fold)
-        self.env.reset(persistent=True)
-        self.epoch = 0
-        self.rounds = 0
-        self.fold = fold
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter() - t0
 
-    def _reseed(self, fold_index: int) -> None:
-        """Every generator restarts from (seed, fold): a fold never depends on earlier folds."""
-        base = (self.seed + 1) * 1_000_003 + fold_index * 7_919
-        self.env.sampler.seed(base + 1)
-        self.rollout.generator.manual_seed(base + 2)
-        self.learner.generator.manual_seed(base + 3)
+    def _seeders(self) -> list[Callable[[int], None]]:
+        return [self.rollout.generator.manual_seed, self.learner.generator.manual_seed]
 
     # ------------------------------------------------------------------ epochs
     def run_epoch(self) -> None:
@@ -95,29 +78,12 @@ class PPOTrainer:
             self._train()
             self.rounds += 1
         self.learner.flush_records(cfg.iterations_per_epoch * cfg.update_epochs * cfg.minibatches, self.rollout.ev)
-        self.monitor.start_readback(self.epoch)
-        self.epoch += 1
+        self._end_epoch()
 
     def train_epoch(self) -> EpochSummary:
         """One epoch; returns its summary (the epoch's one synchronisation)."""
         self.run_epoch()
         return self._collect_summary()
-
-    def drain(self) -> list[EpochSummary]:
-        out = []
-        while self.monitor.pending:
-            out.append(self._collect_summary())
-        return out
-
-    def _collect_summary(self) -> EpochSummary:
-        s = self.monitor.finish_readback()
-        self.last_summary = s
-        if s["halt"] > 0:
-            cfg = self.cfg
-            raise TrainingHalted(halt_message(s.values, fold=self.fold.fold if self.fold else "?", epoch=s.epoch,
-                                              loss_clip=cfg.loss_clip, collapse=cfg.grad_collapse,
-                                              patience=cfg.grad_collapse_patience))
-        return s
 
     # ------------------------------------------------------------------ evaluation / export
     def policy_net(self) -> DuelingQNet:
@@ -133,7 +99,7 @@ class PPOTrainer:
             "learner": pack(self.learner.state_tensors(), generators={"minibatch_shuffle": self.learner.generator}),
             "env": self.env.state_dict(),
             "rollout": pack({"env_steps": self.rollout.env_steps}, generators={"generator": self.rollout.generator}),
-            "trainer": pack({}, {"epoch": self.epoch, "rounds": self.rounds}),
+            "trainer": self._host_state(),
         }
 
     def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
@@ -142,20 +108,10 @@ class PPOTrainer:
         want = ("learner", "env", "rollout", "trainer")
         if set(state) != set(want):
             raise ValueError(f"PPOTrainer: components {sorted(state)} ≠ this trainer's {sorted(want)}")
-        try:
-            unpack("PPOLearner", state["learner"], self.learner.state_tensors(), generators={"minibatch_shuffle": self.learner.generator})
-        except ValueError as exc:
-            raise ComponentStateError("learner", str(exc)) from None
-        try:
-            self.env.load_state_dict(state["env"])
-        except ValueError as exc:
-            raise ComponentStateError("env", str(exc)) from None
-        try:
-            unpack("RolloutBuffer", state["rollout"], {"env_steps": self.rollout.env_steps}, generators={"generator": self.rollout.generator})
-        except ValueError as exc:
-            raise ComponentStateError("rollout", str(exc)) from None
-        try:
-            host = unpack("PPOTrainer", state["trainer"], {}, ("epoch", "rounds"))
-        except ValueError as exc:
-            raise ComponentStateError("trainer", str(exc)) from None
-        self.epoch, self.rounds = host["epoch"], host["rounds"]
+        gens = {"minibatch_shuffle": self.learner.generator}
+        load_part("learner", lambda st: unpack("PPOLearner", st, self.learner.state_tensors(), generators=gens),
+                  state["learner"])
+        load_part("env", self.env.load_state_dict, state["env"])
+        load_part("rollout", lambda st: unpack("RolloutBuffer", st, {"env_steps": self.rollout.env_steps},
+                                               generators={"generator": self.rollout.generator}), state["rollout"])
+        self._load_host_state(state["trainer"])
