@@ -43,7 +43,7 @@ from foxhunt.backtest.fused import check_windows, launch, run_fused  # noqa: E40
 from foxhunt.backtest.metrics import GraphedMetrics, TradeRecords, compute_metrics  # noqa: E402
 from foxhunt.backtest.policies import GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
-from foxhunt.kernels.backtest_fused import PRECOMPUTE_MAX_BYTES  # noqa: E402
+from foxhunt.kernels.backtest.kernel import PRECOMPUTE_MAX_BYTES  # noqa: E402
 
 MODEL = {"tf32": "0.8-1.0 s", "bf16": "0.5-0.6 s", "ieee": "~1.2 s", "tf32x3": "~1 s"}
 """The kernel docstring's estimate for 8 × 100 K (and about the same for 256 × 100 K)."""

@@ -43,7 +43,7 @@ def collection(market: MarketData, n: int, variant: str, rollout: int) -> dict:
     cfg = dict(n_envs=n, rollout_len=rollout, buffer_capacity=max(n * rollout * 2, 1 << 16), warmup_transitions=1 << 34)  # the bound: never trains
     saved = None
     if tune:  # the launcher reads DEFAULTS at every launch: capture (first round) and replays use these
-        from foxhunt.kernels import dueling_mlp_fused as dmf
+        from foxhunt.kernels.acting import kernel as dmf
 
         keys = {"m": "block_m", "w": "num_warps", "b": "bn", "s": "stages"}
         prec = "bf16" if base.endswith("bf16") else "tf32"

@@ -26,13 +26,15 @@ scorecard scenario. One invocation fits a fixed wall-time budget (``--deadline``
 --prune-trials N: the same seeded study of N trials with one in-process worker, median pruner
     against none: wall time and folds trained.
 
-    python -m bench.bench_tune                       # CUDA: configs/h200-fast.toml, 5 folds x 2 epochs, K = 1 2 4, (c)
-    python -m bench.bench_tune --quick               # small CPU run (a smoke test of the harness, ~3 min)
-    python -m bench.bench_tune --workers 4 --seconds 300 --no-eval --no-scorecard --name tune_cuda_k4
-    python -m bench.bench_tune --prune-trials 12 --workers --no-eval --no-scorecard --name tune_cuda_prune
+    PYTHONPATH=src:. python -m bench.bench_tune             # CUDA: configs/h200-fast.toml, 5 folds x 2 epochs, K = 1 2 4, (c)
+    PYTHONPATH=src:. python -m bench.bench_tune --quick     # small CPU run (a smoke test of the harness, ~3 min)
+    PYTHONPATH=src:. python -m bench.bench_tune --workers 4 --seconds 300 --no-eval --no-scorecard --name tune_cuda_k4
+    PYTHONPATH=src:. python -m bench.bench_tune --prune-trials 12 --workers --no-eval --no-scorecard --name tune_cuda_prune
 
-Writes bench/results/<name>.json (default tune_<device>[_quick]) after every part (a run stopped
-by the step's timeout keeps what it measured) and prints a short table last.
+The shared flags of ``bench/common.py`` apply (``--device``, ``--out``, ``--name``, ``--threads``,
+``--git-revision``, ``--config``, ``--set``). Writes ``--out`` (default
+bench/results/<--name or tune_<device>[_quick]>.json) after every part (a run stopped by the
+step's timeout keeps what it measured) and prints a short table last.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ from foxhunt.train.config import config_from_text
 from foxhunt.tune.study import counts, open_study, quiet_optuna
 from foxhunt.tune.worker import TrialEvaluator, result_attrs, run_worker
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = common.ROOT
 CACHE = ROOT / ".foxhunt-cache"
 SPACE = {"dqn": {"lr": {"low": 1e-4, "high": 3e-3, "log": True}, "gamma": {"low": 0.5, "high": 0.99}}}
 """Throughput space: gamma is not a key a built trainer takes in place, so every trial builds a new
@@ -76,7 +78,9 @@ def base_dict(args: argparse.Namespace) -> dict[str, Any]:
         data.setdefault(section, {}).update(upd)
     if args.bars:
         data["data"]["bars"] = args.bars
-    apply_overrides(data, args.set)
+    if args.device != "auto":
+        data["run"]["device"] = args.device
+    apply_overrides(data, args.overrides)
     data["train"].update(checkpoint_every=0, tensorboard=False, progress=False, report=False)
     return data
 
@@ -90,21 +94,16 @@ def base_config(args: argparse.Namespace, study_dir: Path, name: str, pruner: st
     return build_config(data, source="bench")
 
 
-def _sync() -> None:
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
-
-
-def _clock(fn: Any) -> float:
-    t0 = time.perf_counter()
-    fn()
-    _sync()
-    return time.perf_counter() - t0
-
-
-def evaluation_times(ev: TrialEvaluator) -> dict[str, Any]:
-    """Part (b) (module docstring); leaves ``ev`` warm (market loaded, a trainer built)."""
+def evaluation_times(ev: TrialEvaluator, device: torch.device) -> dict[str, Any]:
+    """Part (b) (module docstring); leaves ``ev`` warm (market loaded, a trainer built). Each
+    figure is the wall seconds of one call (``common.stopwatch``: ``device`` synchronised around it)."""
     cfg = ev.base
+
+    def _clock(fn: Any) -> float:
+        with common.stopwatch(device) as sw:
+            fn()
+        return sw.s
+
     values = {"dqn.lr": 1e-3, "dqn.gamma": 0.9}
     out: dict[str, Any] = {"market_load_s": _clock(lambda: ev.prepared_for(ev.trial_config(values)))}
     box: dict[str, Any] = {}
@@ -174,14 +173,15 @@ def throughput(args: argparse.Namespace, k: int, tmp: Path, seconds: float, time
     url = f"sqlite:///{d / 'study.db'}"
     open_study(url, cfg.tune.study, cfg.tune, create=True)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
-    t0 = time.perf_counter()
+    sw = common.stopwatch().start()  # wall seconds of the workers (processes: nothing to synchronise here)
+    cap_at = time.monotonic() + cap_s
     logs = [open(d / f"worker{i}.err", "w") for i in range(k)]
     procs = [subprocess.Popen([sys.executable, "-m", "foxhunt.tune.worker", str(d), "--storage", url, "--trials", "1000000",
                                "--timeout", str(timeout), "--index", str(i)], env=env, stdout=subprocess.DEVNULL,
                               stderr=logs[i]) for i in range(k)]
     stopped = 0
     while any(p.poll() is None for p in procs):
-        if time.perf_counter() - t0 > cap_s:
+        if time.monotonic() > cap_at:
             for p in procs:
                 if p.poll() is None:
                     p.send_signal(signal.SIGKILL)  # a trial still running: left RUNNING, not counted
@@ -191,7 +191,7 @@ def throughput(args: argparse.Namespace, k: int, tmp: Path, seconds: float, time
     for p, log in zip(procs, logs):
         p.wait()
         log.close()
-    wall = time.perf_counter() - t0
+    wall = sw.stop()
     errs = [(d / f"worker{i}.err").read_text().strip().splitlines()[-1:] for i, p in enumerate(procs) if p.returncode not in (0, -9)]
     return _row(open_study(url, cfg.tune.study, cfg.tune, create=False), k, {
         "mode": "worker processes", "seconds": seconds, "worker_timeout_s": timeout, "wall_s": wall,
@@ -206,10 +206,10 @@ def in_process(args: argparse.Namespace, ev: TrialEvaluator, tmp: Path, seconds:
     d.mkdir(parents=True)
     url = f"sqlite:///{d / 'study.db'}"
     open_study(url, cfg.tune.study, cfg.tune, create=True)
-    t0 = time.perf_counter()
-    run_worker(cfg, url, d, 1_000_000, seconds, 0, ev)
+    with common.stopwatch() as sw:
+        run_worker(cfg, url, d, 1_000_000, seconds, 0, ev)
     return _row(open_study(url, cfg.tune.study, cfg.tune, create=False), 1,
-                {"mode": "in-process (warm)", "seconds": seconds, "wall_s": time.perf_counter() - t0, "errors": []})
+                {"mode": "in-process (warm)", "seconds": seconds, "wall_s": sw.s, "errors": []})
 
 
 def _row(study: Any, k: int, row: dict[str, Any]) -> dict[str, Any]:
@@ -257,9 +257,9 @@ def prune_compare(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         d.mkdir(parents=True)
         url = f"sqlite:///{d / 'study.db'}"
         open_study(url, cfg.tune.study, cfg.tune, create=True)
-        t0 = time.perf_counter()
-        rep = run_worker(cfg, url, d, args.prune_trials, 0.0, 0, TrialEvaluator(cfg))
-        wall = time.perf_counter() - t0
+        with common.stopwatch() as sw:
+            rep = run_worker(cfg, url, d, args.prune_trials, 0.0, 0, TrialEvaluator(cfg))
+        wall = sw.s
         study = open_study(url, cfg.tune.study, cfg.tune, create=False)
         folds = sum(result_attrs(t).get("folds_run", 0) for t in study.trials)
         best = max((t.value for t in study.trials if t.state.name == "COMPLETE"), default=None)
@@ -336,9 +336,8 @@ def table(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", default=str(ROOT / "configs" / "h200-fast.toml"))
-    p.add_argument("--quick", action="store_true", help="small CPU run")
+    p = common.arguments(__doc__, quick="small CPU run (a smoke test of the harness)",
+                         config=str(ROOT / "configs" / "h200-fast.toml"))
     p.add_argument("--workers", type=int, nargs="*", default=None, help="worker counts (default: 1 2 4; quick: 1 2)")
     p.add_argument("--seconds", type=float, default=None, help="each K's workers ask trials this long (default: fitted to --deadline)")
     p.add_argument("--epochs", type=int, default=None, help="epochs per fold in (a)/(b) (default 2; quick 1)")
@@ -353,31 +352,29 @@ def main() -> None:
     p.add_argument("--sc-seconds", type=float, default=None, help="part (c): longest study, s (default: what the deadline leaves)")
     p.add_argument("--sc-set", action="append", default=None,
                    help="part (c) overrides on both sides (default on CUDA: accel.train_step=torch, see bench/tune_scorecard.py)")
-    p.add_argument("--set", action="append", default=[], help="config override section.key=value (repeatable)")
-    p.add_argument("--name", default=None)
-    args = p.parse_args()
+    args = common.parse(p)  # --device auto: CUDA when present and not --quick
     t_start = time.monotonic()
     quiet_optuna()
     ks = args.workers if args.workers is not None else ([1, 2] if args.quick else [1, 2, 4])
     args.epochs = args.epochs or (1 if args.quick else 2)
     deadline = args.deadline or (200.0 if args.quick else 480.0)
-    device = torch.device("cuda" if torch.cuda.is_available() and not args.quick else "cpu")
-    name = args.name or f"tune_{device.type}{'_quick' if args.quick else ''}"
+    device = args.dev
+    stem = f"tune_{device.type}{'_quick' if args.quick else ''}"
     result: dict[str, Any] = {"machine": common.machine(device), "config": Path(args.config).name, "quick": args.quick,
                               "epochs": args.epochs, "holdout": args.holdout, "space": SPACE, "deadline_s": deadline,
-                              "overrides": args.set}
+                              "overrides": args.overrides}
 
     def left() -> float:
         return deadline - (time.monotonic() - t_start)
 
     def save() -> None:
         result["wall_s"] = time.monotonic() - t_start
-        common.write_result(name, result)
+        common.save(args, stem, result)
 
     with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
         ev = TrialEvaluator(base_config(args, Path(tmp) / "eval", "eval"))
         if not args.no_eval:
-            result["evaluation"] = evaluation_times(ev)
+            result["evaluation"] = evaluation_times(ev, device)
             print(table({"evaluation": result["evaluation"]}), flush=True)
             save()
         # (c) gets 40 % of what is left, at most 140 s (70 s quick): a study of ~85 s and the hold-out runs
@@ -410,7 +407,7 @@ def main() -> None:
                 result["scorecard"] = compare(base_dict(args), args.scenario, args.quick, sc_epochs, args.sc_seconds or 1e9,
                                               budget, Path(tmp), CACHE, overrides=sc_set)
             save()
-    print(f"wrote {common.write_result(name, {**result, 'wall_s': time.monotonic() - t_start})}")
+    print(f"wrote {common.save(args, stem, {**result, 'wall_s': time.monotonic() - t_start})}")
     print(table(result))
 
 

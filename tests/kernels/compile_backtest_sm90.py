@@ -20,7 +20,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from foxhunt.kernels import backtest_fused as bf
+from foxhunt.kernels.backtest import kernel as bf
 
 INTS = ("n_windows", "n_bars", "n_steps", "n_feat", "kelly_min_trades", "given_cols", "max_holding_bars", "n_members")
 

@@ -15,7 +15,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from foxhunt.kernels import env_step_fused as ef
+from foxhunt.kernels.env_step import kernel as ef
 from tests.kernels.compile_backtest_sm90 import resource_usage
 
 _I64 = {"ebar_p", "bar_p", "estart_p", "step_p", "level_p", "bexp_p", "kc_p", "rfill_p", "rhead_p", "max_hold_p",

@@ -16,7 +16,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from foxhunt.kernels import sum_tree_fused as sf
+from foxhunt.kernels.replay import binary as sf
 from tests.kernels.compile_backtest_sm90 import resource_usage
 
 

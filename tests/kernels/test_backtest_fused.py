@@ -29,7 +29,7 @@ from foxhunt.backtest.fused import check_windows, launch, run_fused, unsupported
 from foxhunt.backtest.policies import ActionPolicy, ExposurePolicy, GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
 from foxhunt.folds import FoldRange  # noqa: E402
-from foxhunt.kernels.backtest_fused import is_interpreted  # noqa: E402
+from foxhunt.kernels.backtest.kernel import is_interpreted  # noqa: E402
 from foxhunt.market import MarketData  # noqa: E402
 from tests.backtest.test_evaluator import _reference_backtest  # noqa: E402
 from tests.env.test_parity import TRAIN_END, N_BARS, parity_feature_set  # noqa: E402

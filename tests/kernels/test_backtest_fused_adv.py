@@ -15,8 +15,8 @@ from tests.kernels.test_backtest_fused import (  # noqa: F401  (sets TRITON_INTE
 )
 from foxhunt.backtest.evaluator import Backtester  # noqa: E402
 from foxhunt.backtest.fused import check_windows, launch  # noqa: E402
-from foxhunt.kernels.dueling_mlp_fused import pack_net  # noqa: E402
-from foxhunt.kernels._backtest_host import value_bound  # noqa: E402
+from foxhunt.kernels.rules.packing import pack_net  # noqa: E402
+from foxhunt.kernels.backtest.host import value_bound  # noqa: E402
 
 
 def _leaky(x: torch.Tensor, slope: float) -> torch.Tensor:

@@ -16,7 +16,7 @@ import pytest  # noqa: E402
 from foxhunt.backtest.evaluator import Backtester  # noqa: E402
 from foxhunt.backtest.fused import unsupported as fused_unsupported  # noqa: E402
 from foxhunt.backtest.policies import EnsemblePolicy  # noqa: E402
-from foxhunt.kernels.backtest_fused import is_interpreted  # noqa: E402
+from foxhunt.kernels.backtest.kernel import is_interpreted  # noqa: E402
 from foxhunt.market import NormStats  # noqa: E402
 from tests.kernels.test_backtest_fused import DEV, PARAMS, STARTS, small_market, varied_net  # noqa: E402
 

@@ -23,10 +23,11 @@ import pytest  # noqa: E402
 from tests.kernels.cross_compile import run_interpreter_off  # noqa: E402
 
 from foxhunt.accel import triton as accel_triton  # noqa: E402
-from foxhunt.agents.dqn import fused_acting  # noqa: E402
+from foxhunt.agents.dqn import fused as fused_acting  # noqa: E402
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
-from foxhunt.kernels import dueling_mlp_fused as dmf  # noqa: E402
-from foxhunt.kernels.backtest_fused import pack_dueling  # noqa: E402
+from foxhunt.kernels.acting import kernel as dmf  # noqa: E402
+from foxhunt.kernels.rules import packing as pk  # noqa: E402
+from foxhunt.kernels.rules.packing import pack_dueling  # noqa: E402
 from foxhunt.testing import forbid_host_reads  # noqa: E402
 from tests.agents.dqn_helpers import small_market, small_trainer  # noqa: E402
 
@@ -87,7 +88,7 @@ def test_fused_q_equals_the_torch_net_in_float32(case, n, block_m):
     obs = torch.randn(n, obs_dim, generator=torch.Generator().manual_seed(n)).to(DEV)
     with torch.no_grad():
         ref = net(obs)
-    packed = dmf.pack_net(net, "ieee")
+    packed = pk.pack_net(net, "ieee")
     out = dmf.fused_dueling_q(packed, obs, precision="ieee", q_max=True, argmax=True, block_m=block_m, bn=16)
     torch.testing.assert_close(out.q, ref, rtol=1e-5, atol=1e-5 * float(ref.abs().max()))
     _check_max_argmax(out)
@@ -103,7 +104,7 @@ def test_obs_with_a_row_stride_and_preallocated_outputs_are_written_in_place():
     obs = wide[:, 2:9]  # row stride 11, contiguous columns: read in place, no copy
     q = torch.full((37, 5), float("nan"), device=DEV)
     arg = torch.full((37,), -1, dtype=torch.int64, device=DEV)
-    out = dmf.fused_dueling_q(dmf.pack_net(net, "tf32"), obs, precision="tf32", q=q, argmax=arg, block_m=16)
+    out = dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="tf32", q=q, argmax=arg, block_m=16)
     assert out.q is q and out.argmax is arg and out.q_max is None
     with torch.no_grad():
         torch.testing.assert_close(q, net(obs), rtol=1e-5, atol=1e-5)
@@ -115,7 +116,7 @@ def test_bf16_kernel_equals_a_torch_emulation_with_bf16_weights_and_layer_inputs
     obs_dim, n_actions, hidden, head = case
     net = varied_net(obs_dim, n_actions, hidden, head, seed=11)
     obs = torch.randn(200, obs_dim, generator=torch.Generator().manual_seed(11)).to(DEV)
-    out = dmf.fused_dueling_q(dmf.pack_net(net, "bf16"), obs, precision="bf16", q_max=True, argmax=True, block_m=64)
+    out = dmf.fused_dueling_q(pk.pack_net(net, "bf16"), obs, precision="bf16", q_max=True, argmax=True, block_m=64)
     ref = bf16_q(net, obs)
     scale = float(ref.abs().max())
     # Interpreted, the same roundings in another summation order; compiled, a tensor-core sum may
@@ -131,25 +132,25 @@ def test_bad_arguments_raise_a_clear_error():
     net = varied_net(7, 5)
     obs = torch.randn(4, 7, device=DEV)
     with pytest.raises(ValueError, match="needs torch.bfloat16 weights"):
-        dmf.fused_dueling_q(dmf.pack_net(net, "tf32"), obs, precision="bf16")
+        dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="bf16")
     with pytest.raises(ValueError, match="obs must be"):
-        dmf.fused_dueling_q(dmf.pack_net(net, "tf32"), obs[:, :6], precision="tf32")
+        dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs[:, :6], precision="tf32")
     with pytest.raises(ValueError, match="q must be"):
-        dmf.fused_dueling_q(dmf.pack_net(net, "tf32"), obs, precision="tf32", q=torch.empty(4, 6, device=DEV))
+        dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="tf32", q=torch.empty(4, 6, device=DEV))
     with pytest.raises(ValueError, match="block_m"):
-        dmf.fused_dueling_q(dmf.pack_net(net, "tf32"), obs, precision="tf32", block_m=24)
+        dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="tf32", block_m=24)
 
 
 @pytest.mark.parametrize("precision", ["ieee", "bf16"])
 def test_pack_into_after_an_in_place_weight_change_equals_a_fresh_pack(precision):
     net = varied_net(54, 45, (48, 32), 16, seed=3)
-    packed = dmf.pack_net(net, precision)
+    packed = pk.pack_net(net, precision)
     ptrs = [t.data_ptr() for t in (packed.w1, packed.w2, packed.w3, packed.w4, packed.b1, packed.b4)]
     with torch.no_grad():  # an optimiser step: in place, as MaskedAdam updates the flat buffer
         for p in net.parameters():
             p.add_(torch.randn_like(p) * 0.1)
-    trunk, value, adv, slope = dmf.dueling_pairs(net)
-    dmf.pack_dueling_into(trunk, value, adv, packed)
+    trunk, value, adv, slope = pk.dueling_pairs(net)
+    pk.pack_dueling_into(trunk, value, adv, packed)
     fresh = pack_dueling(trunk, value, adv, slope, packed.w1.dtype)
     for name in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4"):
         assert torch.equal(getattr(packed, name), getattr(fresh, name)), name
@@ -211,7 +212,7 @@ sys.path.insert(0, {root!r})
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from foxhunt.kernels import dueling_mlp_fused as k
+from foxhunt.kernels.acting import kernel as k
 from tests.kernels.compile_backtest_sm90 import resource_usage
 fn = k._dueling_q_kernel
 for prec, stores in (("bf16", (1, 0, 1)), ("bf16", (0, 1, 0)), ("tf32", (1, 0, 1))):
@@ -270,7 +271,7 @@ def test_gpu_default_net_at_64k_rows_agrees_with_torch(precision):
         emu = bf16_q(net, obs) if precision == "bf16" else None
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
-    out = dmf.fused_dueling_q(dmf.pack_net(net, precision), obs, precision=precision, q_max=True, argmax=True)
+    out = dmf.fused_dueling_q(pk.pack_net(net, precision), obs, precision=precision, q_max=True, argmax=True)
     torch.cuda.synchronize()
     _check_max_argmax(out)
     scale = float(ref.abs().max())
@@ -304,7 +305,7 @@ def test_gpu_ieee_kernel_equals_the_float32_net():
                     ref = net(obs)
             finally:
                 torch.backends.cuda.matmul.allow_tf32 = tf32
-            out = dmf.fused_dueling_q(dmf.pack_net(net, "ieee"), obs, precision="ieee", q_max=True, argmax=True)
+            out = dmf.fused_dueling_q(pk.pack_net(net, "ieee"), obs, precision="ieee", q_max=True, argmax=True)
             torch.testing.assert_close(out.q, ref, rtol=1e-5, atol=1e-5 * float(ref.abs().max()))
             _check_max_argmax(out)
 
@@ -323,7 +324,7 @@ def test_gpu_captured_round_with_fused_acting_replays_like_eager(precision):
         tr._round()  # one more (replayed) round after the last train steps: its refresh packs the final weights
         torch.cuda.synchronize()
         c = tr.collector
-        fresh = dmf.pack_net(tr.learner.online, precision)
+        fresh = pk.pack_net(tr.learner.online, precision)
         for name in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4"):
             assert torch.equal(getattr(c._fused.online, name), getattr(fresh, name)), (graphs, name)
         res.append((tr.learner.flat.data.clone(), tr.replay.storage.reward.clone(),

@@ -31,7 +31,7 @@ from foxhunt.env.fused import FusedEnvStep, fused_step, unsupported  # noqa: E40
 from foxhunt.env.state import StartSampler  # noqa: E402
 from foxhunt.env.vec_env import step  # noqa: E402
 from foxhunt.folds import FoldRange  # noqa: E402
-from foxhunt.kernels.env_step_fused import is_interpreted  # noqa: E402
+from foxhunt.kernels.env_step.kernel import is_interpreted  # noqa: E402
 from foxhunt.market import MarketData  # noqa: E402
 from foxhunt.accel.graphs import capture  # noqa: E402
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402

@@ -25,8 +25,9 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
-from foxhunt.kernels import dueling_mlp_fused as dmf  # noqa: E402
-from foxhunt.kernels._backtest_mlp import dueling_argmax, row_max  # noqa: E402
+from foxhunt.kernels.acting import kernel as dmf  # noqa: E402
+from foxhunt.kernels.rules.dueling import dueling_argmax, row_max  # noqa: E402
+from foxhunt.kernels.rules import packing as pk  # noqa: E402
 from tests.agents.dqn_helpers import small_market, small_trainer  # noqa: E402
 from tests.kernels.test_dueling_mlp_fused import DEV, varied_net  # noqa: E402
 
@@ -53,7 +54,7 @@ def test_a_nan_q_row_gets_torchs_greedy_action_and_a_nan_max(reduction_order, pr
     obs[3, 7] = NAN  # one NaN feature: the whole Q row is NaN
     obs[5] = NAN
     obs[9, 54] = float("inf")  # an infinite input: inf − inf inside the net, NaN again
-    out = dmf.fused_dueling_q(dmf.pack_net(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
+    out = dmf.fused_dueling_q(pk.pack_net(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
     nan_rows = out.q.isnan().any(1)
     assert nan_rows[[3, 5, 9]].all() and int(nan_rows.sum()) == 3
     assert int(out.argmax.max()) < 5  # never a padding column
@@ -72,7 +73,7 @@ def _probe(out_p, arg_p, max_p, N_ACTIONS: tl.constexpr, A: tl.constexpr, R: tl.
 
 
 def test_the_backtest_kernels_dueling_argmax_and_row_max_follow_torch_on_nan_inf_and_ties(reduction_order):
-    """``_backtest_mlp.dueling_argmax`` (the fused backtest's greedy action) and ``row_max`` on packed
+    """``rules.dueling.dueling_argmax`` (the fused backtest's greedy action) and ``row_max`` on packed
     head outputs [R, A]: advantages in columns [0, 5), the value in column 5, padding after."""
     n, a_cols = 5, 8
     g = torch.Generator().manual_seed(0)
@@ -121,7 +122,7 @@ def test_gpu_default_net_nan_rows_get_in_range_greedy_actions(precision):
     net = DuelingQNet(55, 5, (256, 256), 128).cuda()
     obs = torch.randn(4096, 55, device="cuda")
     obs[::97, 11] = NAN
-    out = dmf.fused_dueling_q(dmf.pack_net(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
+    out = dmf.fused_dueling_q(pk.pack_net(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
     nan_rows = out.q.isnan().any(1)
     assert int(nan_rows.sum()) == len(range(0, 4096, 97))
     assert int(out.argmax.max()) < 5 and torch.equal(out.argmax, out.q.argmax(dim=1))

@@ -1,4 +1,4 @@
-"""The fused replay trees (``foxhunt.kernels.sum_tree_fused``) give the torch ``SegmentTree`` /
+"""The fused replay trees (``foxhunt.kernels.replay.binary``) give the torch ``SegmentTree`` /
 ``ProportionalPER`` bits: the same leaves from the descent, the same sum and min trees after
 updates, the same samples and IS weights from a sampler.
 
@@ -24,7 +24,7 @@ pytest.importorskip("triton")
 from foxhunt.agents.replay import ProportionalPER, ReplayStorage, SegmentTree  # noqa: E402
 from foxhunt.accel import triton as accel_triton  # noqa: E402
 from foxhunt.agents.replay import fused as replay_fused  # noqa: E402
-from foxhunt.kernels import sum_tree_fused as sf  # noqa: E402
+from foxhunt.kernels.replay import binary as sf  # noqa: E402
 from foxhunt.accel.graphs import capture  # noqa: E402
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
 from tests.helpers import capture_guards  # noqa: E402

@@ -1,4 +1,4 @@
-"""The B-ary replay trees (``foxhunt.kernels.wide_tree_fused``) give the torch twin's bits
+"""The B-ary replay trees (``foxhunt.kernels.replay.wide``) give the torch twin's bits
 (``foxhunt.agents.replay.wide_per``): the same trees after writes and rebuilds, the same leaves
 from the descent; and both are right: sums within one float32 rounding of a float64
 recomputation, mins exact, descents obeying the prefix rule and never landing on an empty leaf.
@@ -25,7 +25,7 @@ pytest.importorskip("triton")
 
 from foxhunt.agents.replay import reference as ref  # noqa: E402
 from foxhunt.agents.replay.wide_per import WideTree, descend_torch, rebuild_torch, write_leaves_torch  # noqa: E402
-from foxhunt.kernels import wide_tree_fused as wk  # noqa: E402
+from foxhunt.kernels.replay import wide as wk  # noqa: E402
 from foxhunt.accel.graphs import capture  # noqa: E402
 
 from tests.helpers import capture_guards  # noqa: E402

@@ -16,7 +16,7 @@ sys.path.insert(0, {root!r})
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from foxhunt.kernels import wide_tree_fused as wt
+from foxhunt.kernels.replay import wide as wt
 from tests.kernels.compile_backtest_sm90 import resource_usage
 
 def build(fn, sig, consts, num_warps=4):

@@ -68,7 +68,7 @@ PPO_IMPLEMENTATIONS: dict[str, tuple[str, ...]] = {
 }
 FUSED_MAX_WIDTH = 512
 """Widest layer the fused dueling-MLP kernels hold on chip ([BLOCK, width] tiles): acting
-(``kernels.dueling_mlp_fused``) and backtest (``kernels.backtest_fused``) alike; the network rules
+(``kernels.acting``) and backtest (``kernels.backtest``) alike; the network rules
 are ``agents.networks.fused_net_unsupported``."""
 
 

@@ -6,7 +6,7 @@
   tensors, which is how CI tests them.
 * ``unavailable``: Triton does not import, or a CPU without the interpreter; ``reason`` says which.
 
-Every fused-op adapter (``env/fused.py``, ``agents/dqn/fused_acting.py``, ``agents/replay/fused.py``,
+Every fused-op adapter (``env/fused.py``, ``agents/dqn/fused.py``, ``agents/replay/fused.py``,
 ``backtest/fused.py``) starts its ``unsupported(...)`` answer with ``unavailable(device)``.
 """
 

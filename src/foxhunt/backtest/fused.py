@@ -3,7 +3,7 @@
 ``run_fused(backtester, starts, lengths, net, norms=None)`` returns the same ``BacktestResult`` as
 ``backtester.run(starts, lengths, GreedyPolicy(net), norms=norms)``: it unpacks MarketData,
 the backtester's execution parameters (shaping off) and the network's weights into plain tensors
-for ``foxhunt.kernels.backtest_fused`` and reduces its [W, T] returns / positions / trades with the
+for ``foxhunt.kernels.backtest.kernel`` and reduces its [W, T] returns / positions / trades with the
 unchanged ``compute_metrics``. ``Backtester.run(backend="fused")`` calls it with the policy itself.
 
 Covered: every execution parameter of EnvParams (costs, spread, impact, participation, vol EMA,
@@ -37,7 +37,8 @@ from foxhunt.agents.networks import DuelingQNet, fused_net_unsupported
 from foxhunt.backtest.policies import ActionPolicy, EnsemblePolicy, GreedyPolicy, policy_params
 from foxhunt.backtest.result import BacktestResult, assemble_result, trade_rows
 from foxhunt.env.params import EnvTensors
-from foxhunt.kernels._backtest_host import EnsembleWeights, ExecParams, FusedOutputs, MarketArrays
+from foxhunt.kernels.backtest.host import EnsembleWeights, ExecParams, FusedOutputs, MarketArrays
+from foxhunt.kernels.rules.packing import pack_net
 from foxhunt.market import MarketData, NormStats
 
 if TYPE_CHECKING:
@@ -75,8 +76,6 @@ def _net_reason(backtester: Backtester, net: nn.Module) -> str | None:
 
 def pack_ensemble(policy: EnsemblePolicy, precision: str, n_feat: int, device: torch.device) -> EnsembleWeights:
     """The kernel's form of a voting ensemble: packed members, weights and per-member norms."""
-    from foxhunt.kernels.dueling_mlp_fused import pack_net
-
     if policy.norm_mean is None:  # members see the window's normalisation: identity inside the kernel
         mean = torch.zeros(len(policy.nets), n_feat, dtype=torch.float32, device=device)
         inv = torch.ones_like(mean)
@@ -147,8 +146,7 @@ def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQ
         actions = actions.to(device=dev, dtype=torch.int64).contiguous()
         if actions.dim() != 2 or actions.shape[0] != st.shape[0]:
             raise ValueError(f"actions: expected [{st.shape[0]}, T] (one row per window), got {tuple(actions.shape)}")
-    from foxhunt.kernels.backtest_fused import fused_backtest  # Triton: imported only when a kernel runs
-    from foxhunt.kernels.dueling_mlp_fused import pack_net
+    from foxhunt.kernels.backtest.kernel import fused_backtest  # Triton: imported only when a kernel runs
 
     ens = pack_ensemble(ensemble, precision, m.n_features, dev) if ensemble is not None else None
     if ens is not None:

@@ -12,7 +12,7 @@ on the market's device (``foxhunt.accel.triton``), or a reward / action mode the
 ``FusedEnvStep(env)`` is a drop-in for ``VecTradingEnv.step`` in training (``collector._env_step``).
 
 Semantics: the same as the torch step to float32 rounding (the same operation order; see
-``foxhunt.kernels.env_step_fused``); tests/kernels/test_env_step_fused.py holds it to that.
+``foxhunt.kernels.env_step.kernel``); tests/kernels/test_env_step_fused.py holds it to that.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 
 
 def _kernels():
-    from foxhunt.kernels import env_step_fused
+    from foxhunt.kernels.env_step import kernel
 
-    return env_step_fused
+    return kernel
 
 
 COVERED_REWARD_MODES = ("return", "pnl", "dsr")

@@ -8,7 +8,7 @@ with the current ε.
 
 The execution plan (``foxhunt.accel.backend.ExecutionPlan``) picks how the acting passes and the
 env step run: torch, compiled (torch.compile), or fused — the acting passes as one fused Triton MLP
-kernel each (``fused_acting``: packed copies of the weights refreshed in place at the start of every
+kernel each (``fused``: packed copies of the weights refreshed in place at the start of every
 round, inside the captured graph), the env step as one Triton kernel (``foxhunt.env.fused``).
 """
 
@@ -21,7 +21,7 @@ from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
 from foxhunt.agents.dqn.learner import QLearner, linear_schedule
 from foxhunt.agents.monitor import EpochMonitor
-from foxhunt.agents.dqn.fused_acting import FusedActing
+from foxhunt.agents.dqn.fused import FusedActing
 from foxhunt.agents.networks import N_FACTORED_ACTIONS
 from foxhunt.agents.replay import ReplayBuffer, Transitions
 from foxhunt.env import VecTradingEnv

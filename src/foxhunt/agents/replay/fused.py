@@ -2,8 +2,8 @@
 
 Proportional PER keeps its priorities in sum and min trees of arity 2 (``SegmentTree``) or 32
 (``WideTree``); each has a plain-torch implementation (the reference) and Triton kernels with
-bitwise the same results: ``foxhunt.kernels.sum_tree_fused`` (binary) and
-``foxhunt.kernels.wide_tree_fused`` (32-ary). ``unsupported(device)`` says why those kernels cannot
+bitwise the same results: ``foxhunt.kernels.replay.binary`` (binary) and
+``foxhunt.kernels.replay.wide`` (32-ary). ``unsupported(device)`` says why those kernels cannot
 run (None when they can); ``kernels(device, wide, who)`` returns the module or raises a ValueError
 naming the reason. Every tree takes ``backend = "torch" | "fused"`` (the plan's ``replay`` choice,
 ``foxhunt.accel``); ``check_backend`` validates it.
@@ -39,12 +39,12 @@ def kernels(device: torch.device | str, wide: bool, who: str) -> ModuleType:
     if reason is not None:
         raise ValueError(f"{who}: fused (Triton) replay trees unavailable: {reason}")
     if not wide:
-        from foxhunt.kernels import sum_tree_fused
+        from foxhunt.kernels.replay import binary
 
-        return sum_tree_fused
-    from foxhunt.kernels import wide_tree_fused
+        return binary
+    from foxhunt.kernels.replay import wide
 
-    return wide_tree_fused
+    return wide
 
 
 __all__ = ["BACKENDS", "check_backend", "kernels", "unsupported"]

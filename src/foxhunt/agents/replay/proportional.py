@@ -28,7 +28,7 @@ Priority of transition i: p_i = (|δ_i| + eps)^alpha; sampling probability P(i) 
 
 * **Fused** (``backend="fused"``; default "torch"): sampling's descent and the update's leaf writes + both trees'
   ancestor rebuilds + the max-priority update run as Triton kernels (one launch each,
-  ``foxhunt.kernels.sum_tree_fused``) instead of ~80 small torch kernels at 1 M slots; the
+  ``foxhunt.kernels.replay.binary``) instead of ~80 small torch kernels at 1 M slots; the
   samples, weights and trees are bitwise the same as this torch code's (``rebuild`` is then moot:
   both rebuilds give the same bits). CUDA, or TRITON_INTERPRET=1 on a CPU; else a ValueError.
 

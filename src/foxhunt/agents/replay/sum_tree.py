@@ -26,7 +26,7 @@ graph and gives the same bits on every run.
   leaves the tree bitwise equal to a full rebuild.
 
 ``backend="fused"`` runs ``find_prefix`` and ``update`` (assign + rebuild_partial) as Triton kernels
-(``foxhunt.kernels.sum_tree_fused``: one launch each instead of several small kernels per level),
+(``foxhunt.kernels.replay.binary``: one launch each instead of several small kernels per level),
 bitwise equal to this torch code, which stays the reference. It needs CUDA, or the Triton
 interpreter (TRITON_INTERPRET=1 before Triton is imported) on a CPU; otherwise a ValueError says why.
 (One caveat shared by both paths: with search_level > 0 on CUDA the float64 running sum comes from
@@ -178,7 +178,7 @@ class SegmentTree:
 
         out ([B] int64) receives the leaves and is returned when given; value_out ([B] float64)
         receives their values. Fused: one Triton kernel after the same float64 running sum of
-        level s, bitwise the same leaves (``foxhunt.kernels.sum_tree_fused``).
+        level s, bitwise the same leaves (``foxhunt.kernels.replay.binary``).
         """
         if self.op != "sum":
             raise ValueError("find_prefix needs a sum tree")

@@ -7,7 +7,7 @@ non-finite δ count as 0, beta a device scalar), but its trees have 32 children 
 2: 1 M slots need 4 levels instead of 20, so a sample is 4 dependent 128-byte reads per draw and
 an update rebuilds 4 levels (the binary trees' 20 dependent steps dominated the PER train step).
 
-Layout, float order and the descent's rule: ``foxhunt.kernels.wide_tree_fused`` (the module
+Layout, float order and the descent's rule: ``foxhunt.kernels.replay.wide`` (the module
 docstring). In short: level d of the tree starts at start(d) (the root at B - 1, every sibling
 block B-aligned); a sum node is its B children added in float64 left to right, rounded once; the
 descent walks a node's children left to right with a float64 remainder, taking the first child
@@ -42,7 +42,7 @@ Op = Literal["sum", "min"]
 
 
 def _level_start(branch: int, d: int) -> int:
-    """Flat offset of level d (kept equal to ``wide_tree_fused.level_start``; the kernels are optional)."""
+    """Flat offset of level d (kept equal to ``kernels.replay.wide.level_start``; the kernels are optional)."""
     return branch - 1 if d == 0 else branch + branch * (branch ** (d - 1) - 1) // (branch - 1)
 
 

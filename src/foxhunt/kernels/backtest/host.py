@@ -1,4 +1,5 @@
-"""Host-side data of the fused backtest: the argument bundles, the packed dueling network, and the
+"""Host-side data of the fused backtest: the argument bundles (the packed dueling network is
+``foxhunt.kernels.rules.packing``'s), and the
 arrays prepared before the bar loop (layer 1's precomputed feature part, the stand-in network of
 fixed-action runs). Plain tensors and numbers; part of the ``foxhunt.kernels`` leaf."""
 
@@ -8,6 +9,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 import torch
+
+from foxhunt.kernels.rules.packing import DuelingWeights, pow2_at_least
 
 
 class MarketArrays(NamedTuple):
@@ -50,30 +53,6 @@ class ExecParams:
 
 
 @dataclass
-class DuelingWeights:
-    """A dueling net as four padded dense layers, weights transposed [K, N] (see _backtest_mlp).
-    The head-hidden layer holds the value head's units in columns [0, H3 / 2) and the advantage
-    head's in [H3 / 2, H3), so either head alone is a power-of-two block."""
-
-    w1: torch.Tensor
-    b1: torch.Tensor
-    w2: torch.Tensor
-    b2: torch.Tensor
-    w3: torch.Tensor
-    b3: torch.Tensor
-    w4: torch.Tensor
-    b4: torch.Tensor
-    obs_dim: int
-    n_actions: int
-    slope: float
-
-    @property
-    def dims(self) -> tuple[int, int, int, int, int]:
-        """Padded (D, H1, H2, H3, A)."""
-        return self.w1.shape[0], self.w1.shape[1], self.w2.shape[1], self.w3.shape[1], self.w4.shape[1]
-
-
-@dataclass
 class FusedOutputs:
     """Kernel outputs. [W, T] unless noted; columns past a window's length (or after a bust) are 0."""
 
@@ -90,46 +69,6 @@ class FusedOutputs:
     trade_costs: torch.Tensor | None = None  # f32 currency (store_trades)
     trade_entry_bar: torch.Tensor | None = None  # int64 (store_trades)
     trade_barrier: torch.Tensor | None = None  # int8: +1 profit, -1 stop, 0 time, 2 none (barriers)
-
-
-def pow2_at_least(n: int, floor: int = 16) -> int:
-    return max(floor, 1 << (max(1, int(n)) - 1).bit_length())
-
-
-def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tuple[torch.Tensor, torch.Tensor]],
-                 advantage: list[tuple[torch.Tensor, torch.Tensor]], slope: float,
-                 dtype: torch.dtype = torch.float32) -> DuelingWeights:
-    """Pack (weight [out, in], bias [out]) pairs of nn.Linear layers: two trunk layers, the value
-    head (hidden, 1 output) and the advantage head (hidden, n_actions outputs)."""
-    if len(trunk) != 2 or len(value) != 2 or len(advantage) != 2:
-        raise ValueError("pack_dueling: expected 2 trunk layers and 2 layers per head")
-    (t1w, t1b), (t2w, t2b) = trunk
-    (v1w, v1b), (v2w, v2b) = value
-    (a1w, a1b), (a2w, a2b) = advantage
-    obs_dim, h1, h2, hh, n_act = t1w.shape[1], t1w.shape[0], t2w.shape[0], v1w.shape[0], a2w.shape[0]
-    if (t2w.shape[1] != h1 or v1w.shape[1] != h2 or a1w.shape != (hh, h2) or v2w.shape != (1, hh)
-            or a2w.shape[1] != hh):
-        raise ValueError("pack_dueling: layer shapes do not chain")
-    D, H1, H2, H3, A = pow2_at_least(obs_dim), pow2_at_least(h1), pow2_at_least(h2), pow2_at_least(2 * hh), pow2_at_least(n_act + 1)
-    dev = t1w.device
-    f32 = dict(dtype=torch.float32, device=dev)
-    w1 = torch.zeros(D, H1, **f32)
-    w1[:obs_dim, :h1] = t1w.detach().T
-    w2 = torch.zeros(H1, H2, **f32)
-    w2[:h1, :h2] = t2w.detach().T
-    w3 = torch.zeros(H2, H3, **f32)
-    hp = H3 // 2  # the advantage head's hidden units start at the middle (a power-of-two block each)
-    w3[:h2, :hh] = v1w.detach().T
-    w3[:h2, hp:hp + hh] = a1w.detach().T
-    w4 = torch.zeros(H3, A, **f32)
-    w4[hp:hp + hh, :n_act] = a2w.detach().T
-    w4[:hh, n_act] = v2w.detach()[0]
-    b1, b2, b3, b4 = (torch.zeros(n, **f32) for n in (H1, H2, H3, A))
-    b1[:h1], b2[:h2] = t1b.detach(), t2b.detach()
-    b3[:hh], b3[hp:hp + hh] = v1b.detach(), a1b.detach()
-    b4[:n_act], b4[n_act] = a2b.detach(), v2b.detach()[0]
-    ws = [w.to(dtype).contiguous() for w in (w1, w2, w3, w4)]
-    return DuelingWeights(ws[0], b1, ws[1], b2, ws[2], b3, ws[3], b4, obs_dim, n_act, float(slope))
 
 
 def value_bound(net: DuelingWeights) -> torch.Tensor:

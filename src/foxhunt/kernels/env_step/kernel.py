@@ -5,8 +5,8 @@ Per env and step the kernel reads the state, the env's parameters, the action, t
 and a uniform, gathers its bars t and t+1, and does, in the torch step's order and float32
 operation order: decode (factored, or exposure with routing), Kelly multiplier, target q*, the legs
 and fills (market / limit-maker / IoC, reversals, half spread, square-root impact with the vol EMA,
-costs), accounting, entry price / bar, round trip and Kelly statistics (``_backtest_env``, shared
-with the fused backtest), the triple barrier, marking, vol EMA, the reward (``_env_step_train``),
+costs), accounting, entry price / bar, round trip and Kelly statistics (``rules/env.py``, shared
+with the fused backtest), the triple barrier, marking, vol EMA, the reward (``env_step/train.py``),
 done / truncated, the StepOutput rows, the equity peak and costs, then the auto-reset of done envs
 (fresh portfolio at a start drawn from the given uniform, as ``StartSampler.draw`` maps it). It also
 writes the draw's starts for every env (``StartSampler.starts``), as the torch draw does.
@@ -37,10 +37,10 @@ import triton.language as tl
 
 from foxhunt.kernels._triton import is_interpreted
 
-from foxhunt.kernels._backtest_env import (
+from foxhunt.kernels.rules.env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_kelly,
 )
-from foxhunt.kernels._env_step_train import (
+from foxhunt.kernels.env_step.train import (
     REWARD_MODES, barrier_multiplier, base_reward, curiosity_bonus, diversity, risk_penalty, start_from_uniform,
     update_barrier,
 )

@@ -1,6 +1,6 @@
 """Triton device functions: the dueling Q-network forward for a block of windows, and its argmax.
 
-The network arrives packed by ``backtest_fused.pack_dueling`` as four dense layers with transposed,
+The network arrives packed by ``rules.packing.pack_dueling`` as four dense layers with transposed,
 zero-padded weights ``[K, N]`` (N contiguous): trunk 1 ``[D, H1]``, trunk 2 ``[H1, H2]``, the two
 head hidden layers side by side ``[H2, H3]`` (value hidden in columns [0, HH), advantage hidden in
 [HH, 2·HH)), and the two head outputs in one block-diagonal ``[H3, A]`` (advantages in columns

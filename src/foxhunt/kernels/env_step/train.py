@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 from triton.language.extra import libdevice
 
-from foxhunt.kernels._backtest_env import sign
+from foxhunt.kernels.rules.env import sign
 
 DSR_VAR_FLOOR = tl.constexpr(1e-12)
 """reward.DSR_VAR_FLOOR: the DSR variance below which D is 0."""

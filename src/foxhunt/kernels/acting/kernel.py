@@ -1,8 +1,8 @@
 """The dueling Q-network forward for a batch of observations as ONE Triton kernel (the acting pass).
 
 ``fused_dueling_q(net, obs, precision=…)`` computes Q(obs) = V + A − mean(A) of a network packed by
-``backtest_fused.pack_dueling`` (four dense layers, transposed zero-padded weights [K, N]; see
-``_backtest_mlp``), and optionally each row's max and first argmax, so that an ε-greedy step needs
+``rules.packing.pack_dueling`` (four dense layers, transposed zero-padded weights [K, N]; see
+``rules/dueling.py``), and optionally each row's max and first argmax, so that an ε-greedy step needs
 no separate argmax / amax kernels. Shapes and units:
 
   obs      [N, obs_dim] float32, row stride free, columns contiguous (read with a column mask: the
@@ -60,14 +60,14 @@ Performance model (H200: 132 SMs, ~1.98 GHz, ~990 dense bf16 / ~495 tf32 TFLOP/s
   Expected: ~30-50 µs (bf16) / ~100-150 µs (tf32) per 64 K-row forward vs ~165 µs unfused; the
   bench runs variants of BLOCK_M / num_warps / BN / stages (``DEFAULTS`` holds the defaults).
 
-``pack_dueling_into(trunk, value, advantage, out)`` refreshes preallocated packed weights in place
+``rules.packing.pack_dueling_into(trunk, value, advantage, out)`` refreshes preallocated packed weights in place
 (copies only: no allocation, CUDA-graph safe), for networks that change between collection rounds.
 This module is part of the ``foxhunt.kernels`` leaf: it imports nothing of ours outside it.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from typing import NamedTuple
 
 import torch
 import triton
@@ -75,8 +75,8 @@ import triton.language as tl
 
 from foxhunt.kernels._triton import is_interpreted
 
-from foxhunt.kernels._backtest_mlp import leaky, row_argmax, row_max
-from foxhunt.kernels.backtest_fused import DuelingWeights, pack_dueling
+from foxhunt.kernels.rules.dueling import leaky, row_argmax, row_max
+from foxhunt.kernels.rules.packing import DuelingWeights
 
 PRECISIONS = ("bf16", "tf32", "ieee")
 DEFAULTS: dict[str, dict[str, int]] = {
@@ -88,9 +88,6 @@ DEFAULTS: dict[str, dict[str, int]] = {
 nets get proportionally fewer rows per program); bench/bench_dqn.py overrides them per variant.
 bn: layer-2 column chunk; stages: software-pipelining depth of the chunk loop (weight tiles in
 flight). Read at every launch, so a change applies to the next capture."""
-
-Pairs = Sequence[tuple[torch.Tensor, torch.Tensor]]
-
 
 class FusedQ(NamedTuple):
     """Kernel outputs (None where not requested): q [N, n_actions] f32, q_max [N] f32, argmax [N] i64."""
@@ -157,7 +154,7 @@ def _dueling_q_kernel(
     h3 = _as_input(leaky(acc3 + tl.load(b3 + n3)[None, :], slope), F32_DOT, ROUND)
     wt4 = tl.load(w4 + n3[:, None] * A + na[None, :])
     out = _mm(h3, wt4, tl.zeros([BLOCK_M, A], dtype=tl.float32), PREC, F32_DOT) + tl.load(b4 + na)[None, :]
-    # Dueling head (as _backtest_mlp.dueling_argmax): advantages in [0, N_ACTIONS), V in N_ACTIONS.
+    # Dueling head (as rules.dueling.dueling_argmax): advantages in [0, N_ACTIONS), V in N_ACTIONS.
     col = na[None, :]
     is_adv = col < N_ACTIONS
     value = tl.sum(tl.where(col == N_ACTIONS, out, 0.0), axis=1)
@@ -238,48 +235,4 @@ def fused_dueling_q(
     return FusedQ(*outs)
 
 
-def dueling_pairs(net: torch.nn.Module) -> tuple[list, list, list, float]:
-    """(trunk, value, advantage) lists of (weight [out, in], bias [out]) and the LeakyReLU slope of
-    a DuelingQNet-shaped module (``.trunk`` / ``.value`` / ``.advantage`` Sequentials of Linear and
-    LeakyReLU; duck-typed so that this leaf imports no network class). Callers check the shape."""
-    lin = lambda seq: [(m.weight, m.bias) for m in seq.children() if isinstance(m, torch.nn.Linear)]  # noqa: E731
-    slope = next(m.negative_slope for m in net.trunk.children() if isinstance(m, torch.nn.LeakyReLU))
-    return lin(net.trunk), lin(net.value), lin(net.advantage), float(slope)
-
-
-def pack_net(net: torch.nn.Module, precision: str) -> DuelingWeights:
-    """``pack_dueling`` of a DuelingQNet-shaped module in the weight dtype of ``precision``."""
-    trunk, value, adv, slope = dueling_pairs(net)
-    return pack_dueling(trunk, value, adv, slope, torch.bfloat16 if precision == "bf16" else torch.float32)
-
-
-@torch.no_grad()
-def pack_dueling_into(trunk: Pairs, value: Pairs, advantage: Pairs, out: DuelingWeights) -> None:
-    """Refresh ``out`` (a ``pack_dueling`` result of a net of the same shape) from the layers'
-    current values: in-place copies into the unpadded regions only (the padding stays zero), no
-    allocation and no host read, so it can sit inside a captured CUDA graph. Weights are converted
-    to ``out``'s dtype by the copies (round to nearest for bf16, as ``pack_dueling``'s ``.to``)."""
-    (t1w, t1b), (t2w, t2b) = trunk
-    (v1w, v1b), (v2w, v2b) = value
-    (a1w, a1b), (a2w, a2b) = advantage
-    obs_dim, h1, h2, hh, n_act = t1w.shape[1], t1w.shape[0], t2w.shape[0], v1w.shape[0], a2w.shape[0]
-    D, H1, H2, H3, A = out.dims
-    if (obs_dim, n_act) != (out.obs_dim, out.n_actions) or h1 > H1 or h2 > H2 or 2 * hh > H3 or n_act + 1 > A:
-        raise ValueError("pack_dueling_into: the network does not match the packed buffers")
-    out.w1[:obs_dim, :h1].copy_(t1w.T)
-    out.w2[:h1, :h2].copy_(t2w.T)
-    hp = H3 // 2  # pack_dueling's layout: the advantage hidden units start at the middle
-    out.w3[:h2, :hh].copy_(v1w.T)
-    out.w3[:h2, hp:hp + hh].copy_(a1w.T)
-    out.w4[hp:hp + hh, :n_act].copy_(a2w.T)
-    out.w4[:hh, n_act].copy_(v2w[0])
-    out.b1[:h1].copy_(t1b)
-    out.b2[:h2].copy_(t2b)
-    out.b3[:hh].copy_(v1b)
-    out.b3[hp:hp + hh].copy_(a1b)
-    out.b4[:n_act].copy_(a2b)
-    out.b4[n_act:n_act + 1].copy_(v2b)
-
-
-__all__ = ["DEFAULTS", "PRECISIONS", "FusedQ", "dueling_pairs", "fused_dueling_q", "is_interpreted",
-           "pack_dueling_into", "pack_net"]
+__all__ = ["DEFAULTS", "PRECISIONS", "FusedQ", "fused_dueling_q", "is_interpreted"]

@@ -5,8 +5,9 @@ Triton unusable on the device (``foxhunt.accel.triton``), or a network outside t
 (``foxhunt.agents.networks.fused_net_unsupported``, shared with the backtest kernel).
 ``FusedActing(learner, n, n_actions, precision)`` holds packed online and target weights
 (refreshed in place by ``refresh`` inside the captured round) and preallocated outputs.
-The kernel is ``foxhunt.kernels.dueling_mlp_fused`` (activations stay on chip; the online pass also
-writes the greedy action, the target pass only the row max).
+The kernel is ``foxhunt.kernels.acting.kernel`` (activations stay on chip; the online pass also
+writes the greedy action, the target pass only the row max); the weights are packed by
+``foxhunt.kernels.rules.packing``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from torch import nn
 
 from foxhunt.accel.triton import unavailable
 from foxhunt.agents.networks import fused_net_unsupported
+from foxhunt.kernels.rules.packing import dueling_pairs, pack_dueling_into, pack_net
 
 PRECISION = {"fp32": "ieee", "tf32": "tf32", "bf16": "bf16"}  # accel.matmul_precision → kernel precision
 
@@ -44,13 +46,13 @@ class FusedActing:
         reason = unsupported(learner.online, learner.device, n_actions)
         if reason is not None:
             raise ValueError(f"fused acting unavailable: {reason}")
-        from foxhunt.kernels import dueling_mlp_fused as k
+        from foxhunt.kernels.acting import kernel as k
 
         self.k = k
         self.learner = learner
         self.precision = PRECISION[precision]
-        self.online = k.pack_net(learner.online, self.precision)
-        self.target = k.pack_net(learner.target, self.precision)
+        self.online = pack_net(learner.online, self.precision)
+        self.target = pack_net(learner.target, self.precision)
         dev = learner.device
         self.q = torch.zeros((n, n_actions), dtype=torch.float32, device=dev)
         self.greedy = torch.zeros(n, dtype=torch.int64, device=dev)
@@ -59,8 +61,8 @@ class FusedActing:
     def refresh(self) -> None:
         """Copy the current online and target weights into the packed buffers (in place)."""
         for net, packed in ((self.learner.online, self.online), (self.learner.target, self.target)):
-            trunk, value, adv, _ = self.k.dueling_pairs(net)
-            self.k.pack_dueling_into(trunk, value, adv, packed)
+            trunk, value, adv, _ = dueling_pairs(net)
+            pack_dueling_into(trunk, value, adv, packed)
 
     def act(self, obs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(Q [N, n_actions], greedy action [N]) of the online net on obs [N, obs_dim]."""

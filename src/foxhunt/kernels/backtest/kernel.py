@@ -3,8 +3,8 @@
 Each program owns BLOCK_W windows (padded) and loops over every bar inside the kernel, keeping each
 window's portfolio state in registers. Per bar it gathers and normalises the window's features
 (per-window mean / inv_std), appends the 3 portfolio features, runs the dueling MLP
-(``_backtest_mlp``: four ``tl.dot`` layers with weights streamed from L2), takes the argmax and
-executes the env step with ENV_SPEC's semantics (``_backtest_env``: decode, target with reserve and
+(``rules/dueling.py``: four ``tl.dot`` layers with weights streamed from L2), takes the argmax and
+executes the env step with ENV_SPEC's semantics (``rules/env.py``: decode, target with reserve and
 Kelly, market / limit-maker / IoC legs with reversals, half spread, square-root impact with the vol
 EMA, costs, entry price, round trips, vol EMA update, marking, bust). It writes per-bar returns,
 exposures, traded notional and round-trip return / closed flags [W, T] (``compute_metrics``' inputs), the final
@@ -39,7 +39,7 @@ windows there is no way to use more SMs for one window block (one per-layer grid
 cost ~1 µs, the whole budget).
 Measured (BENCHMARKS.md, bench/results/backtest_cuda.json), the tile path runs at 2-3× the
 model: each layer's K-loop is a chain of exposed L2 round trips, scratch stores and CTA
-barriers, not a stream. Hence the row path (BLOCK_W = 1, ``_backtest_mlp.greedy_action_row``):
+barriers, not a stream. Hence the row path (BLOCK_W = 1, ``rules.dueling.greedy_action_row``):
 one window per program, matrix-vector products in float32 FMA on the CUDA cores with layers 2-3
 fused over column chunks (no scratch, no barriers between layers), about twice as fast per bar
 (exact float32, so "tf32" there means float32); bf16 weights are slower there (the conversions
@@ -64,15 +64,14 @@ import triton
 import triton.language as tl
 
 from foxhunt.kernels._triton import is_interpreted
-
-from foxhunt.kernels._backtest_env import (
+from foxhunt.kernels.backtest.host import (
+    EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, value_bound,
+)
+from foxhunt.kernels.rules.dueling import greedy_action, greedy_action_row
+from foxhunt.kernels.rules.env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_barrier, update_kelly,
 )
-from foxhunt.kernels._backtest_host import (
-    DuelingWeights, EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, pack_dueling,
-    value_bound,
-)
-from foxhunt.kernels._backtest_mlp import greedy_action, greedy_action_row
+from foxhunt.kernels.rules.packing import DuelingWeights
 
 PRECOMPUTE_MAX_BYTES = 1 << 30
 """The row path precomputes layer 1's feature part when [W, n_steps, H1] float32 fits this."""
@@ -412,4 +411,4 @@ def fused_backtest(
 
 __all__ = ["PRECISIONS", "PRECOMPUTE_MAX_BYTES", "ROW_MAX_WINDOWS", "DuelingWeights", "EnsembleWeights", "ExecParams",
            "FusedOutputs",
-           "MarketArrays", "fused_backtest", "is_interpreted", "pack_dueling"]
+           "MarketArrays", "fused_backtest", "is_interpreted"]

@@ -47,7 +47,7 @@ Performance model (H200, 1 M leaves, B = 32, depth 4, S = 4096; for bench/bench_
 check). Descent: per level one dependent 128-byte line per lane (~0.6-1 µs from L2/HBM; the 32
 child loads are independent, the 31 after the first hit L1) plus 32 float64 compare/subtract
 steps in registers: ~4 µs + one launch. Update: 2 + depth = 6 launches (~2.5 µs each graphed),
-each over S lanes on many CTAs. One CTA with barriers (as sum_tree_fused does for the binary
+each over S lanes on many CTAs. One CTA with barriers (as replay/binary.py does for the binary
 tree) was rejected: a level of the 32-ary rebuild reads S·B·2 = 262 K floats (32× the binary
 tree's), i.e. ~8 K L1 wavefronts a level on a single SM (~5 µs a level, 20+ µs in all), while
 spread over 132 SMs it is ~60 wavefronts an SM and the level costs about its launch. Full

@@ -1,0 +1,3 @@
+"""Shared by several fused ops: the env step's device functions (``env``: the backtest and the
+training env step), the dueling network's (``dueling``: the backtest and acting kernels) and its
+host-side packing (``packing``, torch only)."""
