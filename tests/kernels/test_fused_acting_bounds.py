@@ -110,3 +110,12 @@ def test_after_the_selector_loads_an_earlier_epoch_the_next_round_acts_with_its_
     for k in PACKED:
         assert torch.equal(getattr(tr.collector._fused.online, k), getattr(epoch1, k)), k
         assert getattr(tr.collector._fused.online, k).data_ptr() == ptrs[k], k
+
+
+def test_a_parameter_re_homed_after_construction_is_named_at_the_next_refresh():
+    tr = small_trainer(small_market(), acting="fused")
+    tr.collector.round()
+    p = next(tr.learner.target.parameters())
+    p.data = p.data.clone()  # what a captured refresh would then read stale
+    with pytest.raises(RuntimeError, match="parameters moved since construction"):
+        tr.collector.round()
