@@ -93,7 +93,7 @@ def kernel_phase(n: int, replays: int, stages: int | None) -> bool:
     return ok
 
 
-def scenario_phase(acting: str, graphs: str, stages: int | None, tiny: bool) -> None:
+def scenario_phase(acting: str, graphs: str, stages: int | None, tiny: bool, extra: list[str]) -> None:
     import tomllib
 
     from foxhunt.kernels import dueling_mlp_fused as k
@@ -118,7 +118,7 @@ def scenario_phase(acting: str, graphs: str, stages: int | None, tiny: bool) -> 
         over = ["run.device=\"cuda\"", "dqn.n_envs=1024", "dqn.rounds_per_epoch=6", "dqn.train_steps_per_round=6",
                 "dqn.batch_size=512", "dqn.buffer_capacity=131072", "dqn.warmup_transitions=16384",
                 "env.episode_length=512"]
-    over += [f"accel.acting=\"{acting}\"", "accel.check=true"]
+    over += [f"accel.acting=\"{acting}\"", "accel.check=true", *extra]
     if cuda:
         over.append(f"accel.graphs=\"{graphs}\"")
     sc = make_scenario("no_edge", size.n_bars(SPACING["no_edge"]))
@@ -137,12 +137,13 @@ def main() -> int:
     ap.add_argument("--replays", type=int, default=2000)
     ap.add_argument("--acting", default="fused", choices=["fused", "torch"])
     ap.add_argument("--graphs", default="on", choices=["on", "off"])
+    ap.add_argument("--set", action="append", default=[], help="one more config override (repeatable)")
     ap.add_argument("--stages", type=int, default=None, help="the acting kernel's pipelining depth (default: DEFAULTS)")
     a = ap.parse_args()
     cuda = torch.cuda.is_available()
     if a.phase == "kernel":
         return 0 if kernel_phase(4096 if cuda else 64, a.replays if cuda else 2, a.stages) else 1
-    scenario_phase(a.acting, a.graphs, a.stages, tiny=not cuda)
+    scenario_phase(a.acting, a.graphs, a.stages, tiny=not cuda, extra=a.set)
     return 0
 
 
