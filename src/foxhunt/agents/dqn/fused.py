@@ -57,9 +57,36 @@ class FusedActing:
         self.q = torch.zeros((n, n_actions), dtype=torch.float32, device=dev)
         self.greedy = torch.zeros(n, dtype=torch.int64, device=dev)
         self.q_next_max = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._sources = self._source_ptrs()
+        self._check_layout()
+
+    def _source_ptrs(self) -> list[int]:
+        return [p.data_ptr() for net in (self.learner.online, self.learner.target) for p in net.parameters()]
+
+    def _check_layout(self) -> None:
+        """Host-side, at construction: both packs have one layout for this net (a pack laid out for
+        another width would read past W1 or write past q), and their padding is zero. One host read."""
+        o, t = self.online, self.target
+        if o.dims != t.dims or (o.obs_dim, o.n_actions) != (t.obs_dim, t.n_actions) or o.w1.dtype != t.w1.dtype:
+            raise ValueError(f"fused acting: online pack {o.dims} != target pack {t.dims}")
+        if o.n_actions != self.q.shape[1] or o.obs_dim != getattr(self.learner.online, "obs_dim", o.obs_dim):
+            raise ValueError(f"fused acting: pack maps {o.obs_dim} -> {o.n_actions}, buffers hold {self.q.shape[1]} actions")
+        for name, pk in (("online", o), ("target", t)):
+            ws = (pk.w1, pk.b1, pk.w2, pk.b2, pk.w3, pk.b3, pk.w4, pk.b4)
+            if not all(w.is_contiguous() for w in ws):
+                raise ValueError(f"fused acting: the {name} pack is not contiguous")
+            if bool(pk.w1[pk.obs_dim:].any()) or bool(pk.w4[:, pk.n_actions + 1:].any()):
+                raise ValueError(f"fused acting: the {name} pack's padding is not zero")
 
     def refresh(self) -> None:
-        """Copy the current online and target weights into the packed buffers (in place)."""
+        """Copy the current online and target weights into the packed buffers (in place).
+
+        Python runs this only eagerly and at capture (replays repeat the captured copies), so it
+        checks there, host-side, that the networks' parameters still live where they did at
+        construction: a re-homed parameter would leave the captured copies reading freed memory."""
+        if self._source_ptrs() != self._sources:
+            raise RuntimeError("fused acting: the online / target parameters moved since construction "
+                               "(captured weight refreshes would read freed memory)")
         for net, packed in ((self.learner.online, self.online), (self.learner.target, self.target)):
             trunk, value, adv, _ = dueling_pairs(net)
             pack_dueling_into(trunk, value, adv, packed)
