@@ -40,7 +40,8 @@ sys.path.insert(0, str(ROOT))
 
 def kernel_phase(n: int, replays: int, stages: int | None) -> bool:
     from foxhunt.agents.networks import DuelingQNet
-    from foxhunt.kernels import dueling_mlp_fused as k
+    from foxhunt.kernels.acting import kernel as k
+    from foxhunt.kernels.rules.packing import pack_net
 
     cuda = torch.cuda.is_available()
     dev = torch.device("cuda" if cuda else "cpu")
@@ -48,7 +49,7 @@ def kernel_phase(n: int, replays: int, stages: int | None) -> bool:
     for obs_dim in (54, 55):
         torch.manual_seed(obs_dim)
         net = DuelingQNet(obs_dim, 5, [256, 256], 128).to(dev)
-        pk = k.pack_net(net, "bf16")
+        pk = pack_net(net, "bf16")
         obs = torch.randn(n, obs_dim, device=dev)
         q, g, m = (torch.zeros(n, 5, device=dev), torch.zeros(n, dtype=torch.int64, device=dev),
                    torch.zeros(n, device=dev))
@@ -96,7 +97,8 @@ def kernel_phase(n: int, replays: int, stages: int | None) -> bool:
 def scenario_phase(acting: str, graphs: str, stages: int | None, tiny: bool, extra: list[str]) -> None:
     import tomllib
 
-    from foxhunt.kernels import dueling_mlp_fused as k
+    from foxhunt.kernels.acting import kernel as k
+    from foxhunt.kernels.rules.packing import pack_net
     from foxhunt.scorecard.build import Size
     from foxhunt.scorecard.markets import SPACING, make_scenario
     from foxhunt.scorecard.run import run_scenario

@@ -28,7 +28,8 @@ from foxhunt.agents.dqn.trainer import DQNTrainer  # noqa: E402
 from foxhunt.accel.backend import ExecutionPlan  # noqa: E402
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.env.params import EnvParams  # noqa: E402
-from foxhunt.kernels import dueling_mlp_fused as dmf  # noqa: E402
+from foxhunt.kernels.acting import kernel as dmf  # noqa: E402
+from foxhunt.kernels.rules.packing import pack_net  # noqa: E402
 from foxhunt.train.selection import EpochSelector  # noqa: E402
 from tests.agents.dqn_helpers import small_market, small_trainer  # noqa: E402
 from tests.kernels.bounds import checked_accesses  # noqa: E402
@@ -57,7 +58,7 @@ def test_the_bounds_checker_names_a_store_one_past_the_end():
 def test_the_acting_kernel_stays_inside_its_tensors_at_the_scorecard_shapes(obs_dim):
     torch.manual_seed(obs_dim)
     net = DuelingQNet(obs_dim, 5, [256, 256], 128)
-    packed = dmf.pack_net(net, "bf16")
+    packed = pack_net(net, "bf16")
     assert packed.dims == (64, 256, 256, 256, 16)
     n = 4096
     obs = torch.randn(n + 3, obs_dim)[3:]  # a storage offset, as a view into a larger buffer
@@ -100,11 +101,11 @@ def test_after_the_selector_loads_an_earlier_epoch_the_next_round_acts_with_its_
     sel.begin_fold(0, 10)
     tr.train_epoch()
     sel.observe(1)
-    epoch1 = dmf.pack_net(tr.learner.online, tr.collector._fused.precision)
+    epoch1 = pack_net(tr.learner.online, tr.collector._fused.precision)
     ptrs = {k: getattr(tr.collector._fused.online, k).data_ptr() for k in PACKED}
     tr.train_epoch()
     sel.observe(2)
-    assert not torch.equal(dmf.pack_net(tr.learner.online, "ieee").w1, epoch1.w1.float())  # epoch 2 moved on
+    assert not torch.equal(pack_net(tr.learner.online, "ieee").w1, epoch1.w1.float())  # epoch 2 moved on
     assert sel.finish()["epoch"] == 1
     tr.collector.round()
     for k in PACKED:
