@@ -25,11 +25,11 @@ import torch
 
 from bench.common import arguments, machine, parse, save
 from foxhunt.backtest.policies import GreedyPolicy
-from foxhunt.folds import FoldRange
 from foxhunt.scorecard.build import SIZES, prepare_scenario, scenario_config
 from foxhunt.scorecard.markets import make_scenario, SPACING
 from foxhunt.scorecard.policies import score_exposures
 from foxhunt.train.agent import policy_net
+from foxhunt.train.selection import split_fold
 
 
 def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_frac: float,
@@ -46,14 +46,13 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
     rows = []
     t0 = time.perf_counter()
     for f in prepared.folds:
-        inner = int(f.train_len * inner_frac)
-        short = FoldRange(f.fold, f.train_start, f.train_end - inner - purge, f.val_start, f.val_end)
+        short, inner_start, inner_steps = split_fold(f, inner_frac, purge)  # as train.select = "inner"
         trainer.reset_for_fold(short)
         fold_rows = []
         for e in range(epochs):
             trainer.train_epoch()
             trainer.drain()
-            res = bt.run([f.train_end - inner, f.val_start], [inner - 1, f.val_len - 1],
+            res = bt.run([inner_start, f.val_start], [inner_steps, f.val_len - 1],
                          GreedyPolicy(policy_net(trainer)), backend=backend)
             fold_rows.append({"epoch": e + 1, "inner_sharpe": res.metrics[0]["sharpe"],
                               "val_sharpe": res.metrics[1]["sharpe"], "inner_turnover": res.metrics[0]["turnover"],

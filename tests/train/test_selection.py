@@ -131,5 +131,7 @@ def test_sub_windows_cover_the_window_contiguously_and_pooled_sharpe_matches_the
     r = torch.randn(500, dtype=torch.float64).numpy() * 0.01 + 0.001
     import numpy as np
 
-    assert pooled_sharpe(r, 252.0) == pytest.approx(r.mean() / r.std(ddof=1) * np.sqrt(252.0), rel=1e-12)
+    from foxhunt.backtest.metrics_reference import window_metrics
+
+    assert pooled_sharpe(r, 252.0) == pytest.approx(window_metrics(r, bars_per_year=252.0)["sharpe"], rel=1e-9)
     assert math.isnan(pooled_sharpe(np.zeros(10), 252.0))

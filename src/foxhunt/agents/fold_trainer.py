@@ -11,7 +11,7 @@ makes a fold current in place (captured CUDA graphs stay valid). Subclasses set 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -43,6 +43,7 @@ class FoldTrainer:
     rounds: int = 0
     fold: FoldRange | None = None
     last_summary: EpochSummary | None = None
+    checks: Any = None  # check mode (DQN's agents/dqn/checks.DeviceChecks), None when off
 
     # ------------------------------------------------------------------ what a subclass says
     def _reset_parts(self, warm_start: bool) -> None:
@@ -63,9 +64,8 @@ class FoldTrainer:
         training range. Graphs stay captured.
         """
         t0 = time.perf_counter()
-        checks = getattr(self, "checks", None)
-        if checks is not None:
-            checks.verify_addresses()  # check mode, host only: nothing the captured graphs read has moved
+        if self.checks is not None:
+            self.checks.verify_addresses()  # check mode, host only: nothing the captured graphs read has moved
         self.env.set_fold(fold)
         self._reset_parts(warm_start)
         self.monitor.reset()
@@ -103,9 +103,8 @@ class FoldTrainer:
         """Wait for the oldest pending summary; TrainingHalted naming the check if the guard halted."""
         s = self.monitor.finish_readback()
         self.last_summary = s
-        checks = getattr(self, "checks", None)
-        if checks is not None:
-            checks.report(s)  # check mode: names where a bad value came from (before the guard's halt)
+        if self.checks is not None:
+            self.checks.report(s)  # check mode: names where a bad value came from (before the guard's halt)
         if s["halt"] > 0:
             cfg = self.cfg  # type: ignore[attr-defined]
             raise TrainingHalted(halt_message(s.values, fold=self.fold.fold if self.fold is not None else "?",

@@ -242,14 +242,13 @@ class WalkForwardRunner:
     def _begin_fold(self, fold: FoldRange, warm_start: bool) -> float:
         """Make ``fold`` current: the trainer on its training bars (all of them, or the part before
         the held-back window with ``train.select = "inner"``); returns the transition seconds."""
-        part = fold
-        if self.selector is not None:
+        if self.selector is None:
+            part = fold
+        else:
             part, start, steps = split_fold(fold, self.tcfg.inner_fraction, self.cfg.folds.purge)
-        transition = self.trainer.reset_for_fold(part, warm_start=warm_start)
-        if self.selector is not None:
             self.selector.begin_fold(start, steps)
         self._train_part[fold.fold] = part
-        return transition
+        return self.trainer.reset_for_fold(part, warm_start=warm_start)
 
     def _end_fold(self) -> dict[str, Any] | None:
         """The selected epoch's network becomes the fold's (``train.select = "inner"``)."""
