@@ -201,6 +201,17 @@ def test_auto_checks_the_network_that_will_be_evaluated_dqns_or_ppos_actor():
 
 
 @needs_triton
+def test_auto_leaves_the_fused_acting_kernel_with_its_open_bug_to_torch_but_naming_it_runs_it():
+    """Auto runs only what is tested on the device: the fused acting kernel (an open H200 bug, NOT_AUTO)
+    stays in torch with a note saying why; the other parts stay fused; naming it still runs it."""
+    plan = resolve(AccelConfig(), dqn(), CUDA)
+    assert plan.acting == "torch" and "illegal-memory-access" in plan.notes["acting"]
+    assert plan.env_step == plan.train_step == plan.replay == plan.eval == "fused"
+    assert resolve(AccelConfig(backend="fused"), dqn(), CUDA).acting == "fused"
+    assert resolve(AccelConfig(acting="fused"), dqn(), CUDA).acting == "fused"
+
+
+@needs_triton
 def test_an_explicit_backend_or_override_the_agent_cannot_run_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="accel.backend = 'fused' on cuda: eval: ppo: the fused kernels need two trunk") as e:
         resolve(AccelConfig(backend="fused"), dqn(), CUDA, ppo=ppo(hidden=(16,)))

@@ -52,6 +52,12 @@ from foxhunt.accel import triton as triton_status
 from foxhunt.errors import ConfigError
 
 PARTS = ("env_step", "acting", "train_step", "replay", "eval")
+NOT_AUTO: dict[str, str] = {
+    "acting": "the fused acting kernel has an open illegal-memory-access bug on the H200 (docs/LEARNING.md, "
+              "'The fused acting kernel'); auto keeps acting in torch until it is fixed",
+}
+"""Fused parts ``auto`` does not pick (the rule: auto runs only what is tested on this device), with
+why; naming them (``accel.backend = "fused"`` or ``accel.<part> = "fused"``) still runs them."""
 IMPLEMENTATIONS: dict[str, tuple[str, ...]] = {
     "env_step": ("torch", "compiled", "fused"),
     "acting": ("torch", "compiled", "fused"),
@@ -210,6 +216,9 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
         c = backend if backend in impls[part] else "torch"
         if c != backend:
             notes[part] = f"no {backend} implementation" + (" for ppo" if ppo is not None else "") + ": torch"
+        if not explicit and c == "fused" and part in NOT_AUTO:
+            c = "torch"
+            notes[part] = f"{NOT_AUTO[part]}: torch"
         if part == "replay" and c == "fused" and not trees:
             c = "torch"
             notes[part] = f"dqn.sampler = {sampler!r} has no trees: torch"
