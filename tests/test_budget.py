@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from foxhunt.budget import available_bytes, check_trainer_fits, dqn_trainer_bytes, dueling_params
+from foxhunt.budget import available_bytes, check_trainer_fits, dqn_trainer_bytes, dueling_params, with_device_overhead
 from foxhunt.config import build_config
 from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
@@ -139,3 +139,12 @@ def test_foxhunt_train_refuses_bad_sizes_in_one_line_with_exit_2_and_writes_noth
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(message), res.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_on_cuda_the_fixed_workspace_part_is_added_and_on_the_cpu_it_is_not():
+    """The fixed CUDA part (libraries' workspaces, graph pools) joins the estimate only on CUDA."""
+    from foxhunt.budget import CUDA_FIXED_BYTES
+
+    parts = {"replay": 10}
+    assert with_device_overhead(parts, "cpu") == parts
+    assert with_device_overhead(parts, "cuda") == {"replay": 10, "CUDA workspaces": CUDA_FIXED_BYTES}

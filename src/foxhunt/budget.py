@@ -28,6 +28,12 @@ from foxhunt.errors import ConfigError
 MARGIN = 1.25
 """Headroom factor on the estimate (allocator rounding, kernel scratch, small tensors)."""
 
+CUDA_FIXED_BYTES = 128 * 2**20
+"""On CUDA, memory no config field sizes: the CUDA libraries' workspaces (cuBLAS / cuBLASLt, one per
+stream, the graph-capture stream included) and the captured graphs' private pools. Measured on the
+H200 (tests/test_budget.py, GPU): peak minus the count was 138 MiB for configs/h200.toml and 81 MiB
+for configs/h200-fast.toml ([64, 64] nets, batch 512: there the fixed part dominates)."""
+
 _STORAGE_BYTES_PER_SLOT = 8 + 12 + 8 + 4 + 1 + 8 + 12 + 4
 """ReplayStorage per slot: bar, portfolio[3], action, reward, done, next_bar, next_portfolio[3], discount."""
 
@@ -100,8 +106,15 @@ def dqn_trainer_bytes(dqn: Any, n_features: int, n_actions: int) -> dict[str, in
     return parts
 
 
+def with_device_overhead(parts: dict[str, int], device: torch.device | str) -> dict[str, int]:
+    """``parts`` plus, on CUDA, the fixed ``"CUDA workspaces"`` part (``CUDA_FIXED_BYTES``)."""
+    return {**parts, "CUDA workspaces": CUDA_FIXED_BYTES} if torch.device(device).type == "cuda" else dict(parts)
+
+
 def check_fits(parts: dict[str, int], device: torch.device | str, what: str, available: int | None = None) -> None:
-    """ConfigError when ``MARGIN × sum(parts)`` exceeds the device's free memory."""
+    """ConfigError when ``MARGIN × sum(parts)`` (plus ``CUDA_FIXED_BYTES`` on CUDA) exceeds the
+    device's free memory."""
+    parts = with_device_overhead(parts, device)
     need = int(MARGIN * sum(parts.values()))
     have = available_bytes(device) if available is None else available
     if need > have:
