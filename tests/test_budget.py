@@ -48,7 +48,7 @@ def test_the_estimate_is_at_least_what_a_trained_trainer_holds_and_at_most_four_
     trainer = DQNTrainer(market, cfg.env, cfg.dqn, seed=0)
     trainer.train_epoch()
     held = sum(v for k, v in _storages(trainer).items() if k not in before)
-    est = sum(dqn_trainer_bytes(cfg.dqn, market.n_features, cfg.env.n_actions).values())
+    est = sum(with_device_overhead(dqn_trainer_bytes(cfg.dqn, market.n_features, cfg.env.n_actions), market.features.device).values())
     assert held <= est <= 4 * held, (held, est)
 
 
@@ -115,7 +115,7 @@ def test_on_cuda_the_estimate_bounds_the_peak_memory_of_building_and_training_a_
     trainer.train_epoch()
     torch.cuda.synchronize()
     peak = torch.cuda.max_memory_allocated() - base
-    est = sum(dqn_trainer_bytes(cfg.dqn, market.n_features, cfg.env.n_actions).values())
+    est = sum(with_device_overhead(dqn_trainer_bytes(cfg.dqn, market.n_features, cfg.env.n_actions), market.features.device).values())
     print(f"{toml}: peak {peak / 2**20:.1f} MiB, estimate {est / 2**20:.1f} MiB")  # shown with -s
     assert peak <= MARGIN * est, (peak, est)
 
