@@ -5,6 +5,7 @@
 #
 #   scripts/gpu.sh                                   # every step of STEPS (default: all, ~20 min)
 #   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps (three calls cover the list)
+#   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo), tuner (tune)
 #   scripts/gpu.sh tests "tests/agents tests/accel"  # pytest -m gpu on those paths
 #   scripts/gpu.sh bench "bench_dqn --only abc" ...  # bench modules (python -m bench.<name> ARGS)
 #
@@ -33,6 +34,17 @@ case "$mode" in
   steps)
     STEPS=${STEPS:-tests ktests ftests prof envf dqn bt replay train trainfast}
     want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
+    # scorecard NAME CONFIG BASELINES [SCENARIOS]: --size gpu, scorecard.json kept as
+    # bench/results/scorecard_cuda_NAME.json (the run folders stay on the device: too deep to return).
+    scorecard() { local d=/tmp/sc_$1; rm -rf "$d"; step ${T_SC:-420} python3 -m foxhunt.cli scorecard --size ${SC_SIZE:-gpu} --device ${SC_DEVICE:-cuda} \
+      --config "$2" --baselines "$3" --sb3-steps ${SB3_STEPS:-5000} ${4:+--scenarios $4} --out "$d"; local rc=$?
+      cp "$d/scorecard.json" "bench/results/scorecard_cuda_$1.json" 2>/dev/null; return $rc; }
+    # Learning scorecards (issue 13/15; docs/LEARNING.md), ~2.5-6 min each on the H200:
+    want sc_fast && { scorecard h200_fast configs/h200-fast.toml supervised || status=$?; }
+    want sc_h200 && { scorecard h200 configs/h200.toml supervised || status=$?; }
+    want sc_sb3 && { scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak || status=$?; }
+    want sc_ppo && { scorecard h200_ppo configs/h200-ppo.toml none || status=$?; }
+    want tune && step ${T_TUNE:-540} python3 -m bench.bench_tune --deadline $(( ${T_TUNE:-540} - 40 ))
     want tests && TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
     want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
     # ftests: the fused learner's GPU tests outside tests/kernels (ktests runs the kernels' own).
