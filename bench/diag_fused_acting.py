@@ -1,6 +1,6 @@
 """Name the fault behind the fused acting crash (docs/LEARNING.md, "On the H200" §5) on the GPU.
 
-Two phases, each printing one line per result (no files written):
+Three phases, each printing one line per result (no files written):
 
 * ``kernel``: the acting kernel alone at the scorecard's shapes (N = 4096 envs, obs 54 and 55,
   256/256 trunk, 128 head, 5 actions, bf16), both launch variants the collector uses (online: Q +
@@ -14,8 +14,14 @@ Two phases, each printing one line per result (no files written):
   that faults (with graphs off: the exact op; on: which graph, round or train step). ``--stages``
   overrides the kernel's software-pipelining depth (1: no pipelining) to test the compiler.
 
+* ``cases``: ``bench/diag_acting_cases.py`` — each risky case of the kernel in its own process
+  (launch variants alone and in the diag's order, pipelining depth 1, 45 actions, tf32, weights
+  padded or ending at unmapped memory, NaN rows, a CUDA graph, and the SASS digest against the CPU
+  cross-compile), one line per case, < 60 s on the H200. ``--case NAME`` (repeatable) runs a subset.
+
   CUDA_LAUNCH_BLOCKING=1 python bench/diag_fused_acting.py kernel
   CUDA_LAUNCH_BLOCKING=1 python bench/diag_fused_acting.py scenario --graphs off
+  python bench/diag_fused_acting.py cases
 On a CPU both run tiny under the Triton interpreter (a smoke test of the script itself).
 """
 
@@ -135,14 +141,19 @@ def scenario_phase(acting: str, graphs: str, stages: int | None, tiny: bool, ext
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("phase", choices=["kernel", "scenario"])
+    ap.add_argument("phase", choices=["kernel", "scenario", "cases"])
     ap.add_argument("--replays", type=int, default=2000)
     ap.add_argument("--acting", default="fused", choices=["fused", "torch"])
     ap.add_argument("--graphs", default="on", choices=["on", "off"])
     ap.add_argument("--set", action="append", default=[], help="one more config override (repeatable)")
     ap.add_argument("--stages", type=int, default=None, help="the acting kernel's pipelining depth (default: DEFAULTS)")
+    ap.add_argument("--case", action="append", default=None, help="cases phase: run only this case (repeatable)")
     a = ap.parse_args()
     cuda = torch.cuda.is_available()
+    if a.phase == "cases":
+        from bench.diag_acting_cases import run_all
+
+        return 1 if run_all(cases=a.case) else 0
     if a.phase == "kernel":
         return 0 if kernel_phase(4096 if cuda else 64, a.replays if cuda else 2, a.stages) else 1
     scenario_phase(a.acting, a.graphs, a.stages, tiny=not cuda, extra=a.set)

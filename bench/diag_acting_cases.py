@@ -1,0 +1,367 @@
+"""GPU cases for the fused acting crash, each in its own process (one line each; see ``run_all``).
+
+    python bench/diag_fused_acting.py cases          # all cases, < 60 s on the H200
+    python bench/diag_acting_cases.py CASE           # one case (what run_all spawns)
+
+Every child runs with CUDA_LAUNCH_BLOCKING=1 and synchronises after each launch, so a fault names
+its launch; it compares the kernel with the torch network (NaN rows, argmax agreement) so that a
+silent corruption shows too. The cases separate the hypotheses of docs/LEARNING.md "On the H200" §5
+(and this branch's report): which launch variant faults (online = Q + argmax, the one the
+collector's ``act`` runs and the standalone check never ran; target = max only), whether the
+software pipeline's zero-fill prefetches past the ends of W2 / b2 / W3 fault when those ends border
+unmapped memory, whether the division slow path (NaN rows) matters, and whether the device runs the
+binary checked on the CPU (SASS digest, tests/kernels/compile_acting_sm90.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+CUDA = __import__("torch").cuda.is_available()
+DEV = "cuda" if CUDA else "cpu"
+N = 4096 if CUDA else 256  # the CPU only smoke-tests this script (Triton interpreter, small N)
+if not CUDA:
+    os.environ["TRITON_INTERPRET"] = "1"
+
+# SASS digests of the CPU cross-compile with Triton 3.6.0 (bundled ptxas 12.8), this kernel source.
+CPU_SASS_36 = {"online": "4a8099b7af0e", "target": "59c8c9f8054d"}
+
+
+def _setup(obs_dim: int, n: int | None = None, n_actions: int = 5, precision: str = "bf16"):
+    import torch
+
+    from foxhunt.agents.networks import DuelingQNet
+    from foxhunt.kernels.rules.packing import pack_net
+
+    torch.manual_seed(obs_dim)
+    net = DuelingQNet(obs_dim, n_actions, [256, 256], 128).to(DEV)
+    return net, pack_net(net, precision), torch.randn(n or N, obs_dim, device=DEV)
+
+
+def _step(label: str, fn) -> None:
+    import torch
+
+    try:
+        fn()
+        if CUDA:
+            torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - the line names the fault
+        raise SystemExit(f"FAIL at {label}: {type(e).__name__}: {str(e).splitlines()[0][:120]}")
+
+
+def _compare(net, obs, out) -> str:
+    """The kernel against the float32 torch network (rows where torch gives NaN left out of dQ)."""
+    import torch
+
+    with torch.no_grad():
+        ref = net(obs)
+    finite = ~ref.isnan().any(1)
+    parts = []
+    if out.q is not None:
+        dq = float((out.q[finite] - ref[finite]).abs().nan_to_num(float("inf")).max())
+        parts.append(f"NaN rows {int(out.q.isnan().any(1).sum())} (torch {int((~finite).sum())}), max|dQ| {dq:.3g}")
+    if out.argmax is not None:
+        a = out.argmax
+        parts.append(f"argmax in range {bool(((a >= 0) & (a < ref.shape[1])).all())}, "
+                     f"agrees {float((a == ref.argmax(1)).float().mean()):.4f}")
+    if out.q_max is not None:
+        dm = float((out.q_max[finite] - ref.amax(1)[finite]).abs().nan_to_num(float("inf")).max())
+        parts.append(f"max|dmax| {dm:.3g}")
+    return "; ".join(parts)
+
+
+def _online(obs_dim=54, n_actions=5, precision="bf16", **kw):
+    from foxhunt.kernels.acting import kernel as k
+
+    net, pk, obs = _setup(obs_dim, n_actions=n_actions, precision=precision)
+    res = {}
+    _step("online launch", lambda: res.setdefault("o", k.fused_dueling_q(pk, obs, precision=precision, q=True,
+                                                                          argmax=True, **kw)))
+    return _compare(net, obs, res["o"])
+
+
+def _target(obs_dim=54):
+    from foxhunt.kernels.acting import kernel as k
+
+    net, pk, obs = _setup(obs_dim)
+    res = {}
+    _step("target launch", lambda: res.setdefault("o", k.fused_dueling_q(pk, obs, q=False, q_max=True)))
+    return _compare(net, obs, res["o"])
+
+
+def _all(obs_dim=55):
+    from foxhunt.kernels.acting import kernel as k
+
+    net, pk, obs = _setup(obs_dim)
+    res = {}
+    _step("q+max+argmax launch", lambda: res.setdefault("o", k.fused_dueling_q(pk, obs, q=True, q_max=True, argmax=True)))
+    return _compare(net, obs, res["o"])
+
+
+def _diag(obs_dim=54, reps=None):
+    """The diag's kernel phase, eager: preallocated zeros, online then target, synced between."""
+    import torch
+
+    from foxhunt.kernels.acting import kernel as k
+
+    net, pk, obs = _setup(obs_dim)
+    n, reps = obs.shape[0], reps or (20 if CUDA else 2)
+    q, g, m = torch.zeros(n, 5, device=DEV), torch.zeros(n, dtype=torch.int64, device=DEV), torch.zeros(n, device=DEV)
+    for r in range(reps):
+        obs.copy_(torch.randn_like(obs) * (1 + r % 7))
+        _step(f"online launch {r}", lambda: k.fused_dueling_q(pk, obs, q=q, argmax=g))
+        _step(f"target launch {r}", lambda: k.fused_dueling_q(pk, obs, q=False, q_max=m))
+    return f"{reps} online+target pairs; " + _compare(net, obs, k.FusedQ(q, m, g))
+
+
+def _graph(obs_dim=54, replays=200):
+    import torch
+
+    if not CUDA:
+        return "skipped (no CUDA)"
+
+    from foxhunt.kernels.acting import kernel as k
+
+    net, pk, obs = _setup(obs_dim)
+    n = obs.shape[0]
+    q, g, m = torch.zeros(n, 5, device=DEV), torch.zeros(n, dtype=torch.int64, device=DEV), torch.zeros(n, device=DEV)
+
+    def launch():
+        k.fused_dueling_q(pk, obs, q=q, argmax=g)
+        k.fused_dueling_q(pk, obs, q=False, q_max=m)
+
+    _step("eager pair", launch)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        launch()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        launch()
+    for r in range(replays):
+        obs.copy_(torch.randn_like(obs))
+        _step(f"replay {r}", graph.replay)
+    return f"{replays} replays; " + _compare(net, obs, k.FusedQ(q, m, g))
+
+
+def _rehome_padded(pk, slack_rows: int = 96) -> None:
+    """W2, b2, W3 moved into storage with room past their ends: the zero-fill prefetches then
+    point inside their own allocations."""
+    import torch
+
+    for name, extra in (("w2", slack_rows), ("b2", slack_rows), ("w3", slack_rows * pk.w3.shape[1])):
+        t = getattr(pk, name)
+        buf = torch.zeros(t.numel() + extra, dtype=t.dtype, device=t.device)
+        buf[: t.numel()].copy_(t.flatten())
+        setattr(pk, name, buf[: t.numel()].view_as(t))
+
+
+def _mapped(addr: int) -> bool:
+    """Whether a device address belongs to an allocation (cuPointerGetAttribute, MEMORY_TYPE)."""
+    cuda = ctypes.CDLL("libcuda.so.1")
+    out = ctypes.c_uint(0)
+    return cuda.cuPointerGetAttribute(ctypes.byref(out), 2, ctypes.c_uint64(addr)) == 0
+
+
+def _rehome_at_edge(pk) -> str:
+    """W2, b2, W3 each moved to the very end of a 2 MiB allocation whose following 2 MiB was freed
+    (PYTORCH_NO_CUDA_MEMORY_CACHING=1: every tensor is its own cudaMalloc): a zero-fill prefetch
+    past their ends then points at memory that is (most likely) unmapped."""
+    import torch
+
+    notes, keep = [], []
+    for name in ("w2", "b2", "w3"):
+        t = getattr(pk, name)
+        nbytes = t.numel() * t.element_size()
+        region = torch.empty(2 << 20, dtype=torch.uint8, device="cuda")
+        after = torch.empty(2 << 20, dtype=torch.uint8, device="cuda")
+        adjacent = after.data_ptr() == region.data_ptr() + (2 << 20)
+        del after
+        torch.cuda.synchronize()
+        view = region[(2 << 20) - nbytes:].view(t.dtype).view_as(t)
+        view.copy_(t)
+        setattr(pk, name, view)
+        keep.append(region)
+        end = region.data_ptr() + (2 << 20)
+        notes.append(f"{name} end+0 mapped {_mapped(end)} (follower was adjacent {adjacent})")
+    pk._keep = keep  # noqa: SLF001 - keep the regions alive
+    return ", ".join(notes)
+
+
+def _layout(kind: str):
+    from foxhunt.kernels.acting import kernel as k
+
+    if kind == "edge" and not CUDA:
+        return "skipped (no CUDA)"
+
+    net, pk, obs = _setup(54)
+    note = _rehome_at_edge(pk) if kind == "edge" else (_rehome_padded(pk) or "padded")
+    res = {}
+    _step("online launch", lambda: res.setdefault("o", k.fused_dueling_q(pk, obs, q=True, argmax=True)))
+    _step("target launch", lambda: k.fused_dueling_q(pk, obs, q=False, q_max=True))
+    return note + "; " + _compare(net, obs, res["o"])
+
+
+def _nan(obs_dim=55):
+    from foxhunt.kernels.acting import kernel as k
+
+    net, pk, obs = _setup(obs_dim)
+    obs[::97, 11] = float("nan")  # NaN advantage sums: div.rn's slow-path subroutine runs for these rows
+    res = {}
+    _step("online launch", lambda: res.setdefault("o", k.fused_dueling_q(pk, obs, q=True, argmax=True)))
+    _step("target launch", lambda: k.fused_dueling_q(pk, obs, q=False, q_max=True))
+    return _compare(net, obs, res["o"])
+
+
+def _sass():
+    """Compile (no launch) both variants through fused_dueling_q and digest their SASS."""
+    import triton
+
+    if not CUDA:
+        return "skipped (no CUDA)"
+
+    from foxhunt.kernels.acting import kernel as k
+    from tests.kernels.compile_acting_sm90 import sass_digest, sass_of
+
+    _, pk, obs = _setup(54)
+    fn, got = k._dueling_q_kernel, {}
+    orig = fn.run
+
+    def compile_only(*a, **kw):
+        kw["warmup"] = True
+        got["k"] = orig(*a, **kw)
+        return got["k"]
+
+    fn.run = compile_only
+    out = []
+    for name, kw in (("online", dict(q=True, argmax=True)), ("target", dict(q=False, q_max=True))):
+        k.fused_dueling_q(pk, obs, **kw)
+        d = sass_digest(sass_of(got["k"].asm["cubin"]))
+        out.append(f"{name} {d} (CPU 3.6.0: {CPU_SASS_36[name]}, {'same' if d == CPU_SASS_36[name] else 'DIFFERENT'})")
+    fn.run = orig
+    return f"triton {triton.__version__}: " + ", ".join(out)
+
+
+def _ptxas_candidates() -> list[tuple[str, str]]:
+    """(release, path) of every ptxas found: Triton's bundled ones, CUDA toolkits, pip's nvidia-cuda-nvcc."""
+    import glob
+    import re
+    import shutil
+
+    import triton
+
+    bin_dir = Path(triton.__file__).parent / "backends" / "nvidia" / "bin"
+    paths = [str(bin_dir / "ptxas"), str(bin_dir / "ptxas-blackwell"), shutil.which("ptxas") or "",
+             *glob.glob("/usr/local/cuda*/bin/ptxas"), *glob.glob(str(ROOT / ".whl" / "ptxas*")),
+             *glob.glob(sys.prefix + "/lib/python3*/site-packages/nvidia/cu*/bin/ptxas")]
+    found = {}
+    for path in filter(None, paths):
+        try:
+            out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=10).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        m = re.search(r"release (\d+\.\d+)", out)
+        if m:
+            found[os.path.realpath(path)] = m.group(1)
+    return sorted(((v, p) for p, v in found.items()), key=lambda vp: tuple(map(int, vp[0].split("."))))
+
+
+def _newer_ptxas():
+    """The online and target launches and NaN rows with the newest ptxas found (TRITON_PTXAS_PATH,
+    in a grandchild so that Triton reads it at import): a ptxas bug (the 12.8-13.2 nested-divergence
+    register corruption, the register-input wgmma reuse) would go away with a fixed assembler.
+    Triton 3.6 bundles ptxas 12.8 (and 12.9 for Blackwell); a newer one can travel in .whl/ (e.g.
+    Triton 3.9's ptxas-blackwell, release 13.4, copied to .whl/ptxas-13.4 and named in ``carry``)."""
+    if not CUDA:
+        return "skipped (no CUDA)"
+    cands = _ptxas_candidates()
+    listing = ", ".join(f"{v} {p}" for v, p in cands)
+    if not cands or tuple(map(int, cands[-1][0].split("."))) < (13, 3):
+        return f"skipped (no ptxas >= 13.3; found: {listing})"
+    ver, path = cands[-1]
+    env = {**os.environ, "TRITON_PTXAS_PATH": path, "CUDA_LAUNCH_BLOCKING": "1"}
+    procs = {case: subprocess.Popen([sys.executable, __file__, case], env=env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for case in ("online54", "target54", "nan55")}
+    outs = []
+    for case, p in procs.items():
+        try:
+            out, err = p.communicate(timeout=40)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            outs.append(f"{case} TIMEOUT")
+            continue
+        lines = (out + ("" if p.returncode == 0 else err)).strip().splitlines() or ["no output"]
+        outs.append(f"{case} {'ok' if p.returncode == 0 else 'FAIL'}: {lines[-1][:90]}")
+    return f"ptxas {ver} ({path}); found: {listing} | " + " | ".join(outs)
+
+
+CASES = {
+    "sass": (_sass, {}),
+    "online54": (_online, {}),
+    "target54": (_target, {}),
+    "online55": (lambda: _online(55), {}),
+    "target55": (lambda: _target(55), {}),
+    "all55": (_all, {}),
+    "diag54": (_diag, {}),
+    "diag55": (lambda: _diag(55), {}),
+    "online54_stages1": (lambda: _online(54, stages=1), {}),
+    "online54_a64": (lambda: _online(54, n_actions=45), {}),
+    "online54_tf32": (lambda: _online(54, precision="tf32"), {}),
+    "padded54": (lambda: _layout("padded"), {}),
+    "edge54": (lambda: _layout("edge"), {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
+    "nan55": (_nan, {}),
+    "graph54": (_graph, {}),
+    "newer_ptxas": (_newer_ptxas, {}),
+}
+
+
+def run_all(timeout: float = 50.0, workers: int = 6, cases: list[str] | None = None) -> int:
+    """Each case in its own process (a fault cannot hide the next); ``sass`` first (it compiles the
+    two main variants into Triton's cache for the others). Prints one line per case; returns the
+    number of failed cases."""
+    names = cases or list(CASES)
+    print(f"# {len(names)} cases, each in its own process with CUDA_LAUNCH_BLOCKING=1 (device {DEV})", flush=True)
+
+    def one(name: str) -> tuple[bool, str]:
+        env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1", **CASES[name][1]}
+        t0 = time.perf_counter()
+        try:
+            p = subprocess.run([sys.executable, __file__, name], env=env, capture_output=True, text=True, timeout=timeout)
+            lines = (p.stdout if p.returncode == 0 else p.stdout + p.stderr).strip().splitlines()
+            ok, tail = p.returncode == 0, (lines or ["no output"])[-1]
+        except subprocess.TimeoutExpired:
+            ok, tail = False, f"TIMEOUT after {timeout:.0f} s"
+        return ok, f"case {name}: {'ok' if ok else 'FAIL'} ({time.perf_counter() - t0:.1f} s) {tail}"
+
+    results = [one("sass")] if "sass" in names else []
+    if results:
+        print(results[-1][1], flush=True)
+    with ThreadPoolExecutor(workers) as pool:
+        for res in pool.map(one, [c for c in names if c != "sass"]):
+            print(res[1], flush=True)
+            results.append(res)
+    return sum(not ok for ok, _ in results)
+
+
+def main() -> int:
+    if len(sys.argv) != 2 or sys.argv[1] not in CASES:
+        print(f"usage: {sys.argv[0]} CASE  (one of {', '.join(CASES)})")
+        return 2
+    fn, _ = CASES[sys.argv[1]]
+    print(fn(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
