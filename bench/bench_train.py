@@ -34,7 +34,8 @@ from bench import common
 from foxhunt.config import load_config
 from foxhunt.pipeline import prepare_market
 from foxhunt.train import checkpoint as ckpt
-from foxhunt.train.runner import WalkForwardRunner, create_run_dir
+from foxhunt.train.run_dir import create_run_dir
+from foxhunt.train.runner import WalkForwardRunner
 
 ROOT = common.ROOT
 

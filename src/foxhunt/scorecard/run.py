@@ -131,7 +131,8 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
                  console: Any = None) -> ScenarioResult:
     """Train and score one scenario; the agent's run directory is ``out_dir/runs/<scenario>``."""
     from foxhunt.train.agent import env_steps_per_epoch
-    from foxhunt.train.runner import WalkForwardRunner, create_run_dir
+    from foxhunt.train.run_dir import create_run_dir
+    from foxhunt.train.runner import WalkForwardRunner
 
     t0 = time.perf_counter()
     cfg = scenario_config(base, scenario, size, [f"run.out_dir={json.dumps(str(out_dir / 'runs'))}", *overrides])

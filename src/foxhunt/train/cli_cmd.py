@@ -56,7 +56,8 @@ def _start(data: Path | None, sample: str | None, config: Path | None, folds: in
     from foxhunt.paths import check_output_dir
     from foxhunt.pipeline import prepare_market
     from foxhunt.train.config import default_train_config
-    from foxhunt.train.runner import WalkForwardRunner, check_run_name, create_run_dir
+    from foxhunt.train.run_dir import check_run_name, create_run_dir
+    from foxhunt.train.runner import WalkForwardRunner
 
     if data is not None and sample is not None:
         raise ConfigError("give either --data FILE or --sample NAME, not both")
@@ -87,7 +88,8 @@ def _start(data: Path | None, sample: str | None, config: Path | None, folds: in
 
 def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
     from foxhunt.pipeline import prepare_market
-    from foxhunt.train.runner import WalkForwardRunner, check_resume, is_complete, read_run_dir
+    from foxhunt.train.run_dir import check_resume, is_complete, read_run_dir
+    from foxhunt.train.runner import WalkForwardRunner
 
     cfg, point = read_run_dir(run_dir)  # verifies the last checkpoint's files (sha256)
     prepared = prepare_market(cfg, console=console)

@@ -6,29 +6,23 @@ the trainer (env, replay, networks, captured graphs) is built once. Per fold:
 
     reset_for_fold (timed: the fold transition) → E epochs (one summary readback each; a
     checkpoint every ``checkpoint_every`` epochs) → greedy policy and buy-and-hold backtested on
-    the validation window → folds/fold_k/{metrics.json, curves.safetensors, trades.csv} →
-    fold-end checkpoint.
+    the validation window → folds/fold_k/{metrics.json, model.safetensors, curves.safetensors,
+    trades.csv, timings.json} → fold-end checkpoint.
 
-Run directory (``runs/<name>/``)::
-
-    config.toml  folds.json  metrics.jsonl  summary.json  report.html
-    folds/fold_k/metrics.json   deterministic: same seed ⇒ same bytes (no timings in it)
-    folds/fold_k/timings.json   fold transition, training, evaluation seconds
-    checkpoints/f{fold}-e{epoch}-{epoch|end}/   see foxhunt.train.checkpoint
-    tb/                          TensorBoard event files
+This module owns that loop and the fold's lifecycle around it (which bars the trainer trains on,
+epoch selection, what a checkpoint holds and where a resumed run continues). The run directory's
+layout, creation and --resume checks are ``foxhunt.train.run_dir``; the files' contents are
+``foxhunt.train.outputs``. Both are re-exported here, so ``from foxhunt.train.runner import
+create_run_dir, write_json, …`` keeps working.
 
 Nothing is written before every input has been validated: ``WalkForwardRunner(prepared)``
-checks the folds and builds the trainer; ``create_run_dir`` / ``open_resume`` come after.
+checks the folds and builds the trainer; ``create_run_dir`` comes after (``read_run_dir`` /
+``check_resume``, for --resume, write nothing).
 """
 
 from __future__ import annotations
 
-import csv
-import json
-import os
-import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -38,139 +32,26 @@ import torch
 from foxhunt.accel.backend import resolve_config
 from foxhunt.backtest.evaluator import Backtester
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
-from foxhunt.config import Config, load_config
+from foxhunt.config import Config
 from foxhunt.env.params import check_episode_length
 from foxhunt.errors import ConfigError
-from foxhunt.folds import FoldRange, folds_to_json
+from foxhunt.folds import FoldRange
 from foxhunt.pipeline import Prepared
 from foxhunt.train import checkpoint as ckpt
-from foxhunt.train.manifest import RunDirError, check_manifest, read_folds_json
-from foxhunt.train.agent import build_trainer, policy_net, trained_module, training_env  # noqa: F401 (training_env: re-exported)
+from foxhunt.train.agent import build_trainer, policy_net, trained_module, training_env
+from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
+from foxhunt.train.manifest import RunDirError
+from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
+from foxhunt.train.run_dir import (RUN_DIR_ENTRIES, ResumePoint, check_resume, check_run_name, create_run_dir, default_run_name,
+                                   is_complete, read_run_dir)
 from foxhunt.train.selection import SUB_WINDOW, EpochSelector, WithSelection, pooled_sharpe, split_fold, sub_windows
-from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog, clean_floats
+
+__all__ = [  # the runner, and the names callers have imported from this module since before the split
+    "WalkForwardRunner", "BuyHold", "ResumePoint", "RunDirError", "RUN_DIR_ENTRIES", "check_resume", "check_run_name",
+    "create_run_dir", "default_run_name", "is_complete", "read_run_dir", "training_env", "write_json",
+]
 
 
-@dataclass
-class BuyHold:
-    """Buy-and-hold on one validation window: metrics, and [T] returns / positions per bar."""
-
-    metrics: dict[str, float]
-    returns: np.ndarray
-    positions: np.ndarray
-
-
-@dataclass
-class ResumePoint:
-    """A verified checkpoint to continue from (None path: the run never reached a checkpoint)."""
-
-    path: Path | None
-    manifest: dict[str, Any] = field(default_factory=dict)
-
-
-# --------------------------------------------------------------------------- small file helpers
-def write_json(path: Path, obj: Any) -> None:
-    """Write JSON atomically (temporary name, then rename)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(clean_floats(obj) if isinstance(obj, dict) else obj, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def default_run_name() -> str:
-    return time.strftime("%Y%m%d-%H%M%S")
-
-
-def check_run_name(name: str | None) -> str | None:
-    """A run name (``--name`` / ``run.name``) is one plain path component; RunDirError if not."""
-    if name is not None and (not name or "/" in name or "\0" in name or name.startswith(".")):
-        raise RunDirError(f"run name {name!r}: must be non-empty, without '/' or NUL, not starting with '.'")
-    return name
-
-
-def create_run_dir(config: Config, prepared: Prepared, name: str | None) -> tuple[Path, Config]:
-    """Make ``<out_dir>/<name>/`` with config.toml (run.name resolved) and folds.json, atomically.
-
-    Returns (run directory, resolved config). Raises RunDirError if an explicit name exists.
-    """
-    out_dir = Path(config.run.out_dir)
-    explicit = check_run_name(name or config.run.name)
-    base = explicit or default_run_name()
-    final = out_dir / base
-    if final.exists():
-        if explicit is not None:
-            raise RunDirError(f"run directory {final} already exists (continue it with --resume {final}, or pick another --name)")
-        i = 2
-        while (out_dir / f"{base}-{i}").exists():
-            i += 1
-        final = out_dir / f"{base}-{i}"
-    resolved = config.replace(run={"name": final.name})
-    made: list[Path] = []
-    tmp = out_dir / f".tmp-{final.name}-{os.getpid()}"
-    try:
-        made = [d for d in (out_dir, *out_dir.parents) if not d.exists()]  # what mkdir creates, deepest first
-        out_dir.mkdir(parents=True, exist_ok=True)
-        tmp.mkdir()
-        resolved.write(tmp)
-        (tmp / "folds.json").write_text(folds_to_json(prepared.folds, prepared.market.timestamps_host) + "\n")
-        os.replace(tmp, final)
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
-        shutil.rmtree(tmp, ignore_errors=True)
-        for d in made:  # nothing left behind: the directories this call created, if still empty
-            try:
-                d.rmdir()
-            except OSError:
-                break
-        raise RunDirError(f"cannot create the run directory {final}: {getattr(exc, 'strerror', None) or exc}") from None
-    return final, resolved
-
-
-RUN_DIR_ENTRIES = {"checkpoints": True, "folds": True, "tb": True, "metrics.jsonl": False, "summary.json": False,
-                   "report.html": False}
-"""Entries of a run directory that a run writes (name -> is a directory)."""
-
-
-def read_run_dir(run_dir: Path) -> tuple[Config, ResumePoint]:
-    """Validate a run directory for --resume (writes nothing): its config and last checkpoint."""
-    if not run_dir.is_dir():
-        raise RunDirError(f"--resume {run_dir}: no such run directory")
-    for need in ("config.toml", "folds.json"):
-        if not (run_dir / need).is_file():
-            raise RunDirError(f"--resume {run_dir}: {need} is missing (not a foxhunt train run directory)")
-    # Entries the run writes into: one of the wrong type would fail mid-run (after metrics.jsonl
-    # was already truncated to the checkpoint), so it is refused now, before anything is touched.
-    for entry, want_dir in RUN_DIR_ENTRIES.items():
-        p = run_dir / entry
-        if (p.exists() or p.is_symlink()) and (p.is_dir() != want_dir or not (p.is_dir() or p.is_file())):
-            raise RunDirError(f"--resume {run_dir}: {entry} is not a {'directory' if want_dir else 'regular file'}")
-    last = ckpt.latest(run_dir / "checkpoints")
-    if last is not None:
-        ckpt.refuse_old_format(last)  # before the config: an older run's config has removed keys too
-    try:
-        config = load_config(run_dir / "config.toml")
-    except ConfigError as exc:
-        raise RunDirError(f"--resume {run_dir}: {exc}") from None
-    folds = read_folds_json(run_dir)  # schema-checked before anything is built
-    if last is None:
-        return config, ResumePoint(None)
-    manifest = ckpt.read_manifest(last)  # schema + every file's length and sha256
-    check_manifest(last, manifest, config, len(folds), run_dir / "metrics.jsonl")
-    return config, ResumePoint(last, manifest)
-
-
-def check_resume(run_dir: Path, config: Config, prepared: Prepared, point: ResumePoint) -> None:
-    """The data and folds are those the run started with (RunDirError / CheckpointError)."""
-    import hashlib
-
-    saved = read_folds_json(run_dir)
-    now = [f.to_dict() for f in prepared.folds]
-    if saved != now:
-        raise RunDirError(f"--resume {run_dir}: the folds differ from folds.json (the data changed since the run started)")
-    if point.path is not None:
-        # Checkpoints written before the canonical config hash carry sha256(config.toml's bytes).
-        legacy = hashlib.sha256((run_dir / "config.toml").read_bytes()).hexdigest()
-        ckpt.check_identity(point.path, point.manifest, (config.hash(), legacy), prepared.market.source_sha256)
-
-
-# --------------------------------------------------------------------------- the runner
 class WalkForwardRunner:
     """Walk-forward training over ``prepared.folds`` (see the module docstring).
 
@@ -279,60 +160,20 @@ class WalkForwardRunner:
 
     def _write_fold(self, run_dir: Path, fold: FoldRange, agent: Any, bh: BuyHold | None,
                     last: dict[str, Any] | None, selection: dict[str, Any] | None = None) -> dict[str, Any]:
+        """folds/fold_k/: metrics.json, model.safetensors, then (as configured) curves and trades;
+        returns the metrics.json content. The formats are ``foxhunt.train.outputs``'."""
         d = run_dir / "folds" / f"fold_{fold.fold}"
         d.mkdir(parents=True, exist_ok=True)
-        ts = self.market.timestamps_host
-        result = {
-            "fold": fold.to_dict(),
-            "val_first_time": str(np.datetime64(int(ts[fold.val_start]), "ns")) + "Z",
-            "val_last_time": str(np.datetime64(int(ts[fold.val_end - 1]), "ns")) + "Z",
-            "epochs": self.tcfg.epochs,
-            "seed": self.cfg.run.seed,
-            "agent": agent.metrics[0],
-            "buy_and_hold": bh.metrics if bh is not None else None,
-            "last_epoch": last,
-        }
-        if selection is not None:
-            result["selection"] = selection
+        result = fold_result(fold, self.market.timestamps_host, agent, bh, last, selection, epochs=self.tcfg.epochs,
+                             seed=self.cfg.run.seed)
         write_json(d / "metrics.json", result)
-        self._write_model(d / "model.safetensors", fold)
-        if self.tcfg.save_curves:
-            from safetensors.numpy import save
-
-            arrays = {"agent_returns": agent.returns[0], "agent_positions": agent.positions[0]}
-            if bh is not None:
-                arrays.update(bh_returns=bh.returns, bh_positions=bh.positions)
-            data = save({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()})
-            tmp = d / "curves.safetensors.tmp"
-            tmp.write_bytes(data)
-            os.replace(tmp, d / "curves.safetensors")
-        if self.tcfg.save_trades and agent.trades is not None:
-            tmp = d / "trades.csv.tmp"
-            with open(tmp, "w", newline="") as fh:
-                cols = ["window", "entry_bar", "exit_bar", "side", "size", "return", "costs"]
-                cols += ["barrier"] if self.cfg.backtest.barriers else []
-                w = csv.DictWriter(fh, fieldnames=cols)
-                w.writeheader()
-                w.writerows(agent.trades)
-            os.replace(tmp, d / "trades.csv")
-        return result
-
-    def _write_model(self, path: Path, fold: FoldRange) -> None:
-        """The fold's greedy network (DQN: the Q-network; PPO: the actor packed as a DuelingQNet whose
-        argmax and softmax are the policy's) + its training-slice normalisation, for ``foxhunt
-        backtest --model``."""
-        from foxhunt.agents.model_io import save_model
-
-        m = self.market
-        extra = {
-            "medians": {"abs_return": m.median_abs_return.item(), "range": m.median_range.item(), "volume": m.median_volume.item()},
-            "data_sha256": self.data_hash, "fold": fold.to_dict(), "run": self.cfg.run.name,
-            "agent": self.cfg.train.agent,
-        }
         part = self._train_part.get(fold.fold, fold)  # the bars the network was trained on
-        save_model(path, policy_net(self.trainer), m.norm_stats(part.train_start, part.train_end),
-                   feature_names=tuple(m.names), spec_version=m.spec_version,
-                   env=self.cfg.env.model_dump(mode="json"), extra=extra)
+        write_model(d / "model.safetensors", policy_net(self.trainer), self.market, part, fold, self.cfg, self.data_hash)
+        if self.tcfg.save_curves:
+            write_curves(d / "curves.safetensors", agent, bh)
+        if self.tcfg.save_trades and agent.trades is not None:
+            write_trades(d / "trades.csv", agent.trades, self.cfg.backtest.barriers)
+        return result
 
     def score_folds(self, on_fold: Callable[[int, FoldRange, Any], None] | None = None,
                     times: dict[str, float] | None = None) -> list[Any]:
@@ -431,9 +272,9 @@ class WalkForwardRunner:
                     if tb is not None:
                         tb.fold(fold.fold, result["agent"], result["buy_and_hold"])
                     self._save(run_dir, log, k, tcfg.epochs, True)
-                    bar.end_fold(k + 1, _fold_line(result))
+                    bar.end_fold(k + 1, fold_line(result))
                     if self.console is not None:
-                        self.console.print(f"fold {fold.fold}: {_fold_line(result)}; transition {transition * 1e3:.1f} ms", highlight=False)
+                        self.console.print(f"fold {fold.fold}: {fold_line(result)}; transition {transition * 1e3:.1f} ms", highlight=False)
         finally:
             log.close()
             if tb is not None:
@@ -486,44 +327,7 @@ class WalkForwardRunner:
         """summary.json and report.html from the run directory's files; returns the fold results.
 
         wall_s: this session's run time (None: keep the recorded one, e.g. re-finishing a run)."""
-        from foxhunt.train.report import load_fold_results, write_report
-
-        results = load_fold_results(run_dir)
-        if wall_s is None:
-            old = run_dir / "summary.json"
-            wall_s = float(json.loads(old.read_text()).get("wall_s", 0.0)) if old.is_file() else 0.0
-        fold_t = [json.loads((run_dir / "folds" / f"fold_{f.fold}" / "timings.json").read_text())
-                  for f in self.folds if (run_dir / "folds" / f"fold_{f.fold}" / "timings.json").is_file()]
-        summary = {
-            "device": str(self.market.device),
-            "data": f"{self.cfg.data.source} ({self.market.n_bars} bars, sha256 {self.data_hash[:12]}…)",
-            "n_folds": len(self.folds),
-            "epochs": self.tcfg.epochs,
-            "bars_per_year": self.bars_per_year,
-            "annualisation": self.backtester.annualisation.describe(),
-            "episode_rules": "validation: triple-barrier labels on the round trips (backtest.barriers)"
-                             if self.cfg.backtest.barriers else "validation: plain windows, no barriers",
-            "wall_s": wall_s,
-            "prepare_timings": self.prepared.timings,
-            "buy_and_hold_s": self.buy_and_hold_s,
-            "transition_ms": [t["transition_s"] * 1e3 for t in fold_t],
-            "folds": [{"fold": r["fold"]["fold"], "agent_sharpe": r["agent"]["sharpe"],
-                       "buy_and_hold_sharpe": (r["buy_and_hold"] or {}).get("sharpe")} for r in results],
-        }
-        write_json(run_dir / "summary.json", summary)
-        if self.tcfg.report:
-            write_report(run_dir)
-        return results
-
-
-def _fold_line(r: dict[str, Any]) -> str:
-    a, b = r["agent"], r.get("buy_and_hold")
-    s = f"agent Sharpe {a['sharpe']:+.2f} return {a['total_return']:+.2%}"
-    if b:
-        s += f" | buy&hold Sharpe {b['sharpe']:+.2f} return {b['total_return']:+.2%}"
-    return s
-
-
-def is_complete(point: ResumePoint, n_folds: int) -> bool:
-    """The checkpoint is the last fold's end: nothing is left to train."""
-    return point.path is not None and bool(point.manifest.get("fold_done")) and int(point.manifest.get("fold", -1)) == n_folds - 1
+        return write_summary(run_dir, wall_s, self.folds, market=self.market, cfg=self.cfg, epochs=self.tcfg.epochs,
+                             bars_per_year=self.bars_per_year, annualisation=self.backtester.annualisation.describe(),
+                             prepare_timings=self.prepared.timings, buy_and_hold_s=self.buy_and_hold_s,
+                             data_hash=self.data_hash, report=self.tcfg.report)

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from foxhunt.train.runner import write_json
+from foxhunt.train.outputs import write_json
 from foxhunt.tune.outputs import _atomic, best_config, best_toml, best_trial, overfitting_stats, write_trials_csv
 from foxhunt.tune.report import write_study_report
 from foxhunt.tune.session import Session

@@ -59,7 +59,8 @@ def run_holdout(cfg: Config, prepared: Prepared, study_dir: Path, name: str, con
 
     Writes the one-fold run directory ``study_dir/name`` (config.toml, report.html …) and returns
     its fold result (the content of folds/fold_0/metrics.json) plus the hold-out bounds."""
-    from foxhunt.train.runner import WalkForwardRunner, create_run_dir
+    from foxhunt.train.run_dir import create_run_dir
+    from foxhunt.train.runner import WalkForwardRunner
 
     search, cut = search_folds(prepared, cfg.tune.holdout)
     fold = holdout_fold(search, cut, prepared.market.n_bars, cfg.folds.mode)

@@ -1,0 +1,160 @@
+"""What a walk-forward run writes: each fold's result files, the run's summary, the console line.
+
+Per fold, in ``folds/fold_k/`` (the runner writes them in this order, after the fold's evaluation)::
+
+    metrics.json          fold_result(): fold ranges, validation times, agent and buy-and-hold
+                          metrics, the last epoch's summary row, the epoch selection; no timings,
+                          so the same seed gives the same bytes
+    model.safetensors     write_model(): the fold's greedy network + its training-slice normalisation
+    curves.safetensors    write_curves(): float32 [T] per-bar returns / positions (train.save_curves)
+    trades.csv            write_trades(): the agent's round trips (train.save_trades)
+
+At the end (and again on a ``--resume`` of a finished run), ``write_summary`` reads the fold files
+back into summary.json (+ report.html). T is the validation window's stepped bars, val_len - 1.
+Every file is written to a temporary name and renamed, so a killed run never leaves a torn one.
+Where and when the files go is the runner's (``foxhunt.train.runner``); the directory itself is
+``foxhunt.train.run_dir``'s.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from foxhunt.config import Config
+from foxhunt.folds import FoldRange
+from foxhunt.market import MarketData
+from foxhunt.train.logs import clean_floats
+
+
+@dataclass
+class BuyHold:
+    """Buy-and-hold on one validation window: metrics, and [T] returns / positions per bar."""
+
+    metrics: dict[str, float]
+    returns: np.ndarray
+    positions: np.ndarray
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write JSON atomically (temporary name, then rename)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(clean_floats(obj) if isinstance(obj, dict) else obj, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def fold_result(fold: FoldRange, timestamps: np.ndarray, agent: Any, bh: BuyHold | None, last: dict[str, Any] | None,
+                selection: dict[str, Any] | None, *, epochs: int, seed: int) -> dict[str, Any]:
+    """The content of folds/fold_k/metrics.json. timestamps: the market's [N] int64 ns bar times
+    (the validation window's first and last bar are written as ISO times); agent: the greedy
+    policy's one-window BacktestResult; last: the fold's last summary row (None: no epoch ran)."""
+    result = {
+        "fold": fold.to_dict(),
+        "val_first_time": str(np.datetime64(int(timestamps[fold.val_start]), "ns")) + "Z",
+        "val_last_time": str(np.datetime64(int(timestamps[fold.val_end - 1]), "ns")) + "Z",
+        "epochs": epochs,
+        "seed": seed,
+        "agent": agent.metrics[0],
+        "buy_and_hold": bh.metrics if bh is not None else None,
+        "last_epoch": last,
+    }
+    if selection is not None:
+        result["selection"] = selection
+    return result
+
+
+def write_model(path: Path, net: Any, market: MarketData, part: FoldRange, fold: FoldRange, cfg: Config,
+                data_hash: str) -> None:
+    """The fold's greedy network (DQN: the Q-network; PPO: the actor packed as a DuelingQNet whose
+    argmax and softmax are the policy's) + its training-slice normalisation, for ``foxhunt
+    backtest --model``. part: the bars the network was trained on (its normalisation's slice)."""
+    from foxhunt.agents.model_io import save_model
+
+    m = market
+    extra = {
+        "medians": {"abs_return": m.median_abs_return.item(), "range": m.median_range.item(), "volume": m.median_volume.item()},
+        "data_sha256": data_hash, "fold": fold.to_dict(), "run": cfg.run.name,
+        "agent": cfg.train.agent,
+    }
+    save_model(path, net, m.norm_stats(part.train_start, part.train_end),
+               feature_names=tuple(m.names), spec_version=m.spec_version,
+               env=cfg.env.model_dump(mode="json"), extra=extra)
+
+
+def write_curves(path: Path, agent: Any, bh: BuyHold | None) -> None:
+    """The agent's (and buy-and-hold's) per-bar returns and positions, float32 safetensors."""
+    from safetensors.numpy import save
+
+    arrays = {"agent_returns": agent.returns[0], "agent_positions": agent.positions[0]}
+    if bh is not None:
+        arrays.update(bh_returns=bh.returns, bh_positions=bh.positions)
+    data = save({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()})
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def write_trades(path: Path, trades: list[dict[str, Any]], barriers: bool) -> None:
+    """The agent's round trips, one CSV row each (+ their triple-barrier label with backtest.barriers)."""
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w", newline="") as fh:
+        cols = ["window", "entry_bar", "exit_bar", "side", "size", "return", "costs"]
+        cols += ["barrier"] if barriers else []
+        w = csv.DictWriter(fh, fieldnames=cols)
+        w.writeheader()
+        w.writerows(trades)
+    os.replace(tmp, path)
+
+
+def write_summary(run_dir: Path, wall_s: float | None, folds: Sequence[FoldRange], *, market: MarketData, cfg: Config,
+                  epochs: int, bars_per_year: float, annualisation: str, prepare_timings: dict[str, float],
+                  buy_and_hold_s: float, data_hash: str, report: bool) -> list[dict[str, Any]]:
+    """summary.json and (``report``) report.html from the run directory's files; returns the fold
+    results. Built from the files, not from memory, so a resumed or re-finished run summarises every
+    fold, including those an earlier process trained.
+
+    wall_s: this session's run time (None: keep the recorded one, e.g. re-finishing a run);
+    annualisation: the backtester's ``Annualisation.describe()``."""
+    from foxhunt.train.report import load_fold_results, write_report
+
+    results = load_fold_results(run_dir)
+    if wall_s is None:
+        old = run_dir / "summary.json"
+        wall_s = float(json.loads(old.read_text()).get("wall_s", 0.0)) if old.is_file() else 0.0
+    fold_t = [json.loads((run_dir / "folds" / f"fold_{f.fold}" / "timings.json").read_text())
+              for f in folds if (run_dir / "folds" / f"fold_{f.fold}" / "timings.json").is_file()]
+    summary = {
+        "device": str(market.device),
+        "data": f"{cfg.data.source} ({market.n_bars} bars, sha256 {data_hash[:12]}…)",
+        "n_folds": len(folds),
+        "epochs": epochs,
+        "bars_per_year": bars_per_year,
+        "annualisation": annualisation,
+        "episode_rules": "validation: triple-barrier labels on the round trips (backtest.barriers)"
+                         if cfg.backtest.barriers else "validation: plain windows, no barriers",
+        "wall_s": wall_s,
+        "prepare_timings": prepare_timings,
+        "buy_and_hold_s": buy_and_hold_s,
+        "transition_ms": [t["transition_s"] * 1e3 for t in fold_t],
+        "folds": [{"fold": r["fold"]["fold"], "agent_sharpe": r["agent"]["sharpe"],
+                   "buy_and_hold_sharpe": (r["buy_and_hold"] or {}).get("sharpe")} for r in results],
+    }
+    write_json(run_dir / "summary.json", summary)
+    if report:
+        write_report(run_dir)
+    return results
+
+
+def fold_line(r: dict[str, Any]) -> str:
+    """One console line for a finished fold (r: its metrics.json content): agent vs buy-and-hold."""
+    a, b = r["agent"], r.get("buy_and_hold")
+    s = f"agent Sharpe {a['sharpe']:+.2f} return {a['total_return']:+.2%}"
+    if b:
+        s += f" | buy&hold Sharpe {b['sharpe']:+.2f} return {b['total_return']:+.2%}"
+    return s
