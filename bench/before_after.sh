@@ -6,9 +6,9 @@
 # config agreement, every run's full bench JSON) and prints a side-by-side table.
 #
 # LOCAL preparation (here, before the device call: the device copy has no usable .git):
-#   rm -rf .before && mkdir .before && git archive 688ee41 src bench configs | tar -x -C .before \
+#   rm -rf .before && mkdir .before && git archive 688ee41 src bench configs ':(exclude)bench/results' | tar -x -C .before \
 #     && git rev-parse 688ee41 > .before/REVISION && git rev-parse HEAD > bench/results/.revision
-# (.before/ is git-ignored, ~1.4 MB). Device command, from the repo root, carrying
+# (.before/ is git-ignored, ~1.3 MB). Device command, from the repo root, carrying
 # .whl .before bench/results/.revision:
 #   bench/before_after.sh
 #
