@@ -141,14 +141,9 @@ def _graph(obs_dim=54, replays=200):
         k.fused_dueling_q(pk, obs, q=False, q_max=m)
 
     _step("eager pair", launch)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        launch()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        launch()
+    from foxhunt.accel.graphs import capture
+
+    graph = capture(launch, DEV)  # the project's one capture helper: side-stream warm-up, then capture
     for r in range(replays):
         obs.copy_(torch.randn_like(obs))
         _step(f"replay {r}", graph.replay)

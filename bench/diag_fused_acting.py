@@ -68,15 +68,10 @@ def kernel_phase(n: int, replays: int, stages: int | None) -> bool:
         launch()
         graph = None
         if cuda:
+            from foxhunt.accel.graphs import capture
+
             torch.cuda.synchronize()
-            side = torch.cuda.Stream()
-            side.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(side):
-                launch()
-            torch.cuda.current_stream().wait_stream(side)
-            graph = torch.cuda.CUDAGraph()
-            with torch.cuda.graph(graph):
-                launch()
+            graph = capture(launch, dev)  # the project's one capture helper (side-stream warm-up, then capture)
         bad = nan = out_of_range = 0
         t0 = time.perf_counter()
         for r in range(replays):
