@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -19,6 +20,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Once the Triton interpreter is loaded: skip its redundant nested language patching
+    (tests/triton_interp.py; values unchanged, ~40 % of an interpreted kernel's time)."""
+    if "triton.runtime.interpreter" in sys.modules:
+        from tests import triton_interp
+
+        triton_interp.install()
 
 
 @pytest.fixture

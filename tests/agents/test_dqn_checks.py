@@ -114,7 +114,8 @@ def test_graph_read_tensors_keep_their_addresses_across_folds_and_a_second_train
     the same process, then A again: every tensor the captured steps read keeps its address, and B
     shares none with A (no module- or class-level cache carries A's buffers, shapes or sizes)."""
     ma, mb = small_market(3_000, 6, seed=0), small_market(1_500, 7, seed=1)
-    a = small_trainer(ma, check=True, warmup_transitions=0, **FUSED)
+    # one round an epoch: every captured part (fused env step, acting, train step, PER trees) runs in it
+    a = small_trainer(ma, check=True, warmup_transitions=0, rounds_per_epoch=1, **FUSED)
     fa0, fa1 = _two_folds(ma)
     a.reset_for_fold(fa0)
     a.train_epoch()
@@ -124,7 +125,7 @@ def test_graph_read_tensors_keep_their_addresses_across_folds_and_a_second_train
     a.reset_for_fold(fa1)  # verify_addresses: CheckFailed if anything moved
     a.train_epoch()
     assert pointers(a) == before
-    b = small_trainer(mb, check=True, warmup_transitions=0, **FUSED)
+    b = small_trainer(mb, check=True, warmup_transitions=0, rounds_per_epoch=1, **FUSED)
     fb0, fb1 = _two_folds(mb)
     for f in (fb0, fb1):
         b.reset_for_fold(f)

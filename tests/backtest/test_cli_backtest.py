@@ -35,7 +35,7 @@ def test_model_files_round_trip_bitwise(tmp_path):
 
 
 def test_backtest_cli_writes_metrics_trades_and_report(tmp_path):
-    bars_path = write_bars(generate_bars(3_000, seed=2), tmp_path / "bars.parquet")
+    bars_path = write_bars(generate_bars(1_000, seed=2), tmp_path / "bars.parquet")  # 303 warm-up bars + 2 windows
     _model(tmp_path / "a.safetensors", 0)
     _model(tmp_path / "b.safetensors", 1)
     out = tmp_path / "bt"

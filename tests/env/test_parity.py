@@ -159,34 +159,42 @@ def _oracle_row(ref: ReferenceEnv) -> dict[str, float]:
             **{f"ring{c}": ref.diversity_counts[c] for c in range(3)}}
 
 
-def _compare(dev: dict[str, Any], ref: dict[str, Any], scales: dict[str, float], dsr: bool,
-             used: dict[str, float]) -> list[str]:
-    """Names of the quantities on which device and oracle disagree (one env, one step).
+_DISC = ("done", "fill_status", "barrier_hit", "barrier_label", "trade_closed", "next_bar", "bar", "step",
+         "entry_bar", "level", "barrier_active", "kelly_count", "ring_fill", "ring0", "ring1", "ring2")
+_DISC_CLOSED = ("trade_side", "trade_entry_bar", "trade_exit_bar")
+_DISC_ACTIVE = ("barrier_expiry", "barrier_side")
 
-    ``used`` collects, per continuous quantity, the largest |device − oracle| / tolerance seen.
+
+def _compare(dev: dict[str, list], i: int, ref: dict[str, Any], scales: dict[str, float], dsr: bool,
+             used: dict[str, float]) -> list[str]:
+    """Names of the quantities on which device (env ``i`` of the per-quantity lists ``dev``) and
+    oracle disagree (one env, one step).
+
+    ``used`` (empty on entry) gets, per continuous quantity, |device − oracle| / tolerance.
     """
     bad = []
     closed, active = bool(ref["trade_closed"]), bool(ref["barrier_active"])
-    cont = {"cash": scales["money"], "equity": scales["money"], "peak": scales["money"], "position": scales["units"],
-            "target": scales["units"], "cum_costs": 1e-3, "open_costs": 1e-3, "entry_price": 0.0, "vol": 1e-9,
-            "kelly_p": 1e-7, "kelly_win": 1e-7, "kelly_loss": 1e-7, "reward": scales["reward"],
-            "exposure": 1e-5, "unrealised": 1e-6, "held": 1e-6}
-    cont.update(dsr_a=1e-7, dsr_b=1e-9, obs_exposure=1e-5, obs_unrealised=1e-6, obs_held=1e-6)
+    money, units = scales["money"], scales["units"]
+    cont = [("cash", money), ("equity", money), ("peak", money), ("position", units), ("target", units),
+            ("cum_costs", 1e-3), ("open_costs", 1e-3), ("entry_price", 0.0), ("vol", 1e-9), ("kelly_p", 1e-7),
+            ("kelly_win", 1e-7), ("kelly_loss", 1e-7), ("reward", scales["reward"]), ("exposure", 1e-5),
+            ("unrealised", 1e-6), ("held", 1e-6), ("dsr_a", 1e-7), ("dsr_b", 1e-9), ("obs_exposure", 1e-5),
+            ("obs_unrealised", 1e-6), ("obs_held", 1e-6)]
     if closed:
-        cont.update(trade_return=1e-6, trade_size=scales["units"], trade_costs=1e-3)
+        cont += [("trade_return", 1e-6), ("trade_size", units), ("trade_costs", 1e-3)]
     if active:
-        cont.update(barrier_upper=0.0, barrier_lower=0.0)
-    for k, atol in cont.items():
-        d, r = float(dev[k]), float(ref[k])
-        frac = abs(d - r) / (atol + 1e-4 * abs(r)) if d != r else 0.0
-        used[k] = max(used.get(k, 0.0), frac)
-        if frac > 1.0:
-            bad.append(k)
-    disc = ["done", "fill_status", "barrier_hit", "barrier_label", "trade_closed", "next_bar", "bar", "step",
-            "entry_bar", "level", "barrier_active", "kelly_count", "ring_fill", "ring0", "ring1", "ring2"]
-    disc += ["trade_side", "trade_entry_bar", "trade_exit_bar"] if closed else []
-    disc += ["barrier_expiry", "barrier_side"] if active else []
-    bad += [k for k in disc if int(dev[k]) != int(ref[k])]
+        cont += [("barrier_upper", 0.0), ("barrier_lower", 0.0)]
+    for k, atol in cont:
+        d, r = float(dev[k][i]), float(ref[k])
+        if d != r:
+            frac = abs(d - r) / (atol + 1e-4 * abs(r))
+            used[k] = frac if frac > 0.0 else 0.0  # (a NaN counts 0, as max(0.0, nan) did)
+            if frac > 1.0:
+                bad.append(k)
+        else:
+            used[k] = 0.0
+    disc = _DISC + (_DISC_CLOSED if closed else ()) + (_DISC_ACTIVE if active else ())
+    bad += [k for k in disc if int(dev[k][i]) != int(ref[k])]
     return bad
 
 
@@ -230,6 +238,9 @@ def run_parity(n_envs: int, steps: int, *, seed: int, action_mode: str = "factor
     alive = np.ones(n_envs, bool)
     rep = Report()
     dsr = reward_mode == "dsr"
+    env_scales = [{"money": 1e-5 * float(r.p["capital"]) * max(1.0, float(r.p["max_position"])),
+                   "units": 1e-5 * float(r.p["capital"]) * float(r.p["max_position"]) / 100.0,
+                   "reward": (2e-3 if dsr else 1e-6) * float(r.p["reward_scale"])} for r in refs]  # tolerances per env
     for k in range(steps):
         change = rng.random(n_envs) > hold  # sticky actions: retries, holdings, barrier expiries
         actions = np.where(change, rng.integers(n_act, size=n_envs), actions)
@@ -242,36 +253,37 @@ def run_parity(n_envs: int, steps: int, *, seed: int, action_mode: str = "factor
         bonus = torch.from_numpy(curiosity).float() if curiosity_input else None
         env.step(torch.from_numpy(actions.astype(np.int64)), curiosity=bonus)
         dev = _device_rows(env)
-        for i in np.flatnonzero(alive):
+        dev_py = {k2: v.tolist() for k2, v in dev.items()}  # the same values as Python numbers: cheap per-env reads
+        acts, cur32 = actions.tolist(), curiosity.astype(np.float32).tolist()
+        for i in np.flatnonzero(alive).tolist():
             ref = refs[i]
-            q_before, a = ref.position, int(actions[i])
-            reward, done, info = ref.step(a, float(np.float32(curiosity[i])))
+            q_before, a = ref.position, acts[i]
+            reward, done, info = ref.step(a, cur32[i])
             margins = dict(ref.last_margins)
             _cover(rep.coverage, ref, a, q_before, info, action_mode)
-            if done and dev["done"][i]:  # the device auto-reset: restart the oracle at its new start
-                start = int(dev["episode_start"][i])
+            if done and dev_py["done"][i]:  # the device auto-reset: restart the oracle at its new start
+                start = int(dev_py["episode_start"][i])
                 assert 50 <= start <= TRAIN_END - int(ref.p["episode_length"]) - 1, f"start {start} outside the fold"
                 ref.reset(start)
             obs = ref.portfolio_features()
             row = {**_oracle_row(ref), **info, "exposure": info["next_portfolio"][0],
                    "unrealised": info["next_portfolio"][1], "held": info["next_portfolio"][2],
                    "obs_exposure": obs[0], "obs_unrealised": obs[1], "obs_held": obs[2]}
-            p = ref.p
-            scales = {"money": 1e-5 * float(p["capital"]) * max(1.0, float(p["max_position"])),
-                      "units": 1e-5 * float(p["capital"]) * float(p["max_position"]) / 100.0,
-                      "reward": (2e-3 if dsr else 1e-6) * float(p["reward_scale"])}
             used: dict[str, float] = {}
-            bad = _compare({k2: v[i] for k2, v in dev.items()}, row, scales, dsr, used)
+            bad = _compare(dev_py, i, row, env_scales[i], dsr, used)
             near = [m for m, v in margins.items() if _is_tie(m, v)]
-            rep.near.update(near)
+            if near:
+                rep.near.update(near)
             if bad:
                 alive[i] = False
                 what = ", ".join(f"{b}: device {dev[b][i]!r} oracle {row[b]!r}" for b in bad)
                 msg = f"step {k} env {i} bar {info['next_bar'] - 1} action {a}: {what}; margins {margins}"
                 (rep.ties if near else rep.mismatches).append(msg)
                 continue
+            worst = rep.used
             for key, frac in used.items():
-                rep.used[key] = max(rep.used.get(key, 0.0), frac)
+                if frac > worst.get(key, -1.0):
+                    worst[key] = frac
     rep.coverage["alive_at_end"] = int(alive.sum())
     print(f"\nparity {action_mode}/{reward_mode} volume={has_volume}: near-threshold {dict(rep.near)}; "
           f"ties {len(rep.ties)}; mismatches {len(rep.mismatches)}; worst fraction of tolerance "

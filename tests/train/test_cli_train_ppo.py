@@ -57,7 +57,7 @@ def test_foxhunt_train_runs_ppo_end_to_end_and_backtest_runs_its_models(tmp_path
         assert by_fold[(k, "agent")]["total_return"] == pytest.approx(saved["total_return"], rel=1e-9, abs=1e-12)
     # --model --policy sampled: reproducible with a seed, different across seeds.
     bars = tmp_path / "bars.parquet"
-    assert CliRunner().invoke(app, ["data", "sample", "--source", "synthetic", "--bars", "1200", "--out", str(bars)]).exit_code == 0
+    assert CliRunner().invoke(app, ["data", "sample", "--source", "synthetic", "--bars", "700", "--out", str(bars)]).exit_code == 0
     outs = []
     for i, seed in enumerate((3, 3, 4)):
         out = tmp_path / f"bt{i}"

@@ -93,13 +93,29 @@ def _assert_same_result(run: Path, ref: Path) -> None:
     assert not _temporaries(run)
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    """select -> (folder, tiny config): the uninterrupted reference run ``runs/ref`` done once per
+    config (a fresh process) and shared by the tests that kill runs of that config (each under its
+    own run name in the same folder)."""
+    made: dict[str, tuple[Path, Path]] = {}
+
+    def get(select: str) -> tuple[Path, Path]:
+        if select not in made:
+            d = tmp_path_factory.mktemp(f"kill-{select}")
+            cfg = tiny_config(d, epochs=3, every=1, cache=d / "cache", select=select)
+            _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
+            made[select] = d, cfg
+        return made[select]
+
+    return get
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("select", ["last", "inner"])
-def test_sigkill_after_the_first_checkpoint_and_inside_a_save_then_resume_gives_the_uninterrupted_result(tmp_path, select):
+def test_sigkill_after_the_first_checkpoint_and_inside_a_save_then_resume_gives_the_uninterrupted_result(uninterrupted, select):
     """select = inner: the epoch selector's best score and parameters travel in the checkpoints."""
-    cfg = tiny_config(tmp_path, epochs=3, every=1, cache=tmp_path / "cache", select=select)
-    ref = _popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False)
-    _finish(ref)
+    tmp_path, cfg = uninterrupted(select)
     run = tmp_path / "runs" / "k"
 
     # 1. Killed while training, right after its first checkpoint was committed.
@@ -124,12 +140,11 @@ def test_sigkill_after_the_first_checkpoint_and_inside_a_save_then_resume_gives_
 
 
 @pytest.mark.slow
-def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_result(tmp_path):
+def test_sigkill_at_random_moments_then_resume_gives_the_uninterrupted_result(uninterrupted):
     """A few kills at random moments (any phase: imports, data, training, evaluation, saves)."""
-    cfg = tiny_config(tmp_path, epochs=3, every=1, cache=tmp_path / "cache")
-    _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
-    run = tmp_path / "runs" / "k"
-    start = CLI + ["--config", str(cfg), "--name", "k"]
+    tmp_path, cfg = uninterrupted("last")
+    run = tmp_path / "runs" / "random"
+    start = CLI + ["--config", str(cfg), "--name", "random"]
     rng = random.Random(20240611)
     kills = 0
     proc = _popen(start, pause=True)
