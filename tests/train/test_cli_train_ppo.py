@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from foxhunt.cli import app
@@ -160,3 +161,37 @@ def test_an_unknown_agent_and_a_bad_minibatch_split_are_one_line_errors_that_wri
     assert res.output == ("error: <built-in train defaults> + overrides: ppo: Value error, minibatches 7 must divide "
                           "n_envs × rollout_len = 8192\n")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ppo_with_inner_selection_ends_each_fold_with_the_selected_epochs_actor(tmp_path, monkeypatch):
+    """train.select = "inner" with PPO: the selector snapshots the actor-critic (its parameters are
+    views into the learner's flat buffer) and the fold's model file is the selected epoch's actor,
+    not the last epoch's. The held-back Sharpe is scripted (epoch 1 best) so the check does not
+    depend on what a tiny run happens to learn."""
+    from foxhunt.agents.model_io import load_model
+    from foxhunt.train import runner as runner_mod
+    from foxhunt.train.agent import policy_net
+
+    scripted = {1: 1.0, 2: 0.5, 3: -0.2}  # epoch (1-based) -> held-back Sharpe
+    actors: list[dict[str, torch.Tensor]] = []  # the greedy net after each epoch, in call order
+    calls = {"n": 0}
+
+    def window_sharpe(self, start, steps, policy):
+        actors.append({k: v.detach().clone() for k, v in policy_net(self.trainer).state_dict().items()})
+        calls["n"] += 1
+        return scripted[(calls["n"] - 1) % 3 + 1]
+
+    monkeypatch.setattr(runner_mod.WalkForwardRunner, "_window_sharpe", window_sharpe)
+    cfg = tiny_config(tmp_path, epochs=3, every=0, select="inner")
+    res = CliRunner().invoke(app, ["train", "--config", str(cfg), "--name", "s", *_sets()])
+    assert res.exit_code == 0, res.output
+    assert calls["n"] == 6  # 2 folds x 3 epochs
+    run = tmp_path / "runs" / "s"
+    for k in (0, 1):
+        m = json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text())
+        assert m["selection"]["epoch"] == 1 and m["selection"]["inner_sharpe"] == 1.0
+        net, _, _ = load_model(run / "folds" / f"fold_{k}" / "model.safetensors")
+        saved = net.state_dict()
+        first, last = actors[3 * k], actors[3 * k + 2]
+        assert all(torch.equal(saved[n], first[n]) for n in first)  # epoch 1's actor, bitwise
+        assert any(not torch.equal(saved[n], last[n]) for n in last)  # training moved it after epoch 1
