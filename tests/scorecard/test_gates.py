@@ -48,6 +48,13 @@ def test_capture_is_agent_sharpe_over_the_best_reference_and_gates_at_60_percent
     assert _result("mean_revert", _policy("agent", [0.0, 0.0]), refs).gate["passed"] is None  # a goal, not gated
 
 
+def test_a_capture_just_below_the_gate_reads_below_it_in_the_rule():
+    """59.4 % of the oracle fails the 60 % gate, and the rule says 59.4 %, not a rounded "60% >= 60%"."""
+    refs = {"buy_and_hold": _policy("buy_and_hold", [0.5, 0.5]), "oracle": _policy("oracle", [2.0, 2.0])}
+    r = _result("regime", _policy("agent", [1.188, 1.188]), refs)
+    assert not r.gate["passed"] and r.gate["rule"] == "capture 59.4% >= 60%"
+
+
 def test_pooled_figures_compound_returns_and_count_trades_per_thousand_bars():
     p = _policy("x", [1.0, 3.0], turnover=0.1, n=500, ret=0.1)
     s = p.summary()

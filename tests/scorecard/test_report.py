@@ -18,7 +18,7 @@ def test_table_json_and_html_carry_every_scenario_policy_and_gate(tmp_path):
     console = Console(record=True, width=200)
     console.print(rich_table(results))
     text = console.export_text()
-    assert "leak" in text and "supervised" in text and "PASS" in text and "FAIL" in text and "80%" in text
+    assert "leak" in text and "supervised" in text and "PASS" in text and "FAIL" in text and "80.0%" in text
     card = scorecard_dict(results, {"size": "tiny"})
     write_json(tmp_path / "scorecard.json", card)
     back = json.loads((tmp_path / "scorecard.json").read_text())

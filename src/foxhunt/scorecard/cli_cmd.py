@@ -105,7 +105,7 @@ def scorecard(
             results.append(r)
             cap = r.capture()
             bar.update(task, advance=1, info=f"{name}: agent Sharpe {r.agent.summary()['sharpe']:+.2f}, capture "
-                                            f"{'n/a' if cap is None else f'{cap:.0%}'} ({r.wall_s:.0f} s)")
+                                            f"{'n/a' if cap is None else f'{cap:.1%}'} ({r.wall_s:.0f} s)")
     meta = {"size": size, "config": source, "agent": results[0].agent_kind if results else None, "overrides": ov, "baselines": chosen, "sb3_steps_per_fold": budget,
             "wall_s": time.perf_counter() - t0, "device": _device(out_dir, names[0])}
     meta["machine"] = machine(meta["device"])  # GPU name, versions, git revision

@@ -58,7 +58,7 @@ def rich_table(results: Sequence[ScenarioResult]) -> Any:
         gate = f"[green]{gate}[/]" if gate == "PASS" else f"[red]{gate}[/]" if gate == "FAIL" else gate
         t.add_row(row["scenario"] if row["scenario"] != last else "", name, _f(row["sharpe"]), _f(row["total_return"], "{:+.1%}"),
                   _f(row["max_drawdown"], "{:.1%}"), _f(row["trades_per_1000"], "{:.1f}"), _f(row["costs_pct"], "{:.2f}"),
-                  _f(row["capture"], "{:.0%}"), _f(row["wall_s"], "{:.1f}"), _f(row["env_steps"], "{:,.0f}"), gate, style=style)
+                  _f(row["capture"], "{:.1%}"), _f(row["wall_s"], "{:.1f}"), _f(row["env_steps"], "{:,.0f}"), gate, style=style)
         last = row["scenario"]
     return t
 
@@ -121,7 +121,7 @@ def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
     for row in rows(results):
         cells = [row["scenario"], row["policy"] + (" *" if row["best"] else ""), _f(row["sharpe"]), _f(row["total_return"], "{:+.1%}"),
                  _f(row["max_drawdown"], "{:.1%}"), _f(row["trades_per_1000"], "{:.1f}"), _f(row["costs_pct"], "{:.2f}"),
-                 _f(row["capture"], "{:.0%}"), _f(row["wall_s"], "{:.1f}"), _f(row["env_steps"], "{:,.0f}"), row["gate"]]
+                 _f(row["capture"], "{:.1%}"), _f(row["wall_s"], "{:.1f}"), _f(row["env_steps"], "{:,.0f}"), row["gate"]]
         style = ' style="font-weight:bold"' if row["agent"] else ""
         body.append(f"<tr{style}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     sections = []

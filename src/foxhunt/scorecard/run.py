@@ -123,7 +123,7 @@ def judge(r: ScenarioResult) -> dict[str, Any]:
 
 
 def _pct(x: float | None) -> str:
-    return "n/a" if x is None else f"{x:.0%}"
+    return "n/a" if x is None else f"{x:.1%}"  # one decimal: a 59.6 % capture must not read "60 % >= 60 %: FAIL"
 
 
 def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides: Sequence[str], out_dir: Path,
