@@ -51,7 +51,7 @@ def scorecard(
     from foxhunt.scorecard.build import SIZES
     from foxhunt.scorecard.markets import SCENARIOS, SPACING, make_scenario
     from foxhunt.scorecard.report import rich_table, scorecard_dict, write_html, write_json
-    from foxhunt.scorecard.run import run_scenario
+    from foxhunt.scorecard.run import pct, run_scenario
     from foxhunt.train.config import DEFAULT_TRAIN_TOML
 
     if size not in SIZES:
@@ -105,7 +105,7 @@ def scorecard(
             results.append(r)
             cap = r.capture()
             bar.update(task, advance=1, info=f"{name}: agent Sharpe {r.agent.summary()['sharpe']:+.2f}, capture "
-                                            f"{'n/a' if cap is None else f'{cap:.1%}'} ({r.wall_s:.0f} s)")
+                                            f"{pct(cap)} ({r.wall_s:.0f} s)")
     meta = {"size": size, "config": source, "agent": results[0].agent_kind if results else None, "overrides": ov, "baselines": chosen, "sb3_steps_per_fold": budget,
             "wall_s": time.perf_counter() - t0, "device": _device(out_dir, names[0])}
     meta["machine"] = machine(meta["device"])  # GPU name, versions, git revision

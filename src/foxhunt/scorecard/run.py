@@ -112,17 +112,18 @@ def judge(r: ScenarioResult) -> dict[str, Any]:
                 "rule": f"Sharpe {a['sharpe']:+.2f} >= {need:+.2f} (max(0, B&H {bh:+.2f}) - tol {tol:.2f}) and turnover {a['turnover']:.4f} <= {MAX_NO_EDGE_TURNOVER}"}
     if r.name in CAPTURE_GATED:
         ok = cap is not None and cap >= CAPTURE_GATE
-        return {"kind": "capture", "passed": bool(ok), "rule": f"capture {_pct(cap)} >= {CAPTURE_GATE:.0%}"}
+        return {"kind": "capture", "passed": bool(ok), "rule": f"capture {pct(cap)} >= {CAPTURE_GATE:.0%}"}
     tol1 = 2.0 * r.standard_error()
     if r.name == "edge_minute":
         ok = a["sharpe"] >= -tol1
         return {"kind": "not below flat", "passed": bool(ok), "rule": f"Sharpe {a['sharpe']:+.2f} >= flat 0 - 2 SE {tol1:.2f}"}
     if r.name in ("sp500", "nasdaq"):
         return {"kind": "goal", "passed": None, "rule": f"goal: Sharpe {a['sharpe']:+.2f} >= flat 0 - 2 SE {tol1:.2f}: {'met' if a['sharpe'] >= -tol1 else 'not met'}"}
-    return {"kind": "goal", "passed": None, "rule": f"goal: capture {_pct(cap)} >= {CAPTURE_GOAL:.0%}: {'met' if cap is not None and cap >= CAPTURE_GOAL else 'not met'}"}
+    return {"kind": "goal", "passed": None, "rule": f"goal: capture {pct(cap)} >= {CAPTURE_GOAL:.0%}: {'met' if cap is not None and cap >= CAPTURE_GOAL else 'not met'}"}
 
 
-def _pct(x: float | None) -> str:
+def pct(x: float | None) -> str:
+    """A capture ratio as the table and the gate rules print it ("n/a" when there is none)."""
     return "n/a" if x is None else f"{x:.1%}"  # one decimal: a 59.6 % capture must not read "60 % >= 60 %: FAIL"
 
 
