@@ -5,7 +5,8 @@
 #
 #   scripts/gpu.sh                                   # every step of STEPS (default: all, ~20 min)
 #   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps (three calls cover the list)
-#   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo), tuner (tune)
+#   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo), tuner (tune),
+#                                                  # regime seeds x gamma curves (regime)
 #   scripts/gpu.sh tests "tests/agents tests/accel"  # pytest -m gpu on those paths
 #   scripts/gpu.sh bench "bench_dqn --only abc" ...  # bench modules (python -m bench.<name> ARGS)
 #
@@ -44,6 +45,13 @@ case "$mode" in
     want sc_h200 && { scorecard h200 configs/h200.toml supervised || status=$?; }
     want sc_sb3 && { scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak || status=$?; }
     want sc_ppo && { scorecard h200_ppo configs/h200-ppo.toml none || status=$?; }
+    # regime: the regime scenario's learning curves over learner seeds and gamma (issue 13: is DQN's
+    # regime capture reliably above the 60 % gate? docs/LEARNING.md "Stop 20"), ~20 s a variant.
+    want regime && step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} \
+      --size gpu --scenarios regime --epochs 16 --device cuda --name learning_regime_cuda_h200 \
+      --variant "seed1:run.seed=1" --variant "seed2:run.seed=2" --variant "seed3:run.seed=3" \
+      --variant "g0.8:dqn.gamma=0.8" --variant "g0.9:dqn.gamma=0.9" --variant "g0.9s1:dqn.gamma=0.9;run.seed=1" \
+      --variant "g0.9s2:dqn.gamma=0.9;run.seed=2" --variant "g0.97:dqn.gamma=0.97"
     want tune && step ${T_TUNE:-540} python3 -m bench.bench_tune --deadline $(( ${T_TUNE:-540} - 40 ))
     want tests && TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
     want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
