@@ -5,7 +5,7 @@
 #
 #   scripts/gpu.sh                                   # every step of STEPS (default: all, ~20 min)
 #   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps (three calls cover the list)
-#   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo), tuner (tune),
+#   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo sc_sb3_ppo), tuner (tune),
 #                                                  # regime seeds x gamma curves (regime)
 #   scripts/gpu.sh tests "tests/agents tests/accel"  # pytest -m gpu on those paths
 #   scripts/gpu.sh bench "bench_dqn --only abc" ...  # bench modules (python -m bench.<name> ARGS)
@@ -45,6 +45,7 @@ case "$mode" in
     want sc_h200 && { scorecard h200 configs/h200.toml supervised || status=$?; }
     want sc_sb3 && { scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak || status=$?; }
     want sc_ppo && { scorecard h200_ppo configs/h200-ppo.toml none || status=$?; }
+    want sc_sb3_ppo && { scorecard h200_ppo_sb3 configs/h200-ppo.toml sb3_ppo no_edge,edge_daily,edge_minute,regime,leak || status=$?; }
     # regime: the regime scenario's learning curves over learner seeds and gamma (issue 13: is DQN's
     # regime capture reliably above the 60 % gate? docs/LEARNING.md "Stop 20"), ~20 s a variant.
     want regime && step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} \

@@ -44,3 +44,24 @@ def test_sb3_dqn_trains_through_the_gym_wrapper_and_is_backtested_greedily():
     assert returns.shape == positions.shape == (FOLD.val_len - 1,)
     assert math.isfinite(metrics["total_return"]) and costs >= 0.0
     assert info["budget_steps_per_fold"] == 96
+
+
+def test_sb3_ppo_trains_and_its_greedy_backtest_acts_as_sb3s_deterministic_predict():
+    import torch
+
+    from foxhunt.env.gym_wrapper import TradingEnv
+    from foxhunt.scorecard.baselines import _sb3_model, sb3_scores
+
+    _, m = _leak_market()
+    params = EnvParams(**SCENARIO_ENV, action_mode="exposure", episode_length=64)
+    rows, info = sb3_scores("ppo", m, [FOLD], params, gamma=0.5, budget=128, backtester=Backtester(m, params, chunk=16))
+    metrics, returns, positions, costs = rows[0]
+    assert returns.shape == positions.shape == (FOLD.val_len - 1,)
+    assert math.isfinite(metrics["total_return"]) and costs >= 0.0
+    assert info["algo"] == "ppo" and info["budget_steps_per_fold"] == 128
+
+    model, greedy = _sb3_model("ppo", TradingEnv(m, params, seed=0), 0.5, 128, 0, m.device)
+    obs = torch.randn(32, model.observation_space.shape[0])
+    ours = greedy(obs).argmax(1).numpy()
+    theirs, _ = model.predict(obs.numpy(), deterministic=True)
+    assert (ours == theirs).all()

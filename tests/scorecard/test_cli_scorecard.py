@@ -30,6 +30,14 @@ def test_an_unknown_scenario_is_one_line_exit_2_and_nothing_written(tmp_path):
     assert not (tmp_path / "sc").exists()
 
 
+def test_an_unknown_baseline_is_one_line_exit_2_and_nothing_written(tmp_path):
+    res = _run("--baselines", "supervised,sb3_a2c", "--out", str(tmp_path / "sc"), cwd=tmp_path)
+    assert res.returncode == 2
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
+        "error: --baselines: unknown baseline 'sb3_a2c' (known: supervised, sb3_dqn, sb3_ppo, or none)"]
+    assert not (tmp_path / "sc").exists()
+
+
 def test_a_bad_override_is_one_line_exit_2_and_nothing_written(tmp_path):
     res = _run("--scenarios", "leak", "--set", "dqn.gamma=2", "--out", str(tmp_path / "sc"), cwd=tmp_path)
     assert res.returncode == 2 and "dqn.gamma" in res.stderr and len(res.stderr.strip().splitlines()) == 1
@@ -58,10 +66,11 @@ def test_a_tiny_scorecard_writes_json_and_html_and_passes_no_edge_and_leak(tmp_p
 
 
 @pytest.mark.slow
-def test_a_ppo_config_runs_through_the_scorecard_and_the_json_names_the_agent(tmp_path):
+def test_a_ppo_config_runs_through_the_scorecard_beside_sb3_ppo_and_the_json_names_the_agent(tmp_path):
     out = tmp_path / "sc"
     cfg = Path(__file__).resolve().parents[2] / "configs" / "train-ppo.toml"
-    res = _run("--size", "tiny", "--config", str(cfg), "--scenarios", "leak", "--baselines", "none", "--out", str(out),
+    res = _run("--size", "tiny", "--config", str(cfg), "--scenarios", "leak", "--baselines", "sb3_ppo", "--sb3-steps", "128",
+               "--out", str(out),
                "--set", f"features.cache_dir={json.dumps(str(tmp_path / 'cache'))}", "--set", "ppo.n_envs=16",
                "--set", "ppo.iterations_per_epoch=2", "--set", "env.episode_length=128", "--set", "train.epochs=2",
                cwd=tmp_path)
@@ -71,4 +80,5 @@ def test_a_ppo_config_runs_through_the_scorecard_and_the_json_names_the_agent(tm
     (leak,) = card["scenarios"]
     assert leak["agent_kind"] == "ppo"
     assert leak["env_steps"] == 2 * 2 * 32 * 16 * leak["folds"]  # epochs × iterations × rollout × envs × folds
+    assert set(leak["baselines"]) == {"sb3_ppo"} and card["sb3_steps_per_fold"] == 128
     assert "agent (ppo)" in (out / "report.html").read_text()

@@ -1,4 +1,4 @@
-"""Baselines scored beside the agent: a supervised classifier and Stable-Baselines3 DQN.
+"""Baselines scored beside the agent: a supervised classifier and Stable-Baselines3 DQN and PPO.
 
 * ``supervised``: scikit-learn's HistGradientBoostingClassifier predicts the sign of the next
   bar's log return (``targets[:, 0]``) from the same causal features the agent sees (raw; trees
@@ -11,6 +11,9 @@
 * ``sb3_dqn``: Stable-Baselines3's DQN through our Gymnasium wrapper (``TradingEnv``, the same
   reward and costs as the agent's training env), ``budget`` env steps per fold, then its greedy
   Q-network is backtested like the agent. Nothing is saved or loaded (SB3's zip files are pickles).
+* ``sb3_ppo``: Stable-Baselines3's PPO the same way (one env, SB3's default [64, 64] actor and critic,
+  rollouts of up to 2,048 steps), backtested with the greedy argmax of its actor's logits, as
+  ``foxhunt backtest`` runs our PPO's actor.
 """
 
 from __future__ import annotations
@@ -67,14 +70,49 @@ def supervised_exposures(market: MarketData, folds: Sequence[FoldRange], env: En
     return out, {"margins": margins, "fit_s": fit_s, "model": "HistGradientBoostingClassifier(max_iter=100)"}
 
 
-def sb3_dqn_scores(market: MarketData, folds: Sequence[FoldRange], env: EnvParams, gamma: float, budget: int,
-                   backtester: Any, seed: int = 0) -> tuple[list[tuple[dict[str, float], np.ndarray, np.ndarray, float]], dict[str, Any]]:
-    """Train SB3 DQN for ``budget`` env steps per fold on the fold's training slice, backtest it greedily.
+def _sb3_model(algo: str, gym_env: Any, gamma: float, budget: int, seed: int, device: Any) -> tuple[Any, Any]:
+    """An SB3 model of ``algo`` ("dqn" | "ppo") on ``gym_env`` and the module whose argmax is its greedy action."""
+    import torch
+    from torch import nn
+
+    if algo == "dqn":
+        from stable_baselines3 import DQN
+
+        model = DQN("MlpPolicy", gym_env, learning_rate=5e-4, buffer_size=max(budget, 1000), learning_starts=min(1000, budget // 4),
+                    batch_size=64, gamma=gamma, train_freq=4, target_update_interval=500, exploration_fraction=0.3,
+                    exploration_final_eps=0.05, policy_kwargs={"net_arch": [128, 128]}, seed=seed, device=device, verbose=0)
+        return model, model.q_net
+    if algo != "ppo":
+        raise ValueError(f"unknown SB3 baseline {algo!r}")
+    from stable_baselines3 import PPO
+
+    # Rollouts a quarter of the budget (at least one minibatch of 64, at most SB3's default 2,048), so a
+    # small budget still gets several updates; everything else SB3's defaults.
+    n_steps = max(64, min(2048, budget // 4 // 64 * 64))
+    model = PPO("MlpPolicy", gym_env, learning_rate=3e-4, n_steps=n_steps, batch_size=64, gamma=gamma, gae_lambda=0.95,
+                ent_coef=0.01, seed=seed, device=device, verbose=0)
+
+    class ActorLogits(nn.Module):
+        """obs [B, F] -> the actor's action logits [B, A] (argmax: the greedy action)."""
+
+        def __init__(self, policy: nn.Module) -> None:
+            super().__init__()
+            self.policy = policy
+
+        @torch.no_grad()
+        def forward(self, obs: torch.Tensor) -> torch.Tensor:
+            return self.policy.get_distribution(obs).distribution.logits
+
+    return model, ActorLogits(model.policy)
+
+
+def sb3_scores(algo: str, market: MarketData, folds: Sequence[FoldRange], env: EnvParams, gamma: float, budget: int,
+               backtester: Any, seed: int = 0) -> tuple[list[tuple[dict[str, float], np.ndarray, np.ndarray, float]], dict[str, Any]]:
+    """Train SB3 ``algo`` ("dqn" | "ppo") for ``budget`` env steps per fold on the fold's training slice,
+    backtest its greedy policy on the validation window.
 
     Returns per fold (metrics, returns [n], positions [n], costs) and info (budget, seconds). The
-    backtests run the torch path: SB3's QNetwork is not a DuelingQNet, which the fused kernel needs."""
-    from stable_baselines3 import DQN
-
+    backtests run the torch path: SB3's networks are not ours, which the fused kernel needs."""
     from foxhunt.backtest.policies import GreedyPolicy
     from foxhunt.env.gym_wrapper import TradingEnv
 
@@ -83,15 +121,17 @@ def sb3_dqn_scores(market: MarketData, folds: Sequence[FoldRange], env: EnvParam
     for f in folds:
         market.set_fold(f)
         gym_env = TradingEnv(market, env, seed=seed)
-        model = DQN("MlpPolicy", gym_env, learning_rate=5e-4, buffer_size=max(budget, 1000), learning_starts=min(1000, budget // 4),
-                    batch_size=64, gamma=gamma, train_freq=4, target_update_interval=500, exploration_fraction=0.3,
-                    exploration_final_eps=0.05, policy_kwargs={"net_arch": [128, 128]}, seed=seed,
-                    device=market.device, verbose=0)
+        model, greedy_net = _sb3_model(algo, gym_env, gamma, budget, seed, market.device)
         model.learn(total_timesteps=budget)
-        q_net = model.q_net.eval()
+        model.policy.set_training_mode(False)
         n = f.val_len - 1
-        res = backtester.run([f.val_start], [n], GreedyPolicy(q_net), keep_curves=True, keep_trades=True)
+        res = backtester.run([f.val_start], [n], GreedyPolicy(greedy_net), keep_curves=True, keep_trades=True)
         costs = sum(float(t["costs"]) for t in res.trades or [])
         rows.append((res.metrics[0], res.returns[0, :n], res.positions[0, :n], costs))
-    return rows, {"budget_steps_per_fold": budget, "seconds": time.perf_counter() - t0}
+    return rows, {"algo": algo, "budget_steps_per_fold": budget, "seconds": time.perf_counter() - t0}
 
+
+def sb3_dqn_scores(market: MarketData, folds: Sequence[FoldRange], env: EnvParams, gamma: float, budget: int,
+                   backtester: Any, seed: int = 0) -> tuple[list[tuple[dict[str, float], np.ndarray, np.ndarray, float]], dict[str, Any]]:
+    """``sb3_scores("dqn", ...)``."""
+    return sb3_scores("dqn", market, folds, env, gamma, budget, backtester, seed)

@@ -23,17 +23,17 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-# SB3 DQN env steps per fold at each size (it steps one env at a time through the Gymnasium wrapper).
+# SB3 env steps per fold at each size, DQN and PPO alike (one env at a time through the Gymnasium wrapper).
 SB3_BUDGET = {"tiny": 300, "cpu": 3_000, "gpu": 20_000}
-BASELINES = ("supervised", "sb3_dqn")
+BASELINES = ("supervised", "sb3_dqn", "sb3_ppo")
 
 
 def scorecard(
     size: str = typer.Option("cpu", "--size", help="cpu (2-core CPU, ~10 min) | gpu (the H200 scale) | tiny (CI)"),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML configuration under test (default: the built-in train config)"),
     scenarios: Optional[str] = typer.Option(None, "--scenarios", help="comma-separated subset (default: all)"),
-    baselines: str = typer.Option("supervised,sb3_dqn", "--baselines", help="comma-separated baselines: supervised, sb3_dqn, or none"),
-    sb3_steps: Optional[int] = typer.Option(None, "--sb3-steps", help="SB3 DQN env steps per fold (default by size)"),
+    baselines: str = typer.Option("supervised,sb3_dqn", "--baselines", help="comma-separated baselines: supervised, sb3_dqn, sb3_ppo, or none"),
+    sb3_steps: Optional[int] = typer.Option(None, "--sb3-steps", help="SB3 env steps per fold, DQN and PPO (default by size)"),
     out: Optional[Path] = typer.Option(None, "--out", help="output directory (default: scorecard/<timestamp>); must not exist"),
     device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | cuda"),
     overrides: list[str] = typer.Option([], "--set", help="config override section.key=value (repeatable)"),

@@ -163,14 +163,19 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
         sup = score_exposures(market, runner.backtester, folds, {"supervised": lambda f: ex[f.fold]}, n_actions, capital, backend)
         base_scores["supervised"] = sup["supervised"]
         base_scores["supervised"].extra = {"margins": info["margins"], "model": info["model"], "fit_s": info["fit_s"]}
-    if "sb3_dqn" in baselines and sb3_budget > 0:
-        from foxhunt.scorecard.baselines import sb3_dqn_scores
+    for algo in ("dqn", "ppo"):
+        name = f"sb3_{algo}"
+        if name not in baselines or sb3_budget <= 0:
+            continue
+        from foxhunt.scorecard.baselines import sb3_scores
 
-        rows, info = sb3_dqn_scores(market, folds, env, cfg.dqn.gamma, sb3_budget, runner.backtester, seed=cfg.run.seed)
-        ps = PolicyScore("sb3_dqn", capital=capital, extra={"env_steps": sb3_budget * len(folds), "seconds": info["seconds"]})
+        # The agent's discount (what the scenario's horizon asks for), whichever learner the agent is.
+        gamma = cfg.ppo.gamma if cfg.train.agent == "ppo" else cfg.dqn.gamma
+        rows, info = sb3_scores(algo, market, folds, env, gamma, sb3_budget, runner.backtester, seed=cfg.run.seed)
+        ps = PolicyScore(name, capital=capital, extra={"env_steps": sb3_budget * len(folds), "seconds": info["seconds"]})
         for m, r_, p_, c in rows:
             ps.folds.append(fold_score(m, r_, p_, c))
-        base_scores["sb3_dqn"] = ps
+        base_scores[name] = ps
     env_steps = cfg.train.epochs * env_steps_per_epoch(cfg) * len(folds)
     out = ScenarioResult(scenario.name, scenario.description, config_source, agent, references, base_scores,
                          wall_s=time.perf_counter() - t0, train_s=train_s, env_steps=env_steps,
