@@ -1,22 +1,30 @@
 """GPU cases for the fused acting crash, each in its own process (one line each; see ``run_all``).
 
-    python bench/diag_fused_acting.py cases          # all cases, < 60 s on the H200
+    python bench/diag_fused_acting.py cases          # all cases, about a minute on the H200
     python bench/diag_acting_cases.py CASE           # one case (what run_all spawns)
+    python bench/diag_acting_cases.py --sanitizer    # the failing ones under compute-sanitizer
+                                                     # (bench/diag_acting_sanitizer.py)
 
 Every child runs with CUDA_LAUNCH_BLOCKING=1 and synchronises after each launch, so a fault names
 its launch; it compares the kernel with the torch network (NaN rows, argmax agreement) so that a
-silent corruption shows too. The cases separate the hypotheses of docs/LEARNING.md "On the H200" §5
-(and this branch's report): which launch variant faults (online = Q + argmax, the one the
-collector's ``act`` runs and the standalone check never ran; target = max only), whether the
-software pipeline's zero-fill prefetches past the ends of W2 / b2 / W3 fault when those ends border
-unmapped memory, whether the division slow path (NaN rows) matters, and whether the device runs the
-binary checked on the CPU (SASS digest, tests/kernels/compile_acting_sm90.py).
+silent corruption shows too. A failed case prints its "FAIL at …" line or the last error message
+(``fault_line``: a crash's C++ stack trace ends on a frame). The cases separate the hypotheses of
+docs/LEARNING.md "On the H200" §5: which launch variant faults (online = Q + argmax; target = max
+only), whether the software pipeline's zero-fill prefetches past the ends of W2 / b2 / W3 fault
+when those ends border unmapped memory, whether the division slow path (NaN rows) matters, whether
+the device runs the binary checked on the CPU (SASS digest, tests/kernels/compile_acting_sm90.py),
+and — since that binary's PTX computes the right Q on a CPU (tests/kernels/ptx_exec.py) while the
+H200 gave wrong Q only for bf16 with 5 actions (A = 16) — whether padding the head to A = 32 / 64
+(``*_pad*``) or another ptxas (``other_ptxas``: Triton's ptxas-blackwell 12.9, CUDA 13.0's) makes
+the wrong Q and the fault go away. DIAG_ACTING_N / DIAG_ACTING_REPS shrink a case (the sanitizer's
+racecheck runs use them).
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import re
 import subprocess
 import sys
 import time
@@ -29,7 +37,10 @@ sys.path.insert(0, str(ROOT))
 
 CUDA = __import__("torch").cuda.is_available()
 DEV = "cuda" if CUDA else "cpu"
-N = 4096 if CUDA else 256  # the CPU only smoke-tests this script (Triton interpreter, small N)
+# The CPU only smoke-tests this script (Triton interpreter, small N); DIAG_ACTING_N / _REPS shrink a
+# case for the slower runs under compute-sanitizer (bench/diag_acting_sanitizer.py).
+N = int(os.environ.get("DIAG_ACTING_N", 4096 if CUDA else 256))
+REPS = int(os.environ.get("DIAG_ACTING_REPS", 20 if CUDA else 2))
 if not CUDA:
     os.environ["TRITON_INTERPRET"] = "1"
 
@@ -37,15 +48,23 @@ if not CUDA:
 CPU_SASS_36 = {"online": "4a8099b7af0e", "target": "59c8c9f8054d"}
 
 
-def _setup(obs_dim: int, n: int | None = None, n_actions: int = 5, precision: str = "bf16"):
+def _setup(obs_dim: int, n: int | None = None, n_actions: int = 5, precision: str = "bf16", pad: int = 0):
+    """(torch net, packed weights, obs [N, obs_dim]); pad: the head's output block W4 / b4 zero-padded
+    to ``pad`` columns (the kernel's A; 5 actions pack to A = 16, 45 to 64, and only A = 16 gave wrong
+    Q on the H200: a padded 5-action net tells whether A alone decides it)."""
     import torch
+    import torch.nn.functional as F
 
     from foxhunt.agents.networks import DuelingQNet
     from foxhunt.kernels.rules.packing import pack_net
 
     torch.manual_seed(obs_dim)
     net = DuelingQNet(obs_dim, n_actions, [256, 256], 128).to(DEV)
-    return net, pack_net(net, precision), torch.randn(n or N, obs_dim, device=DEV)
+    pk = pack_net(net, precision)
+    if pad:
+        pk.w4 = F.pad(pk.w4, (0, pad - pk.w4.shape[1])).contiguous()
+        pk.b4 = F.pad(pk.b4, (0, pad - pk.b4.shape[0])).contiguous()
+    return net, pk, torch.randn(n or N, obs_dim, device=DEV)
 
 
 def _step(label: str, fn) -> None:
@@ -80,10 +99,10 @@ def _compare(net, obs, out) -> str:
     return "; ".join(parts)
 
 
-def _online(obs_dim=54, n_actions=5, precision="bf16", **kw):
+def _online(obs_dim=54, n_actions=5, precision="bf16", pad=0, **kw):
     from foxhunt.kernels.acting import kernel as k
 
-    net, pk, obs = _setup(obs_dim, n_actions=n_actions, precision=precision)
+    net, pk, obs = _setup(obs_dim, n_actions=n_actions, precision=precision, pad=pad)
     res = {}
     _step("online launch", lambda: res.setdefault("o", k.fused_dueling_q(pk, obs, precision=precision, q=True,
                                                                           argmax=True, **kw)))
@@ -108,14 +127,14 @@ def _all(obs_dim=55):
     return _compare(net, obs, res["o"])
 
 
-def _diag(obs_dim=54, reps=None):
+def _diag(obs_dim=54, reps=None, pad=0):
     """The diag's kernel phase, eager: preallocated zeros, online then target, synced between."""
     import torch
 
     from foxhunt.kernels.acting import kernel as k
 
-    net, pk, obs = _setup(obs_dim)
-    n, reps = obs.shape[0], reps or (20 if CUDA else 2)
+    net, pk, obs = _setup(obs_dim, pad=pad)
+    n, reps = obs.shape[0], reps or REPS
     q, g, m = torch.zeros(n, 5, device=DEV), torch.zeros(n, dtype=torch.int64, device=DEV), torch.zeros(n, device=DEV)
     for r in range(reps):
         obs.copy_(torch.randn_like(obs) * (1 + r % 7))
@@ -272,33 +291,37 @@ def _ptxas_candidates() -> list[tuple[str, str]]:
     return sorted(((v, p) for p, v in found.items()), key=lambda vp: tuple(map(int, vp[0].split("."))))
 
 
-def _newer_ptxas():
-    """The online and target launches and NaN rows with the newest ptxas found (TRITON_PTXAS_PATH,
-    in a grandchild so that Triton reads it at import): a ptxas bug (the 12.8-13.2 nested-divergence
-    register corruption, the register-input wgmma reuse) would go away with a fixed assembler.
-    Triton 3.6 bundles ptxas 12.8 (and 12.9 for Blackwell); a newer one can travel in .whl/ (e.g.
-    Triton 3.9's ptxas-blackwell, release 13.4, copied to .whl/ptxas-13.4 and named in ``carry``)."""
+def _other_ptxas():
+    """The faulting pair (diag54) and the wrong-Q launch (online54) recompiled with every ptxas other
+    than Triton's bundled one (TRITON_PTXAS_PATH, in grandchildren so that Triton reads it at import;
+    the ptxas version is part of Triton's cache key): the PTX itself computes the right Q on a CPU
+    (tests/kernels/ptx_exec.py), so a right answer and no fault with another assembler names ptxas
+    12.8. The H200 image has Triton's ptxas-blackwell (12.9) and CUDA 13.0's ptxas."""
+    import triton
+
     if not CUDA:
         return "skipped (no CUDA)"
-    cands = _ptxas_candidates()
-    listing = ", ".join(f"{v} {p}" for v, p in cands)
-    if not cands or tuple(map(int, cands[-1][0].split("."))) < (13, 3):
-        return f"skipped (no ptxas >= 13.3; found: {listing})"
-    ver, path = cands[-1]
-    env = {**os.environ, "TRITON_PTXAS_PATH": path, "CUDA_LAUNCH_BLOCKING": "1"}
-    procs = {case: subprocess.Popen([sys.executable, __file__, case], env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True) for case in ("online54", "target54", "nan55")}
+    bundled = os.path.realpath(Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas")
+    others = [(v, p) for v, p in _ptxas_candidates() if p != bundled][-2:]
+    if not others:
+        return f"skipped (no ptxas besides the bundled {bundled})"
+    procs = {}
+    for ver, path in others:
+        env = {**os.environ, "TRITON_PTXAS_PATH": path, "CUDA_LAUNCH_BLOCKING": "1"}
+        for case in ("online54", "diag54"):
+            procs[(ver, case)] = subprocess.Popen([sys.executable, __file__, case], env=env, stdout=subprocess.PIPE,
+                                                  stderr=subprocess.PIPE, text=True)
     outs = []
-    for case, p in procs.items():
+    for (ver, case), p in procs.items():
         try:
-            out, err = p.communicate(timeout=40)
+            out, err = p.communicate(timeout=80)
         except subprocess.TimeoutExpired:
             p.kill()
-            outs.append(f"{case} TIMEOUT")
+            outs.append(f"{ver} {case} TIMEOUT")
             continue
         lines = (out + ("" if p.returncode == 0 else err)).strip().splitlines() or ["no output"]
-        outs.append(f"{case} {'ok' if p.returncode == 0 else 'FAIL'}: {lines[-1][:90]}")
-    return f"ptxas {ver} ({path}); found: {listing} | " + " | ".join(outs)
+        outs.append(f"ptxas {ver} {case} {'ok' if p.returncode == 0 else 'FAIL'}: {lines[-1][:110]}")
+    return " | ".join(outs)
 
 
 CASES = {
@@ -317,8 +340,24 @@ CASES = {
     "edge54": (lambda: _layout("edge"), {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}),
     "nan55": (_nan, {}),
     "graph54": (_graph, {}),
-    "newer_ptxas": (_newer_ptxas, {}),
+    "online54_pad32": (lambda: _online(54, pad=32), {}),
+    "online54_pad64": (lambda: _online(54, pad=64), {}),
+    "diag54_pad64": (lambda: _diag(54, pad=64), {}),
+    "other_ptxas": (_other_ptxas, {}),
 }
+
+
+TIMEOUTS = {"other_ptxas": 100.0}  # it recompiles the kernel in grandchildren
+
+
+def fault_line(lines: list[str]) -> str:
+    """The line that names a failure: this script's "FAIL at …", else the last error message (a
+    crash's C++ stack trace ends on a frame, not on the error), else the last line."""
+    for line in lines:
+        if line.startswith("FAIL at"):
+            return line
+    errors = [ln for ln in lines if re.search(r"(Error|error|illegal|ERROR)\b", ln) and not ln.lstrip().startswith("frame #")]
+    return (errors or lines or ["no output"])[-1].strip()
 
 
 def run_all(timeout: float = 50.0, workers: int = 6, cases: list[str] | None = None) -> int:
@@ -331,12 +370,14 @@ def run_all(timeout: float = 50.0, workers: int = 6, cases: list[str] | None = N
     def one(name: str) -> tuple[bool, str]:
         env = {**os.environ, "CUDA_LAUNCH_BLOCKING": "1", **CASES[name][1]}
         t0 = time.perf_counter()
+        limit = TIMEOUTS.get(name, timeout)
         try:
-            p = subprocess.run([sys.executable, __file__, name], env=env, capture_output=True, text=True, timeout=timeout)
+            p = subprocess.run([sys.executable, __file__, name], env=env, capture_output=True, text=True, timeout=limit)
             lines = (p.stdout if p.returncode == 0 else p.stdout + p.stderr).strip().splitlines()
-            ok, tail = p.returncode == 0, (lines or ["no output"])[-1]
+            ok = p.returncode == 0
+            tail = (lines or ["no output"])[-1] if ok else fault_line(lines)[:200]
         except subprocess.TimeoutExpired:
-            ok, tail = False, f"TIMEOUT after {timeout:.0f} s"
+            ok, tail = False, f"TIMEOUT after {limit:.0f} s"
         return ok, f"case {name}: {'ok' if ok else 'FAIL'} ({time.perf_counter() - t0:.1f} s) {tail}"
 
     results = [one("sass")] if "sass" in names else []
@@ -350,8 +391,12 @@ def run_all(timeout: float = 50.0, workers: int = 6, cases: list[str] | None = N
 
 
 def main() -> int:
+    if sys.argv[1:] == ["--sanitizer"]:
+        from bench.diag_acting_sanitizer import run_sanitizer
+
+        return run_sanitizer()
     if len(sys.argv) != 2 or sys.argv[1] not in CASES:
-        print(f"usage: {sys.argv[0]} CASE  (one of {', '.join(CASES)})")
+        print(f"usage: {sys.argv[0]} CASE | --sanitizer  (CASE: one of {', '.join(CASES)})")
         return 2
     fn, _ = CASES[sys.argv[1]]
     print(fn(), flush=True)

@@ -16,12 +16,16 @@ Three phases, each printing one line per result (no files written):
 
 * ``cases``: ``bench/diag_acting_cases.py`` — each risky case of the kernel in its own process
   (launch variants alone and in the diag's order, pipelining depth 1, 45 actions, tf32, weights
-  padded or ending at unmapped memory, NaN rows, a CUDA graph, and the SASS digest against the CPU
-  cross-compile), one line per case, < 60 s on the H200. ``--case NAME`` (repeatable) runs a subset.
+  padded or ending at unmapped memory, NaN rows, a CUDA graph, the head padded to A = 32 / 64, other
+  ptxas builds, and the SASS digest against the CPU cross-compile), one line per case, about a
+  minute on the H200. ``--case NAME`` (repeatable) runs a subset; ``--sanitizer`` runs the failing
+  cases under compute-sanitizer instead (memcheck, racecheck, synccheck, initcheck; the first
+  error of each with its kernel offset and SASS instruction, < 2 min; bench/diag_acting_sanitizer.py).
 
   CUDA_LAUNCH_BLOCKING=1 python bench/diag_fused_acting.py kernel
   CUDA_LAUNCH_BLOCKING=1 python bench/diag_fused_acting.py scenario --graphs off
   python bench/diag_fused_acting.py cases
+  python bench/diag_fused_acting.py cases --sanitizer
 On a CPU both run tiny under the Triton interpreter (a smoke test of the script itself).
 """
 
@@ -143,8 +147,14 @@ def main() -> int:
     ap.add_argument("--set", action="append", default=[], help="one more config override (repeatable)")
     ap.add_argument("--stages", type=int, default=None, help="the acting kernel's pipelining depth (default: DEFAULTS)")
     ap.add_argument("--case", action="append", default=None, help="cases phase: run only this case (repeatable)")
+    ap.add_argument("--sanitizer", action="store_true",
+                    help="cases phase: the failing cases under compute-sanitizer instead (bench/diag_acting_sanitizer.py)")
     a = ap.parse_args()
     cuda = torch.cuda.is_available()
+    if a.phase == "cases" and a.sanitizer:
+        from bench.diag_acting_sanitizer import run_sanitizer
+
+        return run_sanitizer()
     if a.phase == "cases":
         from bench.diag_acting_cases import run_all
 

@@ -118,6 +118,48 @@ def check(name: str, obs_dim: int, n: int = 4096, out: Path | None = None, **kw)
             f"hgmma {n_hgmma} hazards {len(hazards)} {hazards[:2]}, sass {sass_digest(sass)}")
 
 
+def emulate(name: str, obs_dim: int = 54, n_actions: int = 5, n: int = 256, programs=(0, 1), races: bool = True):
+    """Run the compiled PTX of variant ``name`` on a seeded DuelingQNet(obs_dim, n_actions, [256, 256], 128)
+    (bf16) for ``programs`` (``ptx_exec``; with ``ptx_races`` when races): (outputs, torch reference
+    [rows, n_actions], race kinds → count, kind → first line). outputs: "q" [rows, n_actions],
+    "max" [rows], "argmax" [rows] for the variant's stores (rows: those of ``programs``)."""
+    import numpy as np
+    import torch
+
+    from foxhunt.agents.networks import DuelingQNet
+    from foxhunt.kernels.rules.packing import pack_net
+    from tests.kernels.ptx_exec import base_of, run_ptx
+    from tests.kernels.ptx_races import check_races
+
+    stores = VARIANTS[name]
+    torch.manual_seed(obs_dim)
+    net = DuelingQNet(obs_dim, n_actions, [256, 256], 128)
+    pk = pack_net(net, "bf16")
+    obs = torch.randn(n, obs_dim)
+    kern, consts = compile_acting(stores, n_actions=n_actions, dims=pk.dims)
+    u8 = lambda t: t.contiguous().view(-1).view(torch.uint8).numpy().copy()  # noqa: E731
+    mem = {"obs": u8(obs), **{w: u8(getattr(pk, w)) for w in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")},
+           "q": np.full(n * n_actions * 4, 0xFF, np.uint8), "max": np.full(n * 4, 0xFF, np.uint8),
+           "argmax": np.full(n * 8, 0xFF, np.uint8)}
+    at = {k: base_of(i) for i, k in enumerate(mem)}
+    params = {0: at["obs"], 1: obs_dim, 2: n, 3: obs_dim, 4: at["w1"], 5: at["b1"], 6: at["w2"], 7: at["b2"],
+              8: at["w3"], 9: at["b3"], 10: at["w4"], 11: at["b4"], 12: int(np.float32(pk.slope).view(np.uint32)),
+              13: at["q"] if stores[0] else at["obs"], 14: at["max"] if stores[1] else at["obs"],
+              15: at["argmax"] if stores[2] else at["obs"], 16: 0, 17: 0}  # 16, 17: Triton's scratch pointers
+    args = (kern.asm["ptx"], list(programs), 32 * kern.metadata.num_warps, params, mem, kern.metadata.shared)
+    found, first = {}, {}
+    if races:
+        found, first, out = check_races(*args)
+    else:
+        out = run_ptx(*args)
+    rows = np.concatenate([np.arange(p * consts["BLOCK_M"], min(n, (p + 1) * consts["BLOCK_M"])) for p in programs])
+    with torch.no_grad():
+        ref = net(obs).numpy()[rows]
+    res = {"q": out["q"].view(np.float32).reshape(n, n_actions)[rows], "max": out["max"].view(np.float32)[rows],
+           "argmax": out["argmax"].view(np.int64)[rows]}
+    return {k: v for k, v, on in zip(("q", "max", "argmax"), res.values(), stores) if on}, ref, found, first
+
+
 def main() -> None:
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else None
     print(f"triton {triton.__version__}", flush=True)
