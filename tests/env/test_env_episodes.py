@@ -122,7 +122,11 @@ def test_reset_flags_reset_only_the_selected_state(market, device):
     env.reset_flags.fill_(RESET_PORTFOLIO | RESET_DSR)
     env.apply_reset_flags()
     assert int(env.reset_flags) == 0
-    assert torch.equal(s.bar, snap.bar) and torch.equal(s.episode_start, snap.bar)
+    lo, hi = market.fold.train_start, market.fold.train_end - 200 - 1  # the random starts' range
+    fits = snap.bar <= hi  # kept there; a later bar wraps back into [lo, hi] (tests/env/test_reset_flags_window.py)
+    assert bool(fits.any()) and bool((~fits).any()) and torch.equal(s.bar[fits], snap.bar[fits])
+    assert torch.equal(s.bar, torch.where(fits, snap.bar, lo + (snap.bar - lo) % (hi - lo + 1)))
+    assert torch.equal(s.episode_start, s.bar)
     assert bool((s.position == 0).all()) and bool((s.equity == 1e6).all()) and bool((s.step == 0).all())
     assert bool((s.dsr_a == 0).all()) and bool((s.dsr_b == 0).all())
     assert torch.equal(s.vol, snap.vol) and torch.equal(s.kelly_count, snap.kelly_count)

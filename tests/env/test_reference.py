@@ -353,7 +353,7 @@ def test_episode_ends_after_episode_length_steps():
 
 def test_reset_flags_reset_portfolio_dsr_and_volatility_separately():
     bars = [(100, 101, 99, 100), (100, 101, 99, 103), (103, 104, 102, 103)]
-    e = env(bars, reward_mode="dsr")
+    e = env(bars, reward_mode="dsr", episode_length=1)  # a valid length for 3 bars: bar 1 is a valid start
     e.step(act(4))
     v, a = e.vol_ema, e.dsr_a
     e.apply_reset_flags(1)
@@ -361,6 +361,19 @@ def test_reset_flags_reset_portfolio_dsr_and_volatility_separately():
     assert (e.vol_ema, e.dsr_a) == (v, a)
     e.apply_reset_flags(2 | 4)
     assert (e.dsr_a, e.dsr_b, e.vol_ema) == (0.0, 0.0, 0.01)
+
+
+def test_a_portfolio_reset_too_late_for_a_full_episode_wraps_back_into_the_start_range():
+    e = env(FLAT_BARS, episode_length=2)  # 4 bars: starts 0, 1 (S = 2); a 2-step episode from bar 2 reads bar 4
+    e.bar = 1
+    e.apply_reset_flags(1)
+    assert e.bar == e.episode_start == 1  # fits: kept
+    e.bar = 2
+    e.apply_reset_flags(1)
+    assert e.bar == e.episode_start == 0 and e.step_in_episode == 0  # 0 + (2 − 0) mod 2
+    e.bar = 3
+    e.apply_reset_flags(1)
+    assert e.bar == e.episode_start == 1
 
 
 def test_portfolio_features_are_exposure_unrealised_return_and_bars_in_position():

@@ -21,6 +21,8 @@ from rich.table import Table
 console = Console()
 
 
+# Help strings are rich markup (typer): ``escape`` keeps "[default: …]" / "[accel]" from being read as
+# style tags and dropped from --help (tests/test_cli_help.py).
 def backtest(
     model: list[Path] = typer.Option([], "--model", help="model file(s) (.safetensors); several make an ensemble"),
     run: Optional[Path] = typer.Option(None, "--run", help="a `foxhunt train` run directory: each fold's model on its "
@@ -32,15 +34,15 @@ def backtest(
     policy: str = typer.Option("greedy", "--policy", help="one model: greedy (argmax) | sampled (softmax draws: a PPO "
                                "model's own stochastic policy; reproducible with --seed)"),
     seed: int = typer.Option(0, "--seed", min=0, help="seed of --policy sampled"),
-    out: Optional[Path] = typer.Option(None, help="output directory [default: backtests/latest; RUN_DIR/backtest with --run]"),
+    out: Optional[Path] = typer.Option(None, help=escape("output directory [default: backtests/latest; RUN_DIR/backtest with --run]")),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
     cache_dir: Path = typer.Option(Path(".foxhunt-cache"), help="feature cache directory"),
-    bars_per_year: Optional[float] = typer.Option(None, "--bars-per-year", help="annualisation factor [default: the run's "
-                                                  "backtest.bars_per_year, else inferred from the bars present per year]"),
-    barriers: Optional[bool] = typer.Option(None, "--barriers/--no-barriers", help="triple-barrier evaluation: label each "
-                                            "round trip +1 profit / -1 stop / 0 time [default: backtest.barriers, off]"),
-    config: Optional[Path] = typer.Option(None, "--config", help="--model: a TOML file whose accel and backtest "
-                                          "sections apply (other sections are ignored) [default: the built-in defaults]"),
+    bars_per_year: Optional[float] = typer.Option(None, "--bars-per-year", help=escape("annualisation factor [default: the run's "
+                                                  "backtest.bars_per_year, else inferred from the bars present per year]")),
+    barriers: Optional[bool] = typer.Option(None, "--barriers/--no-barriers", help=escape("triple-barrier evaluation: label each "
+                                            "round trip +1 profit / -1 stop / 0 time [default: backtest.barriers, off]")),
+    config: Optional[Path] = typer.Option(None, "--config", help=escape("--model: a TOML file whose [accel] and [backtest] "
+                                          "sections apply (other sections are ignored) [default: the built-in defaults]")),
     overrides: list[str] = typer.Option([], "--set", help="override accel.KEY=VALUE or backtest.KEY=VALUE (repeatable), "
                                         "e.g. --set accel.eval=torch; with --run over the run's config.toml"),
     backend: Optional[str] = typer.Option(None, "--backend", hidden=True, help="removed: see --set accel.eval"),

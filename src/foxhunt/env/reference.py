@@ -96,14 +96,18 @@ class ReferenceEnv:
         self.bar = self.episode_start = start
 
     def apply_reset_flags(self, flags: int) -> None:
-        """Bit 0: fresh portfolio at the same bar; bit 1: DSR moments to 0; bit 2: v to med_absret.
+        """Bit 0: fresh portfolio and a new episode at the same bar, wrapped back into the random
+        starts' range when a full episode would run past train_end; bit 1: DSR moments to 0; bit 2:
+        v to med_absret.
 
         Bits 3 (Kelly statistics) and 4 (diversity ring) are not in the spec's list, which calls
         those two "reset only by explicit flags" without naming bits; they follow the device env.
         """
         if flags & 1:
             self._fresh_portfolio()
-            self.episode_start = self.bar
+            lo = self.m.train_start
+            span = max(1, self.m.train_end - int(self.p["episode_length"]) - lo)
+            self.bar = self.episode_start = lo + (self.bar - lo) % span
         if flags & 2:
             self.dsr_a = self.dsr_b = 0.0
         if flags & 4:

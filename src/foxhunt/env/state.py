@@ -190,13 +190,32 @@ def reset_persistent_(state: EnvState, market: MarketData, flags: torch.Tensor |
 def apply_reset_flags_(state: EnvState, params: EnvTensors, market: MarketData, flags: torch.Tensor) -> None:
     """Apply reset bit flags from a device int64 tensor (0-d: every env; [N]: per env), no host read.
 
-    bit 0 fresh portfolio at the same bar (a new episode starting there), bit 1 DSR moments,
+    bit 0 fresh portfolio and a new episode at the same bar where a full episode fits in the fold's
+    training range (else at the bar wrapped back into it: ``epoch_reset_starts``), bit 1 DSR moments,
     bit 2 volatility EMA ← med_absret, bit 3 Kelly statistics, bit 4 diversity ring.
     """
     n = state.n_envs
     port = ((flags & RESET_PORTFOLIO) != 0).expand(n)
-    fresh_portfolio_(state, params, port, state.bar)
+    fresh_portfolio_(state, params, port, epoch_reset_starts(state.bar, params, market))
     reset_persistent_(state, market, flags)
+
+
+def epoch_reset_starts(bar: torch.Tensor, params: EnvTensors, market: MarketData) -> torch.Tensor:
+    """Where a portfolio reset flag starts the new episode of an env at ``bar`` ([N] int64, device).
+
+    A new episode runs ``episode_length`` more steps and reads bar ``start + episode_length``, so its
+    start must lie in the random starts' range ``[train_start, train_start + S)``, S = train_end −
+    episode_length − train_start (``StartSampler.draw``): there the bar is kept; a later bar (at most
+    episode_length − 1 past that range) wraps to ``train_start + (bar − train_start) mod S``.
+    Starting at the bar itself let an env read up to episode_length − 1 bars past train_end (the
+    purge gap and validation window: a leak), and, when an epoch is shorter than an episode, march
+    on to the end of the data (the step counter restarts every epoch, so it never truncates).
+    Deterministic (no draw from the start generator, so the random stream and a resumed run are
+    unchanged) and read on the device (no host sync; a new fold needs no new graph).
+    """
+    lo = market.fold_bounds[0]
+    span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
+    return lo + torch.remainder(bar - lo, span)
 
 
 def init_state_(state: EnvState, params: EnvTensors, market: MarketData, starts: torch.Tensor) -> None:

@@ -12,10 +12,15 @@ from pathlib import Path
 from typing import Any, Optional
 
 import typer
+from rich.markup import escape
 
 
+# Help strings are rich markup (typer): ``escape`` keeps "[tune.space]" from being read as a style tag
+# and dropped from --help (tests/test_cli_help.py).
 def tune(
-    config: Optional[Path] = typer.Option(None, "--config", help="TOML config; its tune table holds the search space (default: the built-in study, configs/tune-default.toml)"),
+    config: Optional[Path] = typer.Option(None, "--config", help=escape(
+        "TOML config with a [tune] section; its [tune.space] table is the search space (default: the built-in study, "
+        "configs/tune-default.toml)")),
     trials: Optional[int] = typer.Option(None, "--trials", help="finished trials the study stops at, across workers (tune.trials)"),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="each worker asks no new trial after S seconds (tune.timeout_s)"),
     storage: Optional[str] = typer.Option(None, "--storage", help="Optuna storage: sqlite:///…, postgresql://…, journal:PATH (default: study.db in the study directory)"),

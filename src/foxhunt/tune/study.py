@@ -15,11 +15,12 @@ RDB storages get ``heartbeat_interval`` / ``grace_period`` and Optuna's
 next worker that looks (``optuna.storages.fail_stale_trials``) and re-queued as WAITING (its
 parameters kept), up to ``max_retry`` times; a trial that never got a heartbeat (its worker died
 between ask and first beat) is failed and re-queued the same way after the grace period
-(foxhunt.tune.heartbeat.OrphanSweep).
+(foxhunt.tune.heartbeat.Liveness.sweep). Only Optuna's public storage API is used.
 """
 
 from __future__ import annotations
 
+import sqlite3
 import warnings
 from pathlib import Path
 from typing import Any
@@ -62,17 +63,15 @@ def make_storage(url: str, tcfg: Any) -> optuna.storages.BaseStorage:
         return JournalStorage(JournalFileBackend(str(path)))
     engine: dict[str, Any] = {}
     if url.startswith("sqlite"):
-        engine = {"connect_args": {"timeout": 60}}  # several local processes wait for the file lock
+        # timeout: several local processes wait for the file lock; factory: WAL (_WalConnection).
+        engine = {"connect_args": {"timeout": 60, "factory": _WalConnection}}
     else:
         engine = {"pool_pre_ping": True}
     try:
-        storage = optuna.storages.RDBStorage(
+        return optuna.storages.RDBStorage(
             url, engine_kwargs=engine, heartbeat_interval=tcfg.heartbeat_s, grace_period=tcfg.grace_s,
             heartbeat_stale_trial_callback=optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=tcfg.max_retry),
         )
-        if url.startswith("sqlite"):
-            _sqlite_wal(storage)
-        return storage
     except ImportError as exc:
         raise ConfigError(f"tune.storage {_redact(url)}: the database driver is missing ({exc})") from None
     except Exception as exc:  # sqlalchemy.exc.OperationalError, ArgumentError …
@@ -80,20 +79,19 @@ def make_storage(url: str, tcfg: Any) -> optuna.storages.BaseStorage:
         raise ConfigError(f"tune.storage {_redact(url)}: cannot open the storage: {first}") from None
 
 
-def _sqlite_wal(storage: optuna.storages.RDBStorage) -> None:
+class _WalConnection(sqlite3.Connection):
     """SQLite in WAL mode with synchronous=NORMAL: a commit no longer waits for an fsync (measured
     ~22 ms each on a loaded disk, ~25 commits a trial); the file stays consistent when a process is
-    killed (only a power loss can drop the last commits). Readers and one writer run concurrently."""
-    from sqlalchemy import event
+    killed (only a power loss can drop the last commits). Readers and one writer run concurrently.
 
-    def on_connect(dbapi_conn: Any, _record: Any) -> None:
-        cur = dbapi_conn.cursor()
-        cur.execute("PRAGMA journal_mode=WAL")
-        cur.execute("PRAGMA synchronous=NORMAL")
-        cur.close()
+    Passed as sqlite3.connect's ``factory`` through Optuna's ``engine_kwargs`` → SQLAlchemy's
+    ``connect_args`` (public parameters of both), so every pooled connection gets the pragmas;
+    Optuna's docs say its storage's attributes (its ``engine``) are not for users."""
 
-    event.listen(storage.engine, "connect", on_connect)
-    storage.engine.dispose()  # connections opened during set-up are reopened with the pragmas
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.execute("PRAGMA journal_mode=WAL").close()
+        self.execute("PRAGMA synchronous=NORMAL").close()
 
 
 def _redact(url: str) -> str:
@@ -127,9 +125,13 @@ def make_pruner(tcfg: Any) -> optuna.pruners.BasePruner:
     return optuna.pruners.NopPruner()
 
 
-def open_study(url: str, name: str, tcfg: Any, worker_index: int = 0, create: bool = True) -> optuna.Study:
-    """Create (or load) the study ``name`` in the storage at ``url`` (direction: maximise)."""
-    storage = make_storage(url, tcfg)
+def open_study(url: str, name: str, tcfg: Any, worker_index: int = 0, create: bool = True,
+               storage: optuna.storages.BaseStorage | None = None) -> optuna.Study:
+    """Create (or load) the study ``name`` in the storage at ``url`` (direction: maximise).
+
+    storage: an already made ``make_storage(url, tcfg)`` (kept by the caller: Optuna's Study does
+    not expose its storage publicly, and the heartbeats need it); None: made here."""
+    storage = storage if storage is not None else make_storage(url, tcfg)
     sampler, pruner = make_sampler(tcfg, worker_index), make_pruner(tcfg)
     if create:
         return optuna.create_study(storage=storage, study_name=name, direction="maximize", sampler=sampler,

@@ -43,10 +43,10 @@ from filelock import FileLock
 
 from foxhunt.config import Config, build_config
 from foxhunt.errors import FoxhuntError
-from foxhunt.tune.heartbeat import Heartbeat, OrphanSweep, first_beat, heartbeat_interval
+from foxhunt.tune.heartbeat import Heartbeat, Liveness, first_beat
 from foxhunt.tune.objective import FoldScores, running_value, trial_score
 from foxhunt.tune.space import apply_params, decode, distributions
-from foxhunt.tune.study import counts, open_study
+from foxhunt.tune.study import counts, make_storage, open_study
 
 TRIAL_TRAIN = {"eval_buy_and_hold": False, "save_trades": False, "save_curves": True, "progress": False,
                "tensorboard": False, "report": False}
@@ -182,20 +182,21 @@ class WorkerReport:
     stats: dict[str, int] = field(default_factory=dict)
 
 
-def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], sweep: OrphanSweep) -> optuna.Trial | None | bool:
+def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], live: Liveness) -> optuna.Trial | None | bool:
     """A trial to run, None when the study is done (for this worker), False when others' running
     trials may still need retries (wait and look again). Called under the study's file lock."""
-    optuna.storages.fail_stale_trials(study)  # beats older than the grace period
-    sweep(study)  # RUNNING trials that never beat (a worker killed between ask and first beat)
+    # Beats older than the grace period, and RUNNING trials that never beat (a worker killed
+    # between ask and first beat): foxhunt.tune.heartbeat.
+    live.sweep()
     c = counts(study)
     done = c["COMPLETE"] + c["PRUNED"]
     if done >= target:
         return None
     if c["WAITING"] == 0 and done + c["RUNNING"] >= target:
         # Without heartbeats (journal storage) a dead worker's trial never comes back: do not wait.
-        return False if heartbeat_interval(study._storage) else None
+        return False if live.interval else None
     trial = study.ask(dists)
-    first_beat(study, trial)  # shrink the no-heartbeat window to the ask itself (OrphanSweep covers it)
+    first_beat(live, trial)  # shrink the no-heartbeat window to the ask itself (Liveness.sweep covers it)
     return trial
 
 
@@ -207,22 +208,23 @@ def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: f
     for a live display."""
     tcfg = cfg.tune
     ev = evaluator or TrialEvaluator(cfg)
-    study = open_study(url, tcfg.study, tcfg, worker_index=index, create=False)
+    storage = make_storage(url, tcfg)
+    study = open_study(url, tcfg.study, tcfg, worker_index=index, create=False, storage=storage)
+    live = Liveness(storage, study, tcfg.grace_s)
     lock = FileLock(str(study_dir / ".ask.lock"))
     rep = WorkerReport()
     t_start = time.monotonic()
     max_failures = max(3, target)
-    sweep = OrphanSweep(tcfg.grace_s)
     while not (timeout_s and time.monotonic() - t_start > timeout_s):
         with lock:
-            trial = _next_trial(study, target, ev.dists, sweep)
+            trial = _next_trial(study, target, ev.dists, live)
         if trial is None:
             break
         if trial is False:
             time.sleep(min(2.0, tcfg.heartbeat_s))
             continue
         assert isinstance(trial, optuna.Trial)
-        _run_trial(study, trial, ev, tcfg, rep, index, on_event)
+        _run_trial(study, live, trial, ev, tcfg, rep, index, on_event)
         if rep.failed >= max_failures:
             raise FoxhuntError(f"study {tcfg.study}: {rep.failed} trials failed in this worker; the last error: "
                                f"{result_attrs(study.trials[-1]).get('error', '?') if study.trials else '?'}")
@@ -235,9 +237,9 @@ def result_attrs(t: Any) -> dict[str, Any]:
     return t.user_attrs.get("result", {})
 
 
-def _run_trial(study: optuna.Study, trial: optuna.Trial, ev: TrialEvaluator, tcfg: Any, rep: WorkerReport, index: int,
-               on_event: Callable[[str, Any], None] | None) -> None:
-    hb = Heartbeat(study, trial)
+def _run_trial(study: optuna.Study, live: Liveness, trial: optuna.Trial, ev: TrialEvaluator, tcfg: Any, rep: WorkerReport,
+               index: int, on_event: Callable[[str, Any], None] | None) -> None:
+    hb = Heartbeat(live, trial)
     t0 = time.perf_counter()
     info: dict[str, Any] = {"worker": index}
     state: optuna.trial.TrialState | None = optuna.trial.TrialState.FAIL  # None: lost (failed by another worker)
