@@ -1,5 +1,6 @@
 """Part (c) of bench/bench_tune.py: a tuned configuration against the untuned one on a scorecard
-scenario, in minutes instead of the issue's 30-minute study (the device budget holds no more).
+scenario, in minutes instead of the issue's 30-minute study (the device budget holds no more; the
+30-minute study runs in chunks across device calls: bench/bench_tune_long.py).
 
 1. The scenario (``edge_daily`` by default: the H200 scorecard's planted daily edge, where
    configs/h200.toml captured −9 % of the oracle) is built at the scorecard's GPU size (60 K daily
@@ -65,16 +66,23 @@ class ScenarioEvaluator(TrialEvaluator):
         return dataclasses.replace(self._prepared, config=cfg)
 
 
-def scenario_setup(base: dict[str, Any], name: str, size: Size, epochs: int, study_dir: Path, cache: Path,
-                   holdout: float, overrides: list[str]) -> tuple[Config, Any, Any]:
-    """(config with [tune], scenario, prepared full market) for scenario ``name`` at ``size``."""
+def scenario_cfg(base: dict[str, Any], name: str, size: Size, epochs: int, study_dir: Path, cache: Path,
+                 holdout: float, overrides: list[str], tune: dict[str, Any] | None = None) -> tuple[Config, Any]:
+    """(config with [tune], scenario) for scenario ``name`` at ``size``; ``tune`` entries replace
+    the defaults of part (c)'s [tune] table (study "scorecard", TPE seed 0, no pruner, ``SPACE``)."""
     scenario = make_scenario(name, size.n_bars(SPACING[name]))
     over = [f"features.cache_dir={json.dumps(str(cache))}", f"run.out_dir={json.dumps(str(study_dir / 'runs'))}",
             f"train.epochs={epochs}", *overrides]
     d = scenario_config(base, scenario, size, over).to_dict()
     d["tune"] = {"study": "scorecard", "out_dir": str(study_dir.parent), "sampler": "tpe", "seed": 0, "pruner": "none",
-                 "startup_trials": 3, "holdout": holdout, "space": SPACE}
-    cfg = build_config(d, source=f"<bench tune scorecard {name}>")
+                 "startup_trials": 3, "holdout": holdout, "space": SPACE, **(tune or {})}
+    return build_config(d, source=f"<bench tune scorecard {name}>"), scenario
+
+
+def scenario_setup(base: dict[str, Any], name: str, size: Size, epochs: int, study_dir: Path, cache: Path,
+                   holdout: float, overrides: list[str]) -> tuple[Config, Any, Any]:
+    """(config with [tune], scenario, prepared full market) for scenario ``name`` at ``size``."""
+    cfg, scenario = scenario_cfg(base, name, size, epochs, study_dir, cache, holdout, overrides)
     return cfg, scenario, prepare_scenario(cfg, scenario)
 
 
