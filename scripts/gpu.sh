@@ -35,16 +35,19 @@ case "$mode" in
   steps)
     STEPS=${STEPS:-tests ktests ftests prof envf dqn bt replay train trainfast}
     want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
-    # scorecard NAME CONFIG BASELINES [SCENARIOS]: --size gpu, scorecard.json kept as
+    # scorecard NAME CONFIG BASELINES [SCENARIOS] [--set ...]: --size gpu, scorecard.json kept as
     # bench/results/scorecard_cuda_NAME.json (the run folders stay on the device: too deep to return).
     scorecard() { local d=/tmp/sc_$1; rm -rf "$d"; step ${T_SC:-420} python3 -m foxhunt.cli scorecard --size ${SC_SIZE:-gpu} --device ${SC_DEVICE:-cuda} \
-      --config "$2" --baselines "$3" --sb3-steps ${SB3_STEPS:-5000} ${4:+--scenarios $4} --out "$d"; local rc=$?
+      --config "$2" --baselines "$3" --sb3-steps ${SB3_STEPS:-5000} ${4:+--scenarios $4} "${@:5}" --out "$d"; local rc=$?
       cp "$d/scorecard.json" "bench/results/scorecard_cuda_$1.json" 2>/dev/null; return $rc; }
     # Learning scorecards (issue 13/15; docs/LEARNING.md), ~2.5-6 min each on the H200:
     want sc_fast && { scorecard h200_fast configs/h200-fast.toml supervised || status=$?; }
     want sc_h200 && { scorecard h200 configs/h200.toml supervised || status=$?; }
     want sc_sb3 && { scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak || status=$?; }
     want sc_ppo && { scorecard h200_ppo configs/h200-ppo.toml none || status=$?; }
+    # sc_ppo_cand: the best PPO regime setting on the CPU (docs/LEARNING.md, stop 20: 57 % over 3 seeds), every scenario
+    want sc_ppo_cand && { scorecard h200_ppo_cand configs/h200-ppo.toml none "" --set ppo.lr=3e-4 --set train.epochs=16 \
+      --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 || status=$?; }
     want sc_sb3_ppo && { scorecard h200_ppo_sb3 configs/h200-ppo.toml sb3_ppo no_edge,edge_daily,edge_minute,regime,leak || status=$?; }
     # regime: the regime scenario's learning curves over learner seeds and gamma (issue 13: is DQN's
     # regime capture reliably above the 60 % gate? docs/LEARNING.md "Stop 20"), ~20 s a variant.
