@@ -68,13 +68,13 @@ def status(d: Path, total_s: float, min_chunk_s: float) -> str:
     """``key=value`` pairs of the study in ``d`` (read only)."""
     import optuna
 
-    from bench.tune_long_study import STUDY, _storage
+    from bench.tune_long_study import STUDY, journal_storage
     from foxhunt.tune.study import counts, quiet_optuna
 
     quiet_optuna()
     if not (d / "journal.log").is_file():
         return f"exists=0 remaining_s={total_s:.1f} accumulated_s=0.0 chunks=0 complete=0 done=0"
-    study = optuna.load_study(study_name=STUDY, storage=_storage(d))
+    study = optuna.load_study(study_name=STUDY, storage=journal_storage(d))
     acc, c = accumulated_s(study), counts(study)
     rem = max(0.0, total_s - acc)
     return (f"exists=1 remaining_s={rem:.1f} accumulated_s={acc:.1f} chunks={len(chunks(study))} complete={c['COMPLETE']} "
@@ -132,7 +132,7 @@ def compare(args: Any, d: Path) -> dict[str, Any]:
         raise ConfigError(f"{d}: no study there")
     try:
         cfg, study, st = open_dir(d, None)
-        stale = fail_stale(study, cfg.tune.max_retry)
+        stale = fail_stale(study, journal_storage(d), cfg.tune.max_retry)
         import torch
 
         device = torch.device(st.device)

@@ -59,7 +59,7 @@ from bench import common
 from foxhunt.config import Config, load_config
 from foxhunt.errors import ConfigError
 from foxhunt.tune.session import _first_difference, _identity
-from foxhunt.tune.study import counts, open_study, quiet_optuna
+from foxhunt.tune.study import counts, make_storage, open_study, quiet_optuna
 
 ROOT = common.ROOT
 STUDY = "tune_long"
@@ -133,7 +133,7 @@ def open_dir(d: Path, st: Settings | None) -> tuple[Config, optuna.Study, Settin
     d.mkdir(parents=True, exist_ok=True)
     exists = (d / JOURNAL).is_file() and (d / "config.toml").is_file()
     if exists:
-        study = optuna.load_study(study_name=STUDY, storage=_storage(d))
+        study = optuna.load_study(study_name=STUDY, storage=journal_storage(d))
         stored = Settings.from_attr(study.user_attrs["settings"])
         if st is not None and st != stored:
             diff = next(f for f in dataclasses.fields(Settings) if getattr(st, f.name) != getattr(stored, f.name))
@@ -160,10 +160,9 @@ def open_dir(d: Path, st: Settings | None) -> tuple[Config, optuna.Study, Settin
     return cfg, study, st
 
 
-def _storage(d: Path) -> Any:
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
-
-    return JournalStorage(JournalFileBackend(str((d / JOURNAL).resolve())))
+def journal_storage(d: Path) -> optuna.storages.BaseStorage:
+    """The study's journal storage in ``d`` (foxhunt.tune.study.make_storage; a journal needs no tune settings)."""
+    return make_storage(journal_url(d), None)
 
 
 def _get(cfg: Config, key: str) -> Any:
@@ -200,15 +199,17 @@ def _record(study: optuna.Study, entry: dict[str, Any]) -> None:
     study.set_user_attr("chunks", sorted(cs, key=lambda c: c["index"]))
 
 
-def fail_stale(study: optuna.Study, max_retry: int) -> list[int]:
+def fail_stale(study: optuna.Study, storage: optuna.storages.BaseStorage, max_retry: int) -> list[int]:
     """Mark every RUNNING trial FAIL and re-queue it (see the module docstring: called only when
-    no worker of the study can be alive). Returns the failed trial numbers."""
-    storage = study._storage
+    no worker of the study can be alive), through Optuna's public storage API. storage: the study's
+    (``journal_storage``). Returns the failed trial numbers."""
     retry = optuna.storages.RetryHeartbeatStaleTrialCallback(max_retry=max_retry)
+    study_id = storage.get_study_id_from_name(study.study_name)
     failed = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        if storage.set_trial_state_values(t._trial_id, state=optuna.trial.TrialState.FAIL):
-            retry(study, copy.deepcopy(storage.get_trial(t._trial_id)))
+        trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, t.number)
+        if storage.set_trial_state_values(trial_id, state=optuna.trial.TrialState.FAIL):
+            retry(study, copy.deepcopy(storage.get_trial(trial_id)))
             failed.append(t.number)
     return failed
 
@@ -233,7 +234,7 @@ def run_chunk(d: Path, st: Settings, chunk_s: float, total_s: float, workers: in
     procs: list[subprocess.Popen[bytes]] = []
     try:
         cfg, study, st = open_dir(d, st)
-        stale = fail_stale(study, cfg.tune.max_retry)
+        stale = fail_stale(study, journal_storage(d), cfg.tune.max_retry)
         acc = accumulated_s(study)
         remaining = total_s - acc
         if remaining < min_chunk_s:
@@ -277,7 +278,7 @@ def run_chunk(d: Path, st: Settings, chunk_s: float, total_s: float, workers: in
                 signal.signal(s, signal.SIG_IGN)
             killed += _stop(procs)  # only if interrupted (SIGTERM, Ctrl-C, an error): workers still alive
             entry["wall_s"] = time.monotonic() - t0
-            entry["stale_failed_at_end"] = fail_stale(study, cfg.tune.max_retry)
+            entry["stale_failed_at_end"] = fail_stale(study, journal_storage(d), cfg.tune.max_retry)
             entry["killed_workers"] = killed
             entry["reports"] = _reports(d, index, procs)
             c1 = counts(study)
@@ -370,7 +371,7 @@ def worker_main(d: Path, index: int, stop_at: float) -> int:
         import torch
 
         torch.set_num_threads(cfg.train.threads)
-    st = Settings.from_attr(optuna.load_study(study_name=STUDY, storage=_storage(d)).user_attrs["settings"])
+    st = Settings.from_attr(optuna.load_study(study_name=STUDY, storage=journal_storage(d)).user_attrs["settings"])
     _, scenario = study_config(st, d)
     ev = ScenarioEvaluator(cfg, prepare_scenario(cfg, scenario))
     left = stop_at - time.time()

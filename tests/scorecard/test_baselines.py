@@ -12,7 +12,7 @@ from foxhunt.env import EnvParams
 from foxhunt.features.spec import build_features
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
-from foxhunt.scorecard.baselines import sb3_dqn_scores, supervised_exposures
+from foxhunt.scorecard.baselines import sb3_scores, supervised_exposures
 from foxhunt.scorecard.build import SCENARIO_ENV, with_extra
 from foxhunt.scorecard.markets import make_scenario
 
@@ -39,7 +39,7 @@ def test_the_supervised_classifier_trades_the_leak():
 def test_sb3_dqn_trains_through_the_gym_wrapper_and_is_backtested_greedily():
     _, m = _leak_market()
     params = EnvParams(**SCENARIO_ENV, action_mode="exposure", episode_length=64)
-    rows, info = sb3_dqn_scores(m, [FOLD], params, gamma=0.5, budget=96, backtester=Backtester(m, params, chunk=16))
+    rows, info = sb3_scores("dqn", m, [FOLD], params, gamma=0.5, budget=96, backtester=Backtester(m, params, chunk=16))
     metrics, returns, positions, costs = rows[0]
     assert returns.shape == positions.shape == (FOLD.val_len - 1,)
     assert math.isfinite(metrics["total_return"]) and costs >= 0.0
@@ -50,7 +50,7 @@ def test_sb3_ppo_trains_and_its_greedy_backtest_acts_as_sb3s_deterministic_predi
     import torch
 
     from foxhunt.env.gym_wrapper import TradingEnv
-    from foxhunt.scorecard.baselines import _sb3_model, sb3_scores
+    from foxhunt.scorecard.baselines import _sb3_model
 
     _, m = _leak_market()
     params = EnvParams(**SCENARIO_ENV, action_mode="exposure", episode_length=64)

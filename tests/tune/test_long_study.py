@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 import pytest
 
-from bench.tune_long_study import STUDY, _storage, accumulated_s, chunks, fail_stale
+from bench.tune_long_study import STUDY, accumulated_s, chunks, fail_stale, journal_storage
 from foxhunt.tune.study import quiet_optuna
 from foxhunt.tune.worker import result_attrs
 
@@ -34,7 +34,7 @@ def test_two_chunks_in_fresh_processes_resume_one_study_and_their_times_and_tria
     for _ in range(2):
         r = _run(d)
         assert r.returncode == 0, r.stderr
-    study = optuna.load_study(study_name=STUDY, storage=_storage(d))
+    study = optuna.load_study(study_name=STUDY, storage=journal_storage(d))
     cs = chunks(study)
     assert [c["index"] for c in cs] == [0, 1] and all(c["state"] == "done" for c in cs)
     assert accumulated_s(study) == pytest.approx(sum(c["wall_s"] for c in cs))
@@ -53,7 +53,7 @@ def test_two_chunks_in_fresh_processes_resume_one_study_and_their_times_and_tria
     # The study is done (26 s within 4 s): a third process adds no chunk and no trial.
     r = _run(d)
     assert r.returncode == 0 and "study done" in r.stdout, r.stderr
-    study = optuna.load_study(study_name=STUDY, storage=_storage(d))
+    study = optuna.load_study(study_name=STUDY, storage=journal_storage(d))
     assert len(chunks(study)) == 2 and len(study.trials) == len(trials)
 
     # Other settings than the study's: one line, exit code 2, nothing run.
@@ -64,14 +64,15 @@ def test_two_chunks_in_fresh_processes_resume_one_study_and_their_times_and_tria
 
 def test_fail_stale_marks_running_trials_failed_and_requeues_their_parameters(tmp_path: Path) -> None:
     quiet_optuna()
-    study = optuna.create_study(study_name=STUDY, storage=_storage(tmp_path), direction="maximize")
+    storage = journal_storage(tmp_path)
+    study = optuna.create_study(study_name=STUDY, storage=storage, direction="maximize")
     dists = {"x": optuna.distributions.FloatDistribution(0.0, 1.0)}
     done = study.ask(dists)
     study.tell(done, 1.0)
     running = study.ask(dists)  # a trial whose worker died: journal storage keeps it RUNNING
-    assert fail_stale(study, max_retry=2) == [running.number]
+    assert fail_stale(study, storage, max_retry=2) == [running.number]
     states = [t.state.name for t in study.trials]
     assert states == ["COMPLETE", "FAIL", "WAITING"]
     retry = study.trials[2]
     assert retry.params == study.trials[1].params and retry.system_attrs["failed_trial"] == running.number
-    assert fail_stale(study, max_retry=2) == []  # nothing RUNNING any more
+    assert fail_stale(study, storage, max_retry=2) == []  # nothing RUNNING any more

@@ -22,6 +22,8 @@ import time
 from typing import Any, Sequence
 
 import numpy as np
+import torch
+from torch import nn
 
 from foxhunt.env.params import EnvParams
 from foxhunt.folds import FoldRange
@@ -70,11 +72,20 @@ def supervised_exposures(market: MarketData, folds: Sequence[FoldRange], env: En
     return out, {"margins": margins, "fit_s": fit_s, "model": "HistGradientBoostingClassifier(max_iter=100)"}
 
 
+class ActorLogits(nn.Module):
+    """An SB3 actor-critic policy as obs [B, F] -> action logits [B, A] (argmax: its greedy action)."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    @torch.no_grad()
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        return self.policy.get_distribution(obs).distribution.logits
+
+
 def _sb3_model(algo: str, gym_env: Any, gamma: float, budget: int, seed: int, device: Any) -> tuple[Any, Any]:
     """An SB3 model of ``algo`` ("dqn" | "ppo") on ``gym_env`` and the module whose argmax is its greedy action."""
-    import torch
-    from torch import nn
-
     if algo == "dqn":
         from stable_baselines3 import DQN
 
@@ -91,17 +102,6 @@ def _sb3_model(algo: str, gym_env: Any, gamma: float, budget: int, seed: int, de
     n_steps = max(64, min(2048, budget // 4 // 64 * 64))
     model = PPO("MlpPolicy", gym_env, learning_rate=3e-4, n_steps=n_steps, batch_size=64, gamma=gamma, gae_lambda=0.95,
                 ent_coef=0.01, seed=seed, device=device, verbose=0)
-
-    class ActorLogits(nn.Module):
-        """obs [B, F] -> the actor's action logits [B, A] (argmax: the greedy action)."""
-
-        def __init__(self, policy: nn.Module) -> None:
-            super().__init__()
-            self.policy = policy
-
-        @torch.no_grad()
-        def forward(self, obs: torch.Tensor) -> torch.Tensor:
-            return self.policy.get_distribution(obs).distribution.logits
 
     return model, ActorLogits(model.policy)
 
@@ -130,8 +130,3 @@ def sb3_scores(algo: str, market: MarketData, folds: Sequence[FoldRange], env: E
         rows.append((res.metrics[0], res.returns[0, :n], res.positions[0, :n], costs))
     return rows, {"algo": algo, "budget_steps_per_fold": budget, "seconds": time.perf_counter() - t0}
 
-
-def sb3_dqn_scores(market: MarketData, folds: Sequence[FoldRange], env: EnvParams, gamma: float, budget: int,
-                   backtester: Any, seed: int = 0) -> tuple[list[tuple[dict[str, float], np.ndarray, np.ndarray, float]], dict[str, Any]]:
-    """``sb3_scores("dqn", ...)``."""
-    return sb3_scores("dqn", market, folds, env, gamma, budget, backtester, seed)
