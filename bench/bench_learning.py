@@ -96,8 +96,10 @@ def main() -> None:
             by_epoch = " ".join(f"{x:+.2f}" for x in r["val_mean_by_epoch"])
             print(f"{label:>10} {name:<12} best ref {r['best_reference']:+.2f} | val by epoch {by_epoch} | "
                   f"selected {r['val_selected_mean']:+.2f} (epochs {r['selected_epochs']}) | {r['wall_s']:.0f} s", flush=True)
-    path = save(a, f"learning_{a.dev.type}{'_quick' if a.quick else ''}",
-                {"machine": machine(a.dev), "config": a.config or None, "size": a.size, "runs": out})
+            # Saved after every run: a call cut short by its time limit still returns what it measured.
+            path = save(a, f"learning_{a.dev.type}{'_quick' if a.quick else ''}",
+                        {"machine": machine(a.dev), "config": a.config or None, "size": a.size, "runs": out,
+                         "complete": len(out) == len(variants) * len(a.scenarios.split(","))})
     print(f"wrote {path}")
 
 
