@@ -15,6 +15,7 @@ best inner epoch would select, and the best reference's (oracle) Sharpe.
 
 from __future__ import annotations
 
+import copy
 import time
 import tomllib
 from pathlib import Path
@@ -22,9 +23,10 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from bench.common import arguments, machine, parse, save
-from foxhunt.backtest.policies import GreedyPolicy
+from foxhunt.backtest.policies import EnsemblePolicy, GreedyPolicy
 from foxhunt.scorecard.build import SIZES, prepare_scenario, scenario_config
 from foxhunt.scorecard.markets import make_scenario, SPACING
 from foxhunt.scorecard.policies import score_exposures
@@ -33,7 +35,7 @@ from foxhunt.train.selection import split_fold
 
 
 def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_frac: float,
-           overrides: list[str]) -> dict[str, Any]:
+           overrides: list[str], evals: tuple[str, ...] = ("online",)) -> dict[str, Any]:
     from foxhunt.train.runner import WalkForwardRunner
 
     size = SIZES[size_name]
@@ -49,28 +51,65 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
         short, inner_start, inner_steps = split_fold(f, inner_frac, purge)  # as train.select = "inner"
         trainer.reset_for_fold(short)
         fold_rows = []
+        snaps: list[nn.Module] = []
         for e in range(epochs):
             trainer.train_epoch()
             trainer.drain()
-            res = bt.run([inner_start, f.val_start], [inner_steps, f.val_len - 1],
-                         GreedyPolicy(policy_net(trainer)), backend=backend)
-            fold_rows.append({"epoch": e + 1, "inner_sharpe": res.metrics[0]["sharpe"],
-                              "val_sharpe": res.metrics[1]["sharpe"], "inner_turnover": res.metrics[0]["turnover"],
-                              "val_turnover": res.metrics[1]["turnover"]})
+            net = policy_net(trainer)
+            snaps.append(copy.deepcopy(net))
+            row: dict[str, Any] = {"epoch": e + 1}
+            for kind in evals:
+                policy = eval_policy(kind, net, trainer, snaps)
+                res = bt.run([inner_start, f.val_start], [inner_steps, f.val_len - 1], policy,
+                             backend=backend if isinstance(policy, GreedyPolicy) else "torch")
+                sfx = "" if kind == "online" else f"_{kind}"
+                row.update({f"inner_sharpe{sfx}": res.metrics[0]["sharpe"], f"val_sharpe{sfx}": res.metrics[1]["sharpe"],
+                            f"inner_turnover{sfx}": res.metrics[0]["turnover"], f"val_turnover{sfx}": res.metrics[1]["turnover"]})
+            fold_rows.append(row)
         rows.append(fold_rows)
+        print(f"  fold {len(rows)}/{len(prepared.folds)} {name}: val by epoch "
+              + " ".join(f"{r['val_sharpe']:+.2f}" for r in fold_rows) + f" ({time.perf_counter() - t0:.0f} s)", flush=True)
     wall = time.perf_counter() - t0
     refs = score_exposures(prepared.market, bt, prepared.folds, {"buy_and_hold": np.ones(len(scenario.bars)),
                                                                    **scenario.oracles},
                            trainer.env.n_actions, float(cfg.env.capital), backend)
     ref_sharpe = {k: float(v.summary()["sharpe"]) for k, v in refs.items()}
-    val = np.array([[r["val_sharpe"] for r in fr] for fr in rows])  # [folds, epochs]
-    inner_s = np.array([[r["inner_sharpe"] for r in fr] for fr in rows])
-    pick = np.nanargmax(np.where(np.isfinite(inner_s), inner_s, -np.inf), axis=1)
-    selected = val[np.arange(val.shape[0]), pick]
-    return {"scenario": name, "epochs": epochs, "inner_frac": inner_frac, "overrides": overrides, "wall_s": wall,
-            "folds": rows, "references": ref_sharpe, "best_reference": max(0.0, *ref_sharpe.values()),
-            "val_mean_by_epoch": val.mean(0).tolist(), "selected_epochs": (pick + 1).tolist(),
-            "val_selected_mean": float(selected.mean())}
+    out = {"scenario": name, "epochs": epochs, "inner_frac": inner_frac, "overrides": overrides, "wall_s": wall,
+           "folds": rows, "references": ref_sharpe, "best_reference": max(0.0, *ref_sharpe.values())}
+    for kind in evals:
+        sfx = "" if kind == "online" else f"_{kind}"
+        val = np.array([[r[f"val_sharpe{sfx}"] for r in fr] for fr in rows])  # [folds, epochs]
+        inner_s = np.array([[r[f"inner_sharpe{sfx}"] for r in fr] for fr in rows])
+        pick = np.nanargmax(np.where(np.isfinite(inner_s), inner_s, -np.inf), axis=1)
+        selected = val[np.arange(val.shape[0]), pick]
+        turn = np.array([[r[f"val_turnover{sfx}"] for r in fr] for fr in rows])
+        out.update({f"val_mean_by_epoch{sfx}": val.mean(0).tolist(), f"selected_epochs{sfx}": (pick + 1).tolist(),
+                    f"val_selected_mean{sfx}": float(selected.mean()), f"val_turnover_by_epoch{sfx}": turn.mean(0).tolist()})
+    return out
+
+
+EVALS = ("online", "target", "swa4", "swa8", "ens4")
+"""What --eval can score after each epoch, all from the same training run (a paired comparison):
+online: the greedy policy of the trained network (what the runner keeps); target: DQN's Polyak-averaged
+target network; swaK: the parameter average of the last K epoch-end networks; ensK: the mean Q-values
+(PPO: logits) of the last K epoch-end networks."""
+
+
+def eval_policy(kind: str, net: nn.Module, trainer: Any, snaps: list[nn.Module]) -> Any:
+    if kind == "online":
+        return GreedyPolicy(net)
+    if kind == "target":
+        target = getattr(trainer.learner, "target", None)
+        return GreedyPolicy(target if target is not None else net)
+    k = int(kind[3:])
+    last = snaps[-k:]
+    if kind.startswith("ens"):
+        return EnsemblePolicy(last, mode="mean")
+    avg = copy.deepcopy(last[-1])
+    with torch.no_grad():
+        for name, p in avg.named_parameters():
+            p.copy_(torch.stack([dict(m.named_parameters())[name] for m in last]).mean(0))
+    return GreedyPolicy(avg)
 
 
 def main() -> None:
@@ -79,6 +118,7 @@ def main() -> None:
     p.add_argument("--scenarios", default="edge_daily,regime")
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--inner", type=float, default=0.2, help="held-back tail of each training window")
+    p.add_argument("--eval", default="online", help=f"comma list of {', '.join(EVALS)} (EVALS)")
     p.add_argument("--variant", action="append", default=[],
                    help="extra runs: 'label:key=value;key=value' (each scenario once more per variant)")
     a = parse(p)
@@ -86,16 +126,22 @@ def main() -> None:
         a.size, a.epochs, a.scenarios = "tiny", 3, "edge_daily"
     base = tomllib.loads(Path(a.config).read_text()) if a.config else {}
     overrides = list(a.overrides) + [f"run.device={a.dev.type}"]
+    evals = tuple(a.eval.split(","))
+    if any(k not in EVALS for k in evals):
+        p.error(f"--eval {a.eval}: each entry must be one of {', '.join(EVALS)}")
     variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(";")) for v in a.variant]
     out = []
     for label, extra in variants:
         for name in a.scenarios.split(","):
-            r = curves(name, base, a.size, a.epochs, a.inner, overrides + extra)
+            r = curves(name, base, a.size, a.epochs, a.inner, overrides + extra, evals)
             r["variant"] = label
             out.append(r)
-            by_epoch = " ".join(f"{x:+.2f}" for x in r["val_mean_by_epoch"])
-            print(f"{label:>10} {name:<12} best ref {r['best_reference']:+.2f} | val by epoch {by_epoch} | "
-                  f"selected {r['val_selected_mean']:+.2f} (epochs {r['selected_epochs']}) | {r['wall_s']:.0f} s", flush=True)
+            for kind in evals:
+                sfx = "" if kind == "online" else f"_{kind}"
+                by_epoch = " ".join(f"{x:+.2f}" for x in r[f"val_mean_by_epoch{sfx}"])
+                print(f"{label + sfx:>14} {name:<12} best ref {r['best_reference']:+.2f} | val by epoch {by_epoch} | "
+                      f"selected {r[f'val_selected_mean{sfx}']:+.2f} (epochs {r[f'selected_epochs{sfx}']}) | "
+                      f"turnover {np.mean(r[f'val_turnover_by_epoch{sfx}']):.3f} | {r['wall_s']:.0f} s", flush=True)
             # Saved after every run: a call cut short by its time limit still returns what it measured.
             path = save(a, f"learning_{a.dev.type}{'_quick' if a.quick else ''}",
                         {"machine": machine(a.dev), "config": a.config or None, "size": a.size, "runs": out,
