@@ -6,7 +6,8 @@
 #   scripts/gpu.sh                                   # every step of STEPS (default: all, ~20 min)
 #   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps (three calls cover the list)
 #   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo sc_sb3_ppo), tuner (tune),
-#                                                  # regime seeds x gamma curves (regime)
+#                                                  # regime seeds x gamma curves (regime), long-momentum
+#                                                  # features (regime_feat), PPO's regime curves (regime_ppo)
 #   scripts/gpu.sh tests "tests/agents tests/accel"  # pytest -m gpu on those paths
 #   scripts/gpu.sh bench "bench_dqn --only abc" ...  # bench modules (python -m bench.<name> ARGS)
 #
@@ -56,8 +57,20 @@ case "$mode" in
       --variant "seed1:run.seed=1" --variant "seed2:run.seed=2" --variant "seed3:run.seed=3" \
       --variant "g0.8:dqn.gamma=0.8" --variant "g0.9:dqn.gamma=0.9" --variant "g0.9s1:dqn.gamma=0.9;run.seed=1" \
       --variant "g0.9s2:dqn.gamma=0.9;run.seed=2" --variant "g0.97:dqn.gamma=0.97"
+    # regime_feat: the same regime curves (seeds 0-3, the config's gamma) with two extra features, the 120- and
+    # 250-bar vol-adjusted momentum (bench_learning --longmom; paired with `regime`'s seeds 0-3), ~2 min.
+    want regime_feat && step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} \
+      --size gpu --scenarios regime --epochs 16 --device cuda --longmom 120,250 --name learning_regime_longmom_cuda_h200 \
+      --variant "seed1:run.seed=1" --variant "seed2:run.seed=2" --variant "seed3:run.seed=3"
+    # regime_ppo: PPO's best CPU regime setting (lr 3e-4, gamma 0.97, ent_coef 0.03), seeds 0-2, without and with
+    # the long-momentum features, ~4 min.
+    for lm in "" 120,250; do
+      want regime_ppo && step ${T_REGIME:-540} python3 -m bench.bench_learning --config configs/h200-ppo.toml \
+        --size gpu --scenarios regime --epochs 16 --device cuda ${lm:+--longmom $lm} --name learning_regime_ppo${lm:+_longmom}_cuda_h200 \
+        --set ppo.lr=3e-4 --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 --variant "seed1:run.seed=1" --variant "seed2:run.seed=2"
+    done
     want tune && step ${T_TUNE:-540} python3 -m bench.bench_tune --deadline $(( ${T_TUNE:-540} - 40 ))
-    want tests && TAILN=8 step ${T_TESTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
+    want tests && TAILN=8 step ${T_TESTS:-240} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
     want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
     # ftests: the fused learner's GPU tests outside tests/kernels (ktests runs the kernels' own).
     want ftests && TAILN=30 step ${T_FTESTS:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/agents/test_dqn_fused_step.py tests/agents/test_replay_wide_per.py tests/accel -s
