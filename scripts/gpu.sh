@@ -4,7 +4,7 @@
 # by a timeout; results (JSON) come back in $OUT/results_<mode>.tgz, logs in $OUT/*.log.
 #
 #   scripts/gpu.sh                                   # every step of STEPS (default: all, ~20 min)
-#   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps (three calls cover the list)
+#   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps, in this order (three calls cover the list)
 #   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo sc_sb3_ppo), tuner (tune),
 #                                                  # regime seeds x gamma curves (regime), long-momentum
 #                                                  # features (regime_feat), PPO's regime curves (regime_ppo)
@@ -35,54 +35,63 @@ case "$mode" in
     for b in "$@"; do step ${T_BENCH:-600} python3 -m bench.$b || status=$?; done ;;
   steps)
     STEPS=${STEPS:-tests ktests ftests prof envf dqn bt replay train trainfast}
-    want() { case " $STEPS " in *" $1 "*) return 0;; *) return 1;; esac; }
     # scorecard NAME CONFIG BASELINES [SCENARIOS] [--set ...]: --size gpu, scorecard.json kept as
     # bench/results/scorecard_cuda_NAME.json (the run folders stay on the device: too deep to return).
     scorecard() { local d=/tmp/sc_$1; rm -rf "$d"; step ${T_SC:-420} python3 -m foxhunt.cli scorecard --size ${SC_SIZE:-gpu} --device ${SC_DEVICE:-cuda} \
       --config "$2" --baselines "$3" --sb3-steps ${SB3_STEPS:-5000} ${4:+--scenarios $4} "${@:5}" --out "$d"; local rc=$?
       cp "$d/scorecard.json" "bench/results/scorecard_cuda_$1.json" 2>/dev/null; return $rc; }
-    # Learning scorecards (issue 13/15; docs/LEARNING.md), ~2.5-6 min each on the H200:
-    want sc_fast && { scorecard h200_fast configs/h200-fast.toml supervised || status=$?; }
-    want sc_h200 && { scorecard h200 configs/h200.toml supervised || status=$?; }
-    want sc_sb3 && { scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak || status=$?; }
-    want sc_ppo && { scorecard h200_ppo configs/h200-ppo.toml none || status=$?; }
-    # sc_ppo_cand: the best PPO regime setting on the CPU (docs/LEARNING.md, stop 20: 57 % over 3 seeds), every scenario
-    want sc_ppo_cand && { scorecard h200_ppo_cand configs/h200-ppo.toml none "" --set ppo.lr=3e-4 --set train.epochs=16 \
-      --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 || status=$?; }
-    want sc_sb3_ppo && { scorecard h200_ppo_sb3 configs/h200-ppo.toml sb3_ppo no_edge,edge_daily,edge_minute,regime,leak || status=$?; }
-    # regime: the regime scenario's learning curves over learner seeds and gamma (issue 13: is DQN's
-    # regime capture reliably above the 60 % gate? docs/LEARNING.md "Stop 20"), ~20 s a variant.
-    want regime && step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} \
-      --size gpu --scenarios regime --epochs 16 --device cuda --name learning_regime_cuda_h200 \
-      --variant "seed1:run.seed=1" --variant "seed2:run.seed=2" --variant "seed3:run.seed=3" \
-      --variant "g0.8:dqn.gamma=0.8" --variant "g0.9:dqn.gamma=0.9" --variant "g0.9s1:dqn.gamma=0.9;run.seed=1" \
-      --variant "g0.9s2:dqn.gamma=0.9;run.seed=2" --variant "g0.97:dqn.gamma=0.97"
-    # regime_feat: the same regime curves (seeds 0-3, the config's gamma) with two extra features, the 120- and
-    # 250-bar vol-adjusted momentum (bench_learning --longmom; paired with `regime`'s seeds 0-3), ~2 min.
-    want regime_feat && step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} \
-      --size gpu --scenarios regime --epochs 16 --device cuda --longmom 120,250 --name learning_regime_longmom_cuda_h200 \
-      --variant "seed1:run.seed=1" --variant "seed2:run.seed=2" --variant "seed3:run.seed=3"
-    # regime_ppo: PPO's best CPU regime setting (lr 3e-4, gamma 0.97, ent_coef 0.03), seeds 0-2, without and with
-    # the long-momentum features, ~4 min.
-    for lm in "" 120,250; do
-      want regime_ppo && step ${T_REGIME:-540} python3 -m bench.bench_learning --config configs/h200-ppo.toml \
-        --size gpu --scenarios regime --epochs 16 --device cuda ${lm:+--longmom $lm} --name learning_regime_ppo${lm:+_longmom}_cuda_h200 \
-        --set ppo.lr=3e-4 --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 --variant "seed1:run.seed=1" --variant "seed2:run.seed=2"
-    done
-    want tune && step ${T_TUNE:-540} python3 -m bench.bench_tune --deadline $(( ${T_TUNE:-540} - 40 ))
-    want tests && TAILN=8 step ${T_TESTS:-240} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels
-    want ktests && TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s
-    # ftests: the fused learner's GPU tests outside tests/kernels (ktests runs the kernels' own).
-    want ftests && TAILN=30 step ${T_FTESTS:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/agents/test_dqn_fused_step.py tests/agents/test_replay_wide_per.py tests/accel -s
-    want kbts && TAILN=10 step ${T_KBTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -k small_exact
-    want replay && step ${T_REPLAY:-90} python3 -m bench.bench_replay
-    want kbt && TAILN=30 step ${T_KBT:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -s
-    want prof && step ${T_PROF:-150} python3 -m bench.profile_dqn
-    want envf && step ${T_ENVF:-30} python3 -m bench.bench_env_fused
-    want dqn && step ${T_DQN:-330} python3 -m bench.bench_dqn --sb3-steps ${SB3_STEPS:-10000}
-    want bt && step ${T_BT:-150} python3 -m bench.bench_backtest --fast --torch-bars 2000
-    want train && step ${T_TRAIN:-300} python3 -m bench.bench_train
-    want trainfast && step ${T_TRAINFAST:-300} python3 -m bench.bench_train --config configs/h200-fast.toml --out bench/results/train_cuda_fast.json
+    # One named step; the steps run in the order STEPS lists them.
+    run_step() {
+      case "$1" in
+        # Learning scorecards (issue 13/15; docs/LEARNING.md), ~2.5-6 min each on the H200:
+        sc_fast) scorecard h200_fast configs/h200-fast.toml supervised ;;
+        sc_h200) scorecard h200 configs/h200.toml supervised ;;
+        sc_sb3) scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak ;;
+        sc_ppo) scorecard h200_ppo configs/h200-ppo.toml none ;;
+        # sc_ppo_cand: the best PPO regime setting on the CPU (docs/LEARNING.md, stop 20: 57 % over 3 seeds), every
+        # scenario; 16 epochs: give it T_SC=420 or more
+        sc_ppo_cand) scorecard h200_ppo_cand configs/h200-ppo.toml none "" --set ppo.lr=3e-4 --set train.epochs=16 \
+          --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 ;;
+        sc_sb3_ppo) scorecard h200_ppo_sb3 configs/h200-ppo.toml sb3_ppo no_edge,edge_daily,edge_minute,regime,leak ;;
+        # regime: the regime scenario's learning curves over learner seeds and gamma (issue 13: is DQN's
+        # regime capture reliably above the 60 % gate? docs/LEARNING.md "Stop 21"), ~11 s a variant.
+        regime) step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} \
+          --size gpu --scenarios regime --epochs 16 --device cuda --name learning_regime_cuda_h200 \
+          --variant "seed1:run.seed=1" --variant "seed2:run.seed=2" --variant "seed3:run.seed=3" \
+          --variant "g0.8:dqn.gamma=0.8" --variant "g0.9:dqn.gamma=0.9" --variant "g0.9s1:dqn.gamma=0.9;run.seed=1" \
+          --variant "g0.9s2:dqn.gamma=0.9;run.seed=2" --variant "g0.97:dqn.gamma=0.97" ;;
+        # regime_feat: the same regime curves (seeds 0-3, the config's gamma) with two extra features, the 120- and
+        # 250-bar vol-adjusted momentum (bench_learning --longmom; paired with `regime`'s seeds 0-3), ~2 min.
+        regime_feat) step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} \
+          --size gpu --scenarios regime --epochs 16 --device cuda --longmom 120,250 --name learning_regime_longmom_cuda_h200 \
+          --variant "seed1:run.seed=1" --variant "seed2:run.seed=2" --variant "seed3:run.seed=3" ;;
+        # regime_ppo: PPO's best CPU regime setting (lr 3e-4, gamma 0.97, ent_coef 0.03), seeds 0-2, without and
+        # with the long-momentum features, ~4 min.
+        regime_ppo) local lm rc=0; for lm in "" 120,250; do
+            step ${T_REGIME:-540} python3 -m bench.bench_learning --config configs/h200-ppo.toml --size gpu --scenarios regime \
+              --epochs 16 --device cuda ${lm:+--longmom $lm} --name learning_regime_ppo${lm:+_longmom}_cuda_h200 \
+              --set ppo.lr=3e-4 --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 --variant "seed1:run.seed=1" \
+              --variant "seed2:run.seed=2" || rc=$?
+          done; return $rc ;;
+        tune) step ${T_TUNE:-540} python3 -m bench.bench_tune --deadline $(( ${T_TUNE:-540} - 40 )) ;;
+        tests) TAILN=8 step ${T_TESTS:-240} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels ;;
+        ktests) TAILN=30 step ${T_KTESTS:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels -s ;;
+        # ftests: the fused learner's GPU tests outside tests/kernels (ktests runs the kernels' own).
+        ftests) TAILN=30 step ${T_FTESTS:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/agents/test_dqn_fused_step.py \
+          tests/agents/test_replay_wide_per.py tests/accel -s ;;
+        kbts) TAILN=10 step ${T_KBTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -k small_exact ;;
+        replay) step ${T_REPLAY:-90} python3 -m bench.bench_replay ;;
+        kbt) TAILN=30 step ${T_KBT:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -s ;;
+        prof) step ${T_PROF:-150} python3 -m bench.profile_dqn ;;
+        envf) step ${T_ENVF:-30} python3 -m bench.bench_env_fused ;;
+        dqn) step ${T_DQN:-330} python3 -m bench.bench_dqn --sb3-steps ${SB3_STEPS:-10000} ;;
+        bt) step ${T_BT:-150} python3 -m bench.bench_backtest --fast --torch-bars 2000 ;;
+        train) step ${T_TRAIN:-300} python3 -m bench.bench_train ;;
+        trainfast) step ${T_TRAINFAST:-300} python3 -m bench.bench_train --config configs/h200-fast.toml --out bench/results/train_cuda_fast.json ;;
+        *) echo "=== unknown step: $1"; return 2 ;;
+      esac
+    }
+    for s in $STEPS; do run_step "$s" || status=$?; done
     ;;
   *) echo "usage: scripts/gpu.sh [steps | tests PATHS | bench NAME...]"; exit 2 ;;
 esac
