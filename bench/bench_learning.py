@@ -35,13 +35,11 @@ from foxhunt.train.selection import split_fold
 
 
 def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_frac: float,
-           overrides: list[str], evals: tuple[str, ...] = ("online",), longmom: tuple[int, ...] = ()) -> dict[str, Any]:
+           overrides: list[str], evals: tuple[str, ...] = ("online",)) -> dict[str, Any]:
     from foxhunt.train.runner import WalkForwardRunner
 
     size = SIZES[size_name]
     scenario = make_scenario(name, size.n_bars(SPACING[name]))
-    for w in longmom:
-        scenario.extra[f"mom_vol_adj_{w}"] = vol_adjusted_momentum(scenario.bars.close, w)
     cfg = scenario_config(base, scenario, size, [f"train.epochs={epochs}", *overrides])
     prepared = prepare_scenario(cfg, scenario)
     runner = WalkForwardRunner(prepared)
@@ -90,18 +88,6 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
     return out
 
 
-def vol_adjusted_momentum(close: np.ndarray, w: int) -> np.ndarray:
-    """[T] log(C[t] / C[t-w]) / (std of the w 1-bar log returns up to t × sqrt(w)): the feature spec's
-    mom_vol_adj_20/60 at a longer horizon (an experiment: --longmom; rows before t = w are 0)."""
-    lr = np.diff(np.log(np.asarray(close, dtype=np.float64)), prepend=np.nan)
-    out = np.zeros(lr.shape[0])
-    c1, c2 = np.nancumsum(lr), np.nancumsum(lr * lr)
-    s1 = c1[w:] - c1[:-w]
-    var = (c2[w:] - c2[:-w] - s1 * s1 / w) / (w - 1)
-    out[w:] = s1 / np.sqrt(np.maximum(var, 1e-24) * w)
-    return out
-
-
 EVALS = ("online", "target", "swa4", "swa8", "ens4")
 """What --eval can score after each epoch, all from the same training run (a paired comparison):
 online: the greedy policy of the trained network (what the runner keeps); target: DQN's Polyak-averaged
@@ -133,7 +119,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--inner", type=float, default=0.2, help="held-back tail of each training window")
     p.add_argument("--eval", default="online", help=f"comma list of {', '.join(EVALS)} (EVALS)")
-    p.add_argument("--longmom", default="", help="comma list of horizons: extra vol-adjusted momentum features (experiment)")
+    p.add_argument("--longmom", default="", help="comma list of horizons: features.long_momentum (extra vol-adjusted momentum columns)")
     p.add_argument("--variant", action="append", default=[],
                    help="extra runs: 'label:key=value;key=value' (each scenario once more per variant)")
     a = parse(p)
@@ -144,12 +130,13 @@ def main() -> None:
     evals = tuple(a.eval.split(","))
     if any(k not in EVALS for k in evals):
         p.error(f"--eval {a.eval}: each entry must be one of {', '.join(EVALS)}")
-    longmom = tuple(int(w) for w in a.longmom.split(",") if w)
+    if a.longmom:  # shorthand for --set features.long_momentum=[...]
+        overrides.append(f"features.long_momentum=[{a.longmom}]")
     variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(";")) for v in a.variant]
     out = []
     for label, extra in variants:
         for name in a.scenarios.split(","):
-            r = curves(name, base, a.size, a.epochs, a.inner, overrides + extra, evals, longmom)
+            r = curves(name, base, a.size, a.epochs, a.inner, overrides + extra, evals)
             r["variant"] = label
             out.append(r)
             for kind in evals:

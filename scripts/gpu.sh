@@ -46,6 +46,9 @@ case "$mode" in
         # Learning scorecards (issue 13/15; docs/LEARNING.md), ~2.5-6 min each on the H200:
         sc_fast) scorecard h200_fast configs/h200-fast.toml supervised ;;
         sc_h200) scorecard h200 configs/h200.toml supervised ;;
+        # sc_fast_lm / sc_ppo_lm: the same with the 120/250-bar momentum columns (docs/LEARNING.md, stop 21 §7)
+        sc_fast_lm) scorecard h200_fast_lm configs/h200-fast.toml supervised "" --set "features.long_momentum=[120,250]" ;;
+        sc_ppo_lm) scorecard h200_ppo_lm configs/h200-ppo.toml none "" --set "features.long_momentum=[120,250]" ;;
         sc_sb3) scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak ;;
         sc_ppo) scorecard h200_ppo configs/h200-ppo.toml none ;;
         # sc_ppo_cand: the best PPO regime setting on the CPU (docs/LEARNING.md, stop 20: 57 % over 3 seeds), every

@@ -1,29 +1,12 @@
-"""bench/bench_learning.py's experiment pieces: the long-horizon momentum column against a float64
-loop, and the averaged / ensembled networks it scores against their definitions."""
+"""bench/bench_learning.py's --eval networks (averaged, ensembled) against their definitions."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 
-from bench.bench_learning import EVALS, eval_policy, vol_adjusted_momentum
+from bench.bench_learning import EVALS, eval_policy
 from foxhunt.agents.networks import DuelingQNet
-
-
-@pytest.mark.parametrize("w", [2, 7, 120])
-def test_vol_adjusted_momentum_equals_a_float64_loop_and_is_zero_before_its_window(w: int) -> None:
-    rng = np.random.default_rng(w)
-    close = np.exp(np.cumsum(rng.normal(0.0, 0.01, 400))) * 50.0
-    got = vol_adjusted_momentum(close, w)
-    lr = np.diff(np.log(close))  # lr[i] = log(C[i+1] / C[i])
-    for t in range(close.shape[0]):
-        if t < w:
-            assert got[t] == 0.0
-            continue
-        window = lr[t - w:t]  # the w one-bar returns ending at bar t
-        want = np.log(close[t] / close[t - w]) / (window.std(ddof=1) * np.sqrt(w))
-        assert got[t] == pytest.approx(want, rel=1e-9, abs=1e-12)
 
 
 def _nets(k: int) -> list[DuelingQNet]:

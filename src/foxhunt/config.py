@@ -55,6 +55,17 @@ class DataConfig(Section):
 
 class FeatureConfig(Section):
     cache_dir: str = Field(".foxhunt-cache", description="directory of the content-hashed feature cache")
+    long_momentum: list[int] = Field(
+        default_factory=list,
+        description="extra vol-adjusted momentum columns after the spec's 51, one per horizon in bars "
+                    "(e.g. [120, 250] for trends of hundreds of bars; docs/LEARNING.md)")
+
+    @field_validator("long_momentum")
+    @classmethod
+    def _horizons(cls, v: list[int]) -> list[int]:
+        from foxhunt.features.extra import check_horizons
+
+        return check_horizons(v)
 
 
 class FoldConfig(Section):

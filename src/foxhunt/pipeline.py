@@ -43,6 +43,7 @@ def prepare_market(
     cfg = config if isinstance(config, Config) else load_config(config, list(overrides), values=values)
     from foxhunt.features import spec
     from foxhunt.features.cache import load_or_build, require_formed_rows
+    from foxhunt.features.extra import with_long_momentum
     from foxhunt.paths import check_output_dir
 
     check_output_dir(cfg.features.cache_dir, "features.cache_dir")
@@ -58,7 +59,8 @@ def prepare_market(
     t2 = time.perf_counter()
     if res.features.warmup != spec.WARMUP:  # the folds above were laid out after spec.WARMUP
         raise CacheError(f"feature cache {res.path}: warm-up {res.features.warmup} recorded, the spec's is {spec.WARMUP}")
-    market = MarketData(res.features, device)
+    features = with_long_momentum(res.features, cfg.features.long_momentum)
+    market = MarketData(features, device)
     if device.type == "cuda":
         import torch
 
@@ -66,4 +68,4 @@ def prepare_market(
     t3 = time.perf_counter()
     market.set_fold(folds[0])
     timings = {"load_s": t1 - t0, "features_s": t2 - t1, "upload_s": t3 - t2}
-    return Prepared(cfg, bars, res.features, res.path, res.built, folds, market, timings)
+    return Prepared(cfg, bars, features, res.path, res.built, folds, market, timings)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-import torch
 
 from foxhunt.config import Config, apply_overrides, build_config
+from foxhunt.features.extra import append_columns, with_long_momentum
 from foxhunt.features.featureset import FeatureSet
 from foxhunt.folds import folds_from_config
 from foxhunt.market import MarketData
@@ -109,18 +109,8 @@ def _bar_seconds(scenario: Scenario) -> int:
 
 
 def with_extra(fs: FeatureSet, extra: dict[str, np.ndarray]) -> FeatureSet:
-    """``fs`` with extra feature columns appended ([T] each; rows before the warm-up set to 0)."""
-    if not extra:
-        return fs
-    cols = []
-    for name, col in extra.items():
-        c = torch.as_tensor(np.asarray(col, dtype=np.float64)).to(torch.float32).clone()
-        c[: fs.warmup] = 0.0
-        cols.append(c[:, None])
-    feats = torch.cat([fs.features, *cols], dim=1).contiguous()
-    return FeatureSet(features=feats, targets=fs.targets, ohlc=fs.ohlc, volume=fs.volume, timestamps=fs.timestamps,
-                      names=(*fs.names, *extra), warmup=fs.warmup, has_volume=fs.has_volume,
-                      spec_version=fs.spec_version + "+" + ",".join(extra), source_sha256=fs.source_sha256)
+    """``fs`` with extra feature columns appended (``foxhunt.features.extra.append_columns``)."""
+    return append_columns(fs, extra)
 
 
 def prepare_scenario(cfg: Config, scenario: Scenario) -> Prepared:
@@ -132,7 +122,7 @@ def prepare_scenario(cfg: Config, scenario: Scenario) -> Prepared:
     t0 = time.perf_counter()
     res = load_or_build(scenario.bars, cfg.features.cache_dir, device=device)
     t1 = time.perf_counter()
-    fs = with_extra(res.features, scenario.extra)
+    fs = with_extra(with_long_momentum(res.features, cfg.features.long_momentum), scenario.extra)
     folds = folds_from_config(scenario.bars.timestamps, cfg.folds, origin=fs.warmup)
     market = MarketData(fs, device)
     market.set_fold(folds[0])
