@@ -51,18 +51,20 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
         short, inner_start, inner_steps = split_fold(f, inner_frac, purge)  # as train.select = "inner"
         trainer.reset_for_fold(short)
         fold_rows = []
-        snaps: list[nn.Module] = []
+        snaps: list[nn.Module] = []  # the last `keep` epoch-end networks (swaK / ensK only)
+        keep = max([int(k[3:]) for k in evals if k[:3] in ("swa", "ens")], default=0)
         for e in range(epochs):
             trainer.train_epoch()
             trainer.drain()
             net = policy_net(trainer)
-            snaps.append(copy.deepcopy(net))
+            if keep:
+                snaps = [*snaps[-(keep - 1):], copy.deepcopy(net)] if keep > 1 else [copy.deepcopy(net)]
             row: dict[str, Any] = {"epoch": e + 1}
             for kind in evals:
                 policy = eval_policy(kind, net, trainer, snaps)
                 res = bt.run([inner_start, f.val_start], [inner_steps, f.val_len - 1], policy,
                              backend=backend if isinstance(policy, GreedyPolicy) else "torch")
-                sfx = "" if kind == "online" else f"_{kind}"
+                sfx = _suffix(kind)
                 row.update({f"inner_sharpe{sfx}": res.metrics[0]["sharpe"], f"val_sharpe{sfx}": res.metrics[1]["sharpe"],
                             f"inner_turnover{sfx}": res.metrics[0]["turnover"], f"val_turnover{sfx}": res.metrics[1]["turnover"]})
             fold_rows.append(row)
@@ -77,7 +79,7 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
     out = {"scenario": name, "epochs": epochs, "inner_frac": inner_frac, "overrides": overrides, "wall_s": wall,
            "folds": rows, "references": ref_sharpe, "best_reference": max(0.0, *ref_sharpe.values())}
     for kind in evals:
-        sfx = "" if kind == "online" else f"_{kind}"
+        sfx = _suffix(kind)
         val = np.array([[r[f"val_sharpe{sfx}"] for r in fr] for fr in rows])  # [folds, epochs]
         inner_s = np.array([[r[f"inner_sharpe{sfx}"] for r in fr] for fr in rows])
         pick = np.nanargmax(np.where(np.isfinite(inner_s), inner_s, -np.inf), axis=1)
@@ -106,10 +108,16 @@ def eval_policy(kind: str, net: nn.Module, trainer: Any, snaps: list[nn.Module])
     if kind.startswith("ens"):
         return EnsemblePolicy(last, mode="mean")
     avg = copy.deepcopy(last[-1])
+    members = [dict(m.named_parameters()) for m in last]
     with torch.no_grad():
         for name, p in avg.named_parameters():
-            p.copy_(torch.stack([dict(m.named_parameters())[name] for m in last]).mean(0))
+            p.copy_(torch.stack([m[name] for m in members]).mean(0))
     return GreedyPolicy(avg)
+
+
+def _suffix(kind: str) -> str:
+    """Key suffix of an --eval kind in the rows and the JSON ("" for the online network)."""
+    return "" if kind == "online" else f"_{kind}"
 
 
 def main() -> None:
@@ -140,7 +148,7 @@ def main() -> None:
             r["variant"] = label
             out.append(r)
             for kind in evals:
-                sfx = "" if kind == "online" else f"_{kind}"
+                sfx = _suffix(kind)
                 by_epoch = " ".join(f"{x:+.2f}" for x in r[f"val_mean_by_epoch{sfx}"])
                 print(f"{label + sfx:>14} {name:<12} best ref {r['best_reference']:+.2f} | val by epoch {by_epoch} | "
                       f"selected {r[f'val_selected_mean{sfx}']:+.2f} (epochs {r[f'selected_epochs{sfx}']}) | "

@@ -9,11 +9,12 @@ import numpy as np
 
 from foxhunt.backtest.evaluator import Backtester
 from foxhunt.env import EnvParams
+from foxhunt.features.extra import append_columns
 from foxhunt.features.spec import build_features
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 from foxhunt.scorecard.baselines import sb3_scores, supervised_exposures
-from foxhunt.scorecard.build import SCENARIO_ENV, with_extra
+from foxhunt.scorecard.build import SCENARIO_ENV
 from foxhunt.scorecard.markets import make_scenario
 
 FOLD = FoldRange(0, 303, 1100, 1160, 1400)
@@ -21,7 +22,7 @@ FOLD = FoldRange(0, 303, 1100, 1160, 1400)
 
 def _leak_market():
     sc = make_scenario("leak", 1400)
-    m = MarketData(with_extra(build_features(sc.bars), sc.extra))
+    m = MarketData(append_columns(build_features(sc.bars), sc.extra))
     m.set_fold(FOLD)
     return sc, m
 

@@ -12,10 +12,11 @@ from foxhunt.backtest.policies import ExposurePolicy
 from foxhunt.env import EnvParams
 from foxhunt.env.reference import ReferenceEnv
 from foxhunt.env.reference_market import ReferenceMarket
+from foxhunt.features.extra import append_columns
 from foxhunt.features.spec import build_features
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
-from foxhunt.scorecard.build import SCENARIO_ENV, with_extra
+from foxhunt.scorecard.build import SCENARIO_ENV
 from foxhunt.scorecard.markets import GENERATORS, make_scenario
 
 SYNTHETIC = [n for n in GENERATORS if n not in ("sp500", "nasdaq")]
@@ -24,7 +25,7 @@ N, START, LEN = 600, 460, 100
 
 def _market(name: str):
     sc = make_scenario(name, N)
-    fs = with_extra(build_features(sc.bars), sc.extra)
+    fs = append_columns(build_features(sc.bars), sc.extra)
     m = MarketData(fs)
     m.set_fold(FoldRange(0, fs.warmup, START - 20, START - 10, N))
     return sc, m

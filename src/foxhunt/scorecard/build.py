@@ -24,7 +24,6 @@ import numpy as np
 
 from foxhunt.config import Config, apply_overrides, build_config
 from foxhunt.features.extra import append_columns, with_long_momentum
-from foxhunt.features.featureset import FeatureSet
 from foxhunt.folds import folds_from_config
 from foxhunt.market import MarketData
 from foxhunt.pipeline import Prepared
@@ -108,11 +107,6 @@ def _bar_seconds(scenario: Scenario) -> int:
     return DAY if sec >= 20 * 3600 else MINUTE
 
 
-def with_extra(fs: FeatureSet, extra: dict[str, np.ndarray]) -> FeatureSet:
-    """``fs`` with extra feature columns appended (``foxhunt.features.extra.append_columns``)."""
-    return append_columns(fs, extra)
-
-
 def prepare_scenario(cfg: Config, scenario: Scenario) -> Prepared:
     """Features (cached by content like ``foxhunt train``) + extras, folds, and the uploaded market."""
     from foxhunt.device import resolve_device
@@ -122,7 +116,7 @@ def prepare_scenario(cfg: Config, scenario: Scenario) -> Prepared:
     t0 = time.perf_counter()
     res = load_or_build(scenario.bars, cfg.features.cache_dir, device=device)
     t1 = time.perf_counter()
-    fs = with_extra(with_long_momentum(res.features, cfg.features.long_momentum), scenario.extra)
+    fs = append_columns(with_long_momentum(res.features, cfg.features.long_momentum), scenario.extra)
     folds = folds_from_config(scenario.bars.timestamps, cfg.folds, origin=fs.warmup)
     market = MarketData(fs, device)
     market.set_fold(folds[0])
