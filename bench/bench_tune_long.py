@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from bench import common
-from bench.tune_long_study import (ROOT, Settings, accumulated_s, chunk_lock, chunks, fail_stale, open_dir, run_chunk,
-                                   size_of, study_config)
+from bench.tune_long_study import (ROOT, Settings, accumulated_s, chunk_lock, chunks, fail_stale, journal_storage, open_dir,
+                                   run_chunk, size_of, study_config)
 from foxhunt.errors import ConfigError, FoxhuntError
 
 SCENARIOS = "edge_daily,regime,leak"
@@ -68,7 +68,7 @@ def status(d: Path, total_s: float, min_chunk_s: float) -> str:
     """``key=value`` pairs of the study in ``d`` (read only)."""
     import optuna
 
-    from bench.tune_long_study import STUDY, journal_storage
+    from bench.tune_long_study import STUDY
     from foxhunt.tune.study import counts, quiet_optuna
 
     quiet_optuna()
