@@ -1,10 +1,12 @@
 """bench/bench_tune_long.py's chunked study: chunks in fresh processes resume one Optuna journal
 study; its accumulated time is the sum of the chunks' wall times; every trial is counted once; a
 finished study runs no further chunk; a chunk with other study settings is refused; trials left
-RUNNING by a dead chunk are failed and re-queued with their parameters."""
+RUNNING by a dead chunk are failed and re-queued with their parameters; `compare` on the finished
+study, in a fresh process, writes the best-against-untuned result."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -20,12 +22,16 @@ from foxhunt.tune.worker import result_attrs
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _run(d: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+def _bench(*args: str) -> subprocess.CompletedProcess[str]:
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT), env.get("PYTHONPATH", "")])
-    cmd = [sys.executable, "-m", "bench.bench_tune_long", "study", "--quick", "--device", "cpu", "--storage", str(d),
-           "--total-s", "26", "--chunk-s", "14", "--min-chunk-s", "4", "--workers", "1", *extra]
-    return subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=120)
+    cmd = [sys.executable, "-m", "bench.bench_tune_long", *args, "--quick", "--device", "cpu"]
+    return subprocess.run(cmd, env=env, cwd=str(ROOT), capture_output=True, text=True, timeout=180)
+
+
+def _run(d: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _bench("study", "--storage", str(d), "--total-s", "26", "--chunk-s", "14", "--min-chunk-s", "4", "--workers", "1",
+                  *extra)
 
 
 @pytest.mark.slow
@@ -60,6 +66,15 @@ def test_two_chunks_in_fresh_processes_resume_one_study_and_their_times_and_tria
     r = _run(d, "--scenario", "regime")
     assert r.returncode == 2 and r.stderr.strip().startswith("error:") and "scenario='edge_daily'" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
+
+    # compare (a fresh process, as on the device): both configurations on the hold-out, one scenario row.
+    out = tmp_path / "compare.json"
+    r = _bench("compare", "--storage", str(d), "--scenarios", "leak", "--seeds", "1", "--out", str(out))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(out.read_text())
+    assert res["study"]["complete"] == len(trials) and res["untuned"]["number"] == 0
+    assert len(res["holdout_runs"]["untuned"]) == len(res["holdout_runs"]["best"]) == 1
+    assert set(res["scorecard"]["leak"]) == {"untuned", "best"} and res["overfitting"]["n_trials"] == len(trials)
 
 
 def test_fail_stale_marks_running_trials_failed_and_requeues_their_parameters(tmp_path: Path) -> None:
