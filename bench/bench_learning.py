@@ -11,6 +11,12 @@ backtests the greedy policy on the inner window [train_end - inner, train_end) a
 validation window (one lockstep run of two windows). JSON: bench/results/learning_<device>.json;
 the last lines print, per scenario, the fold-mean validation Sharpe after each epoch, the one the
 best inner epoch would select, and the best reference's (oracle) Sharpe.
+
+--seeds K (K > 1) trains K agents side by side on every fold (run.seed, run.seed + 1, …: member 0 is
+the run without --seeds, so the two are paired) and scores after each epoch, besides member 0's
+--eval networks, each other member alone (key suffix ``_m<k>``) and the mean-Q (PPO: mean-logit)
+ensemble of the K members' networks of that epoch (``_seeds<K>``): does averaging independently
+trained agents remove the seed-to-seed spread that one agent's selected Sharpe carries?
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from foxhunt.train.selection import split_fold
 
 
 def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_frac: float,
-           overrides: list[str], evals: tuple[str, ...] = ("online",)) -> dict[str, Any]:
+           overrides: list[str], evals: tuple[str, ...] = ("online",), seeds: int = 1) -> dict[str, Any]:
     from foxhunt.train.runner import WalkForwardRunner
 
     size = SIZES[size_name]
@@ -44,12 +50,19 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
     prepared = prepare_scenario(cfg, scenario)
     runner = WalkForwardRunner(prepared)
     trainer, bt, backend = runner.trainer, runner.backtester, runner.plan.eval
+    # --seeds: members 1..K-1, the same configuration with the next seeds (own trainers, same bars)
+    members = [WalkForwardRunner(prepare_scenario(scenario_config(
+        base, scenario, size, [f"train.epochs={epochs}", *overrides, f"run.seed={int(cfg.run.seed) + k}"]), scenario)).trainer
+        for k in range(1, seeds)]
+    kinds = scored_kinds(evals, seeds)
     purge = int(cfg.folds.purge)
     rows = []
     t0 = time.perf_counter()
     for f in prepared.folds:
         short, inner_start, inner_steps = split_fold(f, inner_frac, purge)  # as train.select = "inner"
         trainer.reset_for_fold(short)
+        for m in members:
+            m.reset_for_fold(short)
         fold_rows = []
         snaps: list[nn.Module] = []  # the last `keep` epoch-end networks (swaK / ensK only)
         keep = max([int(k[3:]) for k in evals if k[:3] in ("swa", "ens")], default=0)
@@ -59,9 +72,14 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
             net = policy_net(trainer)
             if keep:
                 snaps = [*snaps[-(keep - 1):], copy.deepcopy(net)] if keep > 1 else [copy.deepcopy(net)]
+            for m in members:
+                m.train_epoch()
+                m.drain()
+            team = [net, *(policy_net(m) for m in members)]
             row: dict[str, Any] = {"epoch": e + 1}
-            for kind in evals:
-                policy = eval_policy(kind, net, trainer, snaps)
+            for kind in kinds:
+                policy = (GreedyPolicy(team[int(kind[1:])]) if kind[0] == "m" else EnsemblePolicy(team, mode="mean")
+                          if kind.startswith("seeds") else eval_policy(kind, net, trainer, snaps))
                 res = bt.run([inner_start, f.val_start], [inner_steps, f.val_len - 1], policy,
                              backend=backend if isinstance(policy, GreedyPolicy) else "torch")
                 sfx = _suffix(kind)
@@ -78,7 +96,7 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
     ref_sharpe = {k: float(v.summary()["sharpe"]) for k, v in refs.items()}
     out = {"scenario": name, "epochs": epochs, "inner_frac": inner_frac, "overrides": overrides, "wall_s": wall,
            "folds": rows, "references": ref_sharpe, "best_reference": max(0.0, *ref_sharpe.values())}
-    for kind in evals:
+    for kind in kinds:
         sfx = _suffix(kind)
         val = np.array([[r[f"val_sharpe{sfx}"] for r in fr] for fr in rows])  # [folds, epochs]
         inner_s = np.array([[r[f"inner_sharpe{sfx}"] for r in fr] for fr in rows])
@@ -95,6 +113,12 @@ EVALS = ("online", "target", "swa4", "swa8", "ens4")
 online: the greedy policy of the trained network (what the runner keeps); target: DQN's Polyak-averaged
 target network; swaK: the parameter average of the last K epoch-end networks; ensK: the mean Q-values
 (PPO: logits) of the last K epoch-end networks."""
+
+
+def scored_kinds(evals: tuple[str, ...], seeds: int) -> list[str]:
+    """What one run scores after each epoch: member 0's --eval networks, then (--seeds K > 1) members
+    1..K-1 alone ("m<k>") and the K members' ensemble ("seeds<K>")."""
+    return [*evals, *(f"m{k}" for k in range(1, seeds)), *([f"seeds{seeds}"] if seeds > 1 else [])]
 
 
 def eval_policy(kind: str, net: nn.Module, trainer: Any, snaps: list[nn.Module]) -> Any:
@@ -127,6 +151,7 @@ def main() -> None:
     p.add_argument("--epochs", type=int, default=12)
     p.add_argument("--inner", type=float, default=0.2, help="held-back tail of each training window")
     p.add_argument("--eval", default="online", help=f"comma list of {', '.join(EVALS)} (EVALS)")
+    p.add_argument("--seeds", type=int, default=1, help="K > 1: K agents a fold; scores each and their ensemble (docstring)")
     p.add_argument("--longmom", default="", help="comma list of horizons: features.long_momentum (extra vol-adjusted momentum columns)")
     p.add_argument("--variant", action="append", default=[],
                    help="extra runs: 'label:key=value;key=value' (each scenario once more per variant)")
@@ -138,16 +163,18 @@ def main() -> None:
     evals = tuple(a.eval.split(","))
     if any(k not in EVALS for k in evals):
         p.error(f"--eval {a.eval}: each entry must be one of {', '.join(EVALS)}")
+    if a.seeds < 1:
+        p.error(f"--seeds {a.seeds}: must be >= 1")
     if a.longmom:  # shorthand for --set features.long_momentum=[...]
         overrides.append(f"features.long_momentum=[{a.longmom}]")
     variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(";")) for v in a.variant]
     out = []
     for label, extra in variants:
         for name in a.scenarios.split(","):
-            r = curves(name, base, a.size, a.epochs, a.inner, overrides + extra, evals)
+            r = curves(name, base, a.size, a.epochs, a.inner, overrides + extra, evals, a.seeds)
             r["variant"] = label
             out.append(r)
-            for kind in evals:
+            for kind in scored_kinds(evals, a.seeds):
                 sfx = _suffix(kind)
                 by_epoch = " ".join(f"{x:+.2f}" for x in r[f"val_mean_by_epoch{sfx}"])
                 print(f"{label + sfx:>14} {name:<12} best ref {r['best_reference']:+.2f} | val by epoch {by_epoch} | "

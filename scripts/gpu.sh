@@ -7,7 +7,8 @@
 #   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps, in this order (three calls cover the list)
 #   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo sc_sb3_ppo), tuner (tune),
 #                                                  # regime seeds x gamma curves (regime), long-momentum
-#                                                  # features (regime_feat), PPO's regime curves (regime_ppo)
+#                                                  # features (regime_feat), PPO's regime curves (regime_ppo),
+#                                                  # seed ensembles (regime_ens, regime_ens_ppo)
 #   scripts/gpu.sh tests "tests/agents tests/accel"  # pytest -m gpu on those paths
 #   scripts/gpu.sh bench "bench_dqn --only abc" ...  # bench modules (python -m bench.<name> ARGS)
 #
@@ -75,6 +76,19 @@ case "$mode" in
               --epochs 16 --device cuda ${lm:+--longmom $lm} --name learning_regime_ppo${lm:+_longmom}_cuda_h200 \
               --set ppo.lr=3e-4 --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 --variant "seed1:run.seed=1" \
               --variant "seed2:run.seed=2" || rc=$?
+          done; return $rc ;;
+        # regime_ens: seed ensembles (bench_learning --seeds 4: members = seeds 0-3, paired with `regime` and
+        # `regime_feat`; scored alone and as one mean-Q ensemble), without and with the long-momentum columns, ~3 min.
+        regime_ens) local lm rc=0; for lm in "" 120,250; do
+            step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} --size gpu \
+              --scenarios regime --epochs 16 --device cuda --seeds 4 ${lm:+--longmom $lm} \
+              --name learning_regime_ens${lm:+_longmom}_cuda_h200 || rc=$?
+          done; return $rc ;;
+        # regime_ens_ppo: the same for PPO's candidate setting (regime_ppo's), 3 seeds, ~3 min.
+        regime_ens_ppo) local lm rc=0; for lm in "" 120,250; do
+            step ${T_REGIME:-540} python3 -m bench.bench_learning --config configs/h200-ppo.toml --size gpu --scenarios regime \
+              --epochs 16 --device cuda --seeds 3 ${lm:+--longmom $lm} --name learning_regime_ens_ppo${lm:+_longmom}_cuda_h200 \
+              --set ppo.lr=3e-4 --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 || rc=$?
           done; return $rc ;;
         tune) step ${T_TUNE:-540} python3 -m bench.bench_tune --deadline $(( ${T_TUNE:-540} - 40 )) ;;
         tests) TAILN=8 step ${T_TESTS:-240} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels ;;

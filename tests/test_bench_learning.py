@@ -1,4 +1,5 @@
-"""bench/bench_learning.py's --eval networks (averaged, ensembled) against their definitions."""
+"""bench/bench_learning.py's --eval networks (averaged, ensembled) against their definitions, and --seeds K
+(K agents a fold, member 0 paired with the plain run)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,23 @@ def test_ensemble_policy_takes_the_argmax_of_the_mean_q_and_target_falls_back_to
     target = eval_policy("target", snaps[-1], _Trainer(), snaps)
     assert target.net is snaps[-1]
     assert set(EVALS) == {"online", "target", "swa4", "swa8", "ens4"}
+
+
+TINY = {"env": {"episode_length": 32}, "train": {"epochs": 1},
+        "dqn": {"n_envs": 16, "rollout_len": 4, "rounds_per_epoch": 2, "train_steps_per_round": 1, "batch_size": 32,
+                "hidden": [16, 16], "head_hidden": 8, "buffer_capacity": 2048, "warmup_transitions": 64}}
+
+
+@pytest.mark.slow
+def test_seeds_k_pairs_member_zero_with_the_plain_run_and_scores_each_member_and_their_ensemble() -> None:
+    from bench.bench_learning import curves
+
+    plain = curves("edge_daily", TINY, "tiny", 2, 0.2, ['run.device="cpu"'])
+    team = curves("edge_daily", TINY, "tiny", 2, 0.2, ['run.device="cpu"'], seeds=2)
+    rows = [r for f in team["folds"] for r in f]
+    assert [r["val_sharpe"] for f in plain["folds"] for r in f] == [r["val_sharpe"] for r in rows]  # member 0 = plain
+    assert team["val_selected_mean"] == plain["val_selected_mean"]
+    for sfx in ("_m1", "_seeds2"):
+        assert all(f"inner_sharpe{sfx}" in r and f"val_turnover{sfx}" in r for r in rows)
+        assert len(team[f"val_mean_by_epoch{sfx}"]) == 2 and f"val_selected_mean{sfx}" in team
+    assert [r["val_sharpe_m1"] for r in rows] != [r["val_sharpe"] for r in rows]  # another seed: another agent
