@@ -51,7 +51,7 @@ TINY = {"env": {"episode_length": 32}, "train": {"epochs": 1},
 
 
 @pytest.mark.slow
-def test_seeds_k_pairs_member_zero_with_the_plain_run_and_scores_each_member_and_their_ensemble() -> None:
+def test_seeds_k_members_equal_separate_runs_of_their_seeds_and_the_ensemble_is_scored_too() -> None:
     from bench.bench_learning import curves
 
     plain = curves("edge_daily", TINY, "tiny", 2, 0.2, ['run.device="cpu"'])
@@ -62,4 +62,6 @@ def test_seeds_k_pairs_member_zero_with_the_plain_run_and_scores_each_member_and
     for sfx in ("_m1", "_seeds2"):
         assert all(f"inner_sharpe{sfx}" in r and f"val_turnover{sfx}" in r for r in rows)
         assert len(team[f"val_mean_by_epoch{sfx}"]) == 2 and f"val_selected_mean{sfx}" in team
+    seed1 = curves("edge_daily", TINY, "tiny", 2, 0.2, ['run.device="cpu"', "run.seed=1"])
+    assert [r["val_sharpe_m1"] for r in rows] == [r["val_sharpe"] for f in seed1["folds"] for r in f]  # = a seed-1 run
     assert [r["val_sharpe_m1"] for r in rows] != [r["val_sharpe"] for r in rows]  # another seed: another agent
