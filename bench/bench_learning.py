@@ -55,6 +55,7 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
         base, scenario, size, [f"train.epochs={epochs}", *overrides, f"run.seed={int(cfg.run.seed) + k}"]), scenario)).trainer
         for k in range(1, seeds)]
     kinds = scored_kinds(evals, seeds)
+    keep = max([int(k[3:]) for k in evals if k[:3] in ("swa", "ens")], default=0)  # snapshots swaK / ensK need
     purge = int(cfg.folds.purge)
     rows = []
     t0 = time.perf_counter()
@@ -65,7 +66,6 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
             m.reset_for_fold(short)
         fold_rows = []
         snaps: list[nn.Module] = []  # the last `keep` epoch-end networks (swaK / ensK only)
-        keep = max([int(k[3:]) for k in evals if k[:3] in ("swa", "ens")], default=0)
         for e in range(epochs):
             trainer.train_epoch()
             trainer.drain()
