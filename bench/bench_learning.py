@@ -15,8 +15,12 @@ best inner epoch would select, and the best reference's (oracle) Sharpe.
 --seeds K (K > 1) trains K agents side by side on every fold (run.seed, run.seed + 1, …: member 0 is
 the run without --seeds, so the two are paired) and scores after each epoch, besides member 0's
 --eval networks, each other member alone (key suffix ``_m<k>``) and the mean-Q (PPO: mean-logit)
-ensemble of the K members' networks of that epoch (``_seeds<K>``): does averaging independently
-trained agents remove the seed-to-seed spread that one agent's selected Sharpe carries?
+ensemble of the K members' networks of that epoch (``_seeds<K>``, selected by its own inner Sharpe):
+does averaging independently trained agents remove the seed-to-seed spread that one agent's selected
+Sharpe carries? Per fold it also scores ``selens<K>``: each member keeps the epoch its own inner
+Sharpe picks (what K separate runs would keep) and the K kept networks are merged (what an ensemble
+of K trained models would trade). Ensembles run as one wide network (``agents.networks.merge_mean``),
+so they take the same backtest backend as one agent (the fused kernel on a GPU).
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import torch
 from torch import nn
 
 from bench.common import arguments, machine, parse, save
-from foxhunt.backtest.policies import EnsemblePolicy, GreedyPolicy
+from foxhunt.agents.networks import merge_mean
+from foxhunt.backtest.policies import GreedyPolicy
 from foxhunt.scorecard.build import SIZES, prepare_scenario, scenario_config
 from foxhunt.scorecard.markets import make_scenario, SPACING
 from foxhunt.scorecard.policies import score_exposures
@@ -58,6 +63,7 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
     keep = max([int(k[3:]) for k in evals if k[:3] in ("swa", "ens")], default=0)  # snapshots swaK / ensK need
     purge = int(cfg.folds.purge)
     rows = []
+    selens: list[dict[str, Any]] = []  # --seeds: per fold, the merge of each member's own selected epoch
     t0 = time.perf_counter()
     for f in prepared.folds:
         short, inner_start, inner_steps = split_fold(f, inner_frac, purge)  # as train.select = "inner"
@@ -66,6 +72,7 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
             m.reset_for_fold(short)
         fold_rows = []
         snaps: list[nn.Module] = []  # the last `keep` epoch-end networks (swaK / ensK only)
+        history: list[list[nn.Module]] = [[] for _ in range(seeds if seeds > 1 else 0)]  # [member][epoch] copies
         for e in range(epochs):
             trainer.train_epoch()
             trainer.drain()
@@ -76,9 +83,12 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
                 m.train_epoch()
                 m.drain()
             team = [net, *(policy_net(m) for m in members)]
+            for k, member_net in enumerate(team[:len(history)]):
+                history[k].append(copy.deepcopy(member_net))
             row: dict[str, Any] = {"epoch": e + 1}
             for kind in kinds:
-                policy = (GreedyPolicy(team[int(kind[1:])]) if kind[0] == "m" else EnsemblePolicy(team, mode="mean")
+                # the seeds ensemble as one wide network (merge_mean): the same backend as one agent's
+                policy = (GreedyPolicy(team[int(kind[1:])]) if kind[0] == "m" else GreedyPolicy(merge_mean(team))
                           if kind.startswith("seeds") else eval_policy(kind, net, trainer, snaps))
                 res = bt.run([inner_start, f.val_start], [inner_steps, f.val_len - 1], policy,
                              backend=backend if isinstance(policy, GreedyPolicy) else "torch")
@@ -86,6 +96,13 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
                 row.update({f"inner_sharpe{sfx}": res.metrics[0]["sharpe"], f"val_sharpe{sfx}": res.metrics[1]["sharpe"],
                             f"inner_turnover{sfx}": res.metrics[0]["turnover"], f"val_turnover{sfx}": res.metrics[1]["turnover"]})
             fold_rows.append(row)
+        if history:  # each member keeps its own inner-selected epoch (as a run of its seed would); merged
+            picks = [_inner_pick([r[f"inner_sharpe{_suffix(kind)}"] for r in fold_rows])
+                     for kind in ["online", *(f"m{k}" for k in range(1, seeds))]]
+            res = bt.run([f.val_start], [f.val_len - 1], GreedyPolicy(merge_mean([h[p] for h, p in zip(history, picks)])),
+                         backend=backend)
+            selens.append({"picks": [p + 1 for p in picks], "val_sharpe": res.metrics[0]["sharpe"],
+                           "val_turnover": res.metrics[0]["turnover"]})
         rows.append(fold_rows)
         print(f"  fold {len(rows)}/{len(prepared.folds)} {name}: val by epoch "
               + " ".join(f"{r['val_sharpe']:+.2f}" for r in fold_rows) + f" ({time.perf_counter() - t0:.0f} s)", flush=True)
@@ -100,12 +117,21 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
         sfx = _suffix(kind)
         val = np.array([[r[f"val_sharpe{sfx}"] for r in fr] for fr in rows])  # [folds, epochs]
         inner_s = np.array([[r[f"inner_sharpe{sfx}"] for r in fr] for fr in rows])
-        pick = np.nanargmax(np.where(np.isfinite(inner_s), inner_s, -np.inf), axis=1)
+        pick = np.array([_inner_pick(row) for row in inner_s])
         selected = val[np.arange(val.shape[0]), pick]
         turn = np.array([[r[f"val_turnover{sfx}"] for r in fr] for fr in rows])
         out.update({f"val_mean_by_epoch{sfx}": val.mean(0).tolist(), f"selected_epochs{sfx}": (pick + 1).tolist(),
                     f"val_selected_mean{sfx}": float(selected.mean()), f"val_turnover_by_epoch{sfx}": turn.mean(0).tolist()})
+    if selens:
+        out.update({f"selens{seeds}_by_fold": selens,
+                    f"val_selected_mean_selens{seeds}": float(np.mean([x["val_sharpe"] for x in selens]))})
     return out
+
+
+def _inner_pick(inner_by_epoch: Any) -> int:
+    """The epoch index ``train.select = "inner"`` keeps: the best finite inner Sharpe (the first on ties)."""
+    x = np.asarray(inner_by_epoch, dtype=np.float64)
+    return int(np.argmax(np.where(np.isfinite(x), x, -np.inf)))
 
 
 EVALS = ("online", "target", "swa4", "swa8", "ens4")
@@ -130,7 +156,7 @@ def eval_policy(kind: str, net: nn.Module, trainer: Any, snaps: list[nn.Module])
     k = int(kind[3:])
     last = snaps[-k:]
     if kind.startswith("ens"):
-        return EnsemblePolicy(last, mode="mean")
+        return GreedyPolicy(merge_mean(last))
     avg = copy.deepcopy(last[-1])
     members = [dict(m.named_parameters()) for m in last]
     with torch.no_grad():
@@ -165,6 +191,8 @@ def main() -> None:
         p.error(f"--eval {a.eval}: each entry must be one of {', '.join(EVALS)}")
     if a.seeds < 1:
         p.error(f"--seeds {a.seeds}: must be >= 1")
+    if a.seeds > 1 and "online" not in evals:
+        p.error("--seeds K > 1 needs 'online' in --eval (member 0's own selection)")
     if a.longmom:  # shorthand for --set features.long_momentum=[...]
         overrides.append(f"features.long_momentum=[{a.longmom}]")
     variants = [("base", [])] + [(v.split(":", 1)[0], v.split(":", 1)[1].split(";")) for v in a.variant]
@@ -180,6 +208,13 @@ def main() -> None:
                 print(f"{label + sfx:>14} {name:<12} best ref {r['best_reference']:+.2f} | val by epoch {by_epoch} | "
                       f"selected {r[f'val_selected_mean{sfx}']:+.2f} (epochs {r[f'selected_epochs{sfx}']}) | "
                       f"turnover {np.mean(r[f'val_turnover_by_epoch{sfx}']):.3f} | {r['wall_s']:.0f} s", flush=True)
+            if a.seeds > 1:
+                sel = r[f"selens{a.seeds}_by_fold"]
+                folds = " ".join(f"{x['val_sharpe']:+.2f}" for x in sel)
+                tag = f"{label}_selens{a.seeds}"
+                print(f"{tag:>14} {name:<12} each member's own selected epoch, merged: selected "
+                      f"{r[f'val_selected_mean_selens{a.seeds}']:+.2f} (folds {folds}; "
+                      f"epochs {[x['picks'] for x in sel]})", flush=True)
             # Saved after every run: a call cut short by its time limit still returns what it measured.
             path = save(a, f"learning_{a.dev.type}{'_quick' if a.quick else ''}",
                         {"machine": machine(a.dev), "config": a.config or None, "size": a.size, "runs": out,

@@ -62,6 +62,10 @@ def test_seeds_k_members_equal_separate_runs_of_their_seeds_and_the_ensemble_is_
     for sfx in ("_m1", "_seeds2"):
         assert all(f"inner_sharpe{sfx}" in r and f"val_turnover{sfx}" in r for r in rows)
         assert len(team[f"val_mean_by_epoch{sfx}"]) == 2 and f"val_selected_mean{sfx}" in team
+    sel = team["selens2_by_fold"]  # each member's own inner pick, merged: one validation score a fold
+    assert len(sel) == len(team["folds"]) and all(len(x["picks"]) == 2 and set(x["picks"]) <= {1, 2} for x in sel)
+    assert sel[0]["picks"][0] == plain["selected_epochs"][0]  # member 0 keeps what the plain run keeps
+    assert team["val_selected_mean_selens2"] == pytest.approx(sum(x["val_sharpe"] for x in sel) / len(sel))
     seed1 = curves("edge_daily", TINY, "tiny", 2, 0.2, ['run.device="cpu"', "run.seed=1"])
     assert [r["val_sharpe_m1"] for r in rows] == [r["val_sharpe"] for f in seed1["folds"] for r in f]  # = a seed-1 run
     assert [r["val_sharpe_m1"] for r in rows] != [r["val_sharpe"] for r in rows]  # another seed: another agent

@@ -126,6 +126,55 @@ def fused_net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str |
     return None
 
 
+def merge_mean(nets: Sequence[DuelingQNet], weights: Sequence[float] | None = None) -> DuelingQNet:
+    """One DuelingQNet whose Q is the weighted mean of K members' Q-values (a mean-Q ensemble).
+
+    Members must share obs_dim, n_actions, the trunk widths, head_hidden and the slope. The merged
+    net is K times as wide: the first layer of every stack concatenates the members' rows, the inner
+    layers are block-diagonal (member k's units see only member k's units), and the two output layers
+    concatenate the members' columns scaled by their weight, biases weighted alike. Since the dueling
+    combination V + A − mean_a A is linear in (V, A), the merged Q equals Σ_k w_k Q_k exactly (up to
+    float32 summation order). So anything that runs one DuelingQNet (model files, ``foxhunt backtest``,
+    the fused backtest kernel while K × width fits) runs the ensemble. weights: K non-negative, not all
+    zero (normalised to sum 1); None: equal. Returns a detached eval-mode copy on the members' device.
+    """
+    if not nets:
+        raise ValueError("merge_mean needs at least one network")
+    w = torch.ones(len(nets), dtype=torch.float64) if weights is None else torch.as_tensor(list(weights), dtype=torch.float64)
+    if w.shape != (len(nets),) or bool((w < 0).any()) or float(w.sum()) <= 0:
+        raise ValueError("merge_mean weights: one non-negative weight per network, not all zero")
+    w = w / w.sum()
+    first = nets[0]
+    stacks = [(_linear_stack(n.trunk), _linear_stack(n.value), _linear_stack(n.advantage)) for n in nets]
+    shapes = {tuple(tuple(l.weight.shape) for part in st for l in part[0]) if all(st) else None for st in stacks}
+    slopes = {sl for st in stacks if all(st) for part in st for sl in part[1]}
+    if None in shapes or len(shapes) != 1 or len(slopes) > 1 or any(type(n) is not DuelingQNet for n in nets):
+        raise ValueError("merge_mean: the networks must be DuelingQNets of one architecture (Linear/LeakyReLU stacks)")
+    trunk, value, adv = stacks[0]
+    hidden = [l.out_features * len(nets) for l in trunk[0]]
+    merged = DuelingQNet(first.obs_dim, first.n_actions, hidden, value[0][0].out_features * len(nets),
+                         slopes.pop() if slopes else 0.01).to(next(first.parameters()).device)
+    with torch.no_grad():
+        for part, name in enumerate(("trunk", "value", "advantage")):
+            for i, lin in enumerate(_linear_stack(getattr(merged, name))[0]):
+                lin.weight.zero_()
+                lin.bias.zero_()
+                reads_obs = part == 0 and i == 0  # the trunk's first layer: every member reads the same obs
+                output = part > 0 and i == 1  # a head's output layer: members' column blocks, weighted
+                r = c = 0
+                for k, st in enumerate(stacks):
+                    m = st[part][0][i]
+                    rows, cols = m.weight.shape
+                    if output:
+                        lin.weight[:, c:c + cols] = m.weight * float(w[k])
+                        lin.bias += m.bias * float(w[k])
+                    else:
+                        lin.weight[r:r + rows, (0 if reads_obs else c):(0 if reads_obs else c) + cols] = m.weight
+                        lin.bias[r:r + rows] = m.bias
+                    r, c = r + rows, c + cols
+    return merged.eval()
+
+
 class ActorCritic(nn.Module):
     """PPO's actor-critic: trunk → {policy head → logits [B, A], value head → V [B]}.
 
