@@ -38,7 +38,7 @@ PART_OF = {"fused_env": "env_step", "fused_acting": "acting", "fused_train_step"
 
 NEUTRAL: dict[str, Any] = {
     "train.agent": "dqn", "train.select": "last", "train.train_cost_multiplier": 1.0,
-    "accel.readback": "sync", "accel.check": False, "features.long_momentum": [],
+    "accel.readback": "sync", "accel.check": False, "features.long_momentum": [], "train.ensemble": 1,
 }
 """Keys only the new code has, at the value that reproduces the old behaviour."""
 

@@ -42,7 +42,7 @@ def test_todays_h200_fast_is_a_different_workload_and_the_comparison_names_it():
     differing = {d["key"] for d in agreement["differences"]}
     assert not agreement["same_workload"]
     assert {"dqn.batch_size", "dqn.hidden", "env.action_mode", "env.capital", "part acting",
-            "train.select"} <= differing
+            "train.select", "train.ensemble", "features.long_momentum"} <= differing
 
 
 def test_report_table_shows_a_failed_run_by_its_exit_status(tmp_path):

@@ -125,12 +125,14 @@ def check_fits(parts: dict[str, int], device: torch.device | str, what: str, ava
         )
 
 
-def check_trainer_fits(dqn: Any, n_features: int, n_actions: int, device: torch.device | str, available: int | None = None) -> None:
-    """The DQN trainer of this config fits ``device`` (ConfigError naming the limit otherwise)."""
-    parts = dqn_trainer_bytes(dqn, n_features, n_actions)
+def check_trainer_fits(dqn: Any, n_features: int, n_actions: int, device: torch.device | str, available: int | None = None,
+                       copies: int = 1) -> None:
+    """``copies`` DQN trainers of this config (train.ensemble) fit ``device`` (ConfigError naming the
+    limit otherwise)."""
+    parts = {k: v * copies for k, v in dqn_trainer_bytes(dqn, n_features, n_actions).items()}
     # No square brackets: the CLI prints errors through rich, whose markup would swallow "[dqn]".
     what = (f"the DQN trainer (dqn.buffer_capacity={dqn.buffer_capacity}, dqn.hidden={list(dqn.hidden)}, "
-            f"dqn.batch_size={dqn.batch_size}, dqn.n_envs={dqn.n_envs})")
+            f"dqn.batch_size={dqn.batch_size}, dqn.n_envs={dqn.n_envs}{f', train.ensemble={copies}' if copies > 1 else ''})")
     check_fits(parts, device, what, available)
 
 

@@ -135,9 +135,10 @@ def test_the_ppo_example_config_is_the_built_in_run_with_the_ppo_learner():
     assert ppo.ppo.batch_rows % ppo.ppo.minibatches == 0
 
 
-def test_the_h200_ppo_config_is_h200s_data_with_ppo_and_about_a_million_env_steps_a_fold():
+def test_the_h200_ppo_config_is_h200s_data_with_ppo_and_about_two_million_env_steps_an_agent_a_fold():
     """configs/h200-ppo.toml: configs/h200.toml's data, folds and env with PPO; sized by the training
-    bars (a daily scorecard fold has 25-45 K), not by the GPU: ~1 M env steps a fold, <= ~42 visits a bar."""
+    bars (a daily scorecard fold has 25-45 K), not by the GPU: ~2 M env steps an agent a fold (<= ~84
+    visits a bar), with the inner epoch selection that keeps the epoch before over-fitting."""
     from foxhunt.config import load_config
     from foxhunt.train.agent import env_steps_per_epoch
 
@@ -148,7 +149,7 @@ def test_the_h200_ppo_config_is_h200s_data_with_ppo_and_about_a_million_env_step
         assert getattr(ppo, section) == getattr(dqn, section)
     assert ppo.train.train_cost_multiplier == dqn.train.train_cost_multiplier == 3.0
     steps = ppo.train.epochs * env_steps_per_epoch(ppo)
-    assert 500_000 <= steps <= 25_000 * 42
+    assert 1_000_000 <= steps <= 25_000 * 84 and ppo.train.select == "inner"
 
 
 def test_an_unknown_agent_and_a_bad_minibatch_split_are_one_line_errors_that_write_nothing(tmp_path, monkeypatch):

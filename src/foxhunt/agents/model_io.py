@@ -99,6 +99,9 @@ class Extra(BaseModel):
     medians: Medians | None = None
     data_sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
     fold: FoldDict | None = None
+    trained_on: FoldDict | None = None
+    """The fold as the network was trained: train_end before the held-back window with train.select =
+    "inner" (its normalisation and medians are the model's); absent in older files: ``fold``'s."""
     run: str | None = None
 
 

@@ -70,7 +70,9 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
         if tuple(meta.feature_names) != tuple(market.names) or meta.spec_version != market.spec_version:
             raise ConfigError(f"model {p}: trained on feature spec {meta.spec_version}; the cache now has "
                               f"{market.spec_version}: rebuild the features or retrain")
-        loaded.append((FoldRange(**meta.extra["fold"]), net))
+        # the slice the network was trained on (train.select = "inner": before its held-back window) gives
+        # its normalisation and medians, as in training; older files record only the fold
+        loaded.append((FoldRange(**meta.extra["fold"]), FoldRange(**meta.extra.get("trained_on") or meta.extra["fold"]), net))
     bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
     use_barriers = cfg.backtest.barriers if barriers is None else barriers
     # The run's own backend, for the run's agent's network: evaluate as training did.
@@ -80,13 +82,13 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=plan.graphs, bars_per_year=bpy)
     # Buy-and-hold: one lockstep run of every window under the first fold's statistics (the runner's rule).
     market.set_fold(loaded[0][0])
-    starts = [f.val_start for f, _ in loaded]
-    lengths = [f.val_len - 1 for f, _ in loaded]
+    starts = [f.val_start for f, _, _ in loaded]
+    lengths = [f.val_len - 1 for f, _, _ in loaded]
     ones = torch.ones((len(loaded), max(lengths)), dtype=torch.float32, device=market.device)
     bh = bt.run(starts, lengths, ExposurePolicy(ones, cfg.env.n_actions), keep_curves=True, backend=plan.eval)
     out = []
-    for i, (fold, net) in enumerate(loaded):
-        market.set_fold(fold)  # the fold's normalisation and medians, as in training
+    for i, (fold, trained_on, net) in enumerate(loaded):
+        market.set_fold(trained_on)  # the network's normalisation and medians, as in training
         agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net), keep_curves=True, keep_trades=True,
                        backend=plan.eval, barriers=use_barriers)
         out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers))

@@ -176,7 +176,7 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
         for m, r_, p_, c in rows:
             ps.folds.append(fold_score(m, r_, p_, c))
         base_scores[name] = ps
-    env_steps = cfg.train.epochs * env_steps_per_epoch(cfg) * len(folds)
+    env_steps = cfg.train.epochs * env_steps_per_epoch(cfg) * len(folds) * cfg.train.ensemble  # every agent's
     out = ScenarioResult(scenario.name, scenario.description, config_source, agent, references, base_scores,
                          wall_s=time.perf_counter() - t0, train_s=train_s, env_steps=env_steps,
                          bars_per_year=runner.bars_per_year, val_bars=int(np.mean([f.val_len - 1 for f in folds])),

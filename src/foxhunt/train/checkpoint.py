@@ -266,4 +266,5 @@ def restore(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
         raise CheckpointError(f"checkpoint file {path / (exc.component + '.safetensors')}: {exc}") from None
     except ValueError as exc:
         raise CheckpointError(f"checkpoint {path}: {exc}") from None
-    check_restored_values(path, trainer, manifest)
+    for member in getattr(trainer, "members", None) or [trainer]:  # train.ensemble: every member's values
+        check_restored_values(path, member, manifest)

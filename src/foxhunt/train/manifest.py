@@ -68,7 +68,8 @@ class Manifest(_Strict):
     fold: Annotated[int, Field(ge=0, le=1_000_000)]
     epoch: Annotated[int, Field(ge=0, le=100_000)]
     fold_done: bool
-    components: list[Annotated[str, StringConstraints(pattern=r"^[a-z_]{1,64}$")]] = Field(min_length=1, max_length=64)
+    # member<k>_ prefixes of train.ensemble (foxhunt.train.team) carry a digit
+    components: list[Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,63}$")]] = Field(min_length=1, max_length=256)
     run: RunState
     files: dict[str, FileEntry]
     created: Annotated[str, StringConstraints(max_length=64)]

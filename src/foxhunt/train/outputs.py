@@ -79,7 +79,7 @@ def write_model(path: Path, net: Any, market: MarketData, part: FoldRange, fold:
     m = market
     extra = {
         "medians": {"abs_return": m.median_abs_return.item(), "range": m.median_range.item(), "volume": m.median_volume.item()},
-        "data_sha256": data_hash, "fold": fold.to_dict(), "run": cfg.run.name,
+        "data_sha256": data_hash, "fold": fold.to_dict(), "trained_on": part.to_dict(), "run": cfg.run.name,
         "agent": cfg.train.agent,
     }
     save_model(path, net, m.norm_stats(part.train_start, part.train_end),

@@ -45,6 +45,7 @@ from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves,
 from foxhunt.train.run_dir import (RUN_DIR_ENTRIES, ResumePoint, check_resume, check_run_name, create_run_dir, default_run_name,
                                    is_complete, read_run_dir)
 from foxhunt.train.selection import SUB_WINDOW, EpochSelector, WithSelection, pooled_sharpe, split_fold, sub_windows
+from foxhunt.train.team import Team, ensemble_net, member_config
 
 __all__ = [  # the runner, and the names callers have imported from this module since before the split
     "WalkForwardRunner", "BuyHold", "ResumePoint", "RunDirError", "RUN_DIR_ENTRIES", "check_resume", "check_run_name",
@@ -79,14 +80,18 @@ class WalkForwardRunner:
         if cfg.train.agent == "dqn":
             from foxhunt.budget import check_trainer_fits
 
-            check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device)  # before allocating
-        self.trainer = build_trainer(self.market, cfg, self.plan)
+            check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device,  # before allocating
+                               copies=self.tcfg.ensemble)
+        # train.ensemble = K: member k is the trainer a run with run.seed + k builds (foxhunt.train.team)
+        self.members = [build_trainer(self.market, member_config(cfg, k), self.plan) for k in range(self.tcfg.ensemble)]
+        self.trainer = self.members[0]
         self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=self.plan.graphs,
                                      bars_per_year=cfg.backtest.bars_per_year)  # None: inferred from the data
         self.bars_per_year = self.backtester.bars_per_year
-        self.selector: EpochSelector | None = None
-        if self.tcfg.select == "inner":  # early stopping on a held-back tail of each training window
-            self.selector = EpochSelector(trained_module(self.trainer), lambda: policy_net(self.trainer), self._window_sharpe)
+        self.selectors: list[EpochSelector] = []
+        if self.tcfg.select == "inner":  # early stopping on a held-back tail of each training window (per member)
+            self.selectors = [EpochSelector(trained_module(t), lambda t=t: policy_net(t), self._window_sharpe) for t in self.members]
+        self.selector = self.selectors[0] if self.selectors else None
         self._train_part: dict[int, FoldRange] = {}  # fold -> the bars the trainer trains on
         self._bh: dict[int, BuyHold] | None = None
         self.buy_and_hold_s = 0.0
@@ -104,7 +109,7 @@ class WalkForwardRunner:
     def evaluate(self, fold: FoldRange) -> tuple[Any, BuyHold | None]:
         """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
         n = fold.val_len - 1
-        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(policy_net(self.trainer)), backend=self.plan.eval,
+        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(ensemble_net(self.members)), backend=self.plan.eval,
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
@@ -127,17 +132,37 @@ class WalkForwardRunner:
             part = fold
         else:
             part, start, steps = split_fold(fold, self.tcfg.inner_fraction, self.cfg.folds.purge)
-            self.selector.begin_fold(start, steps)
+            for sel in self.selectors:
+                sel.begin_fold(start, steps)
         self._train_part[fold.fold] = part
-        return self.trainer.reset_for_fold(part, warm_start=warm_start)
+        return sum(t.reset_for_fold(part, warm_start=warm_start) for t in self.members)
 
     def _end_fold(self) -> dict[str, Any] | None:
-        """The selected epoch's network becomes the fold's (``train.select = "inner"``)."""
-        return self.selector.finish() if self.selector is not None else None
+        """Each member's selected epoch's network becomes its own (``train.select = "inner"``);
+        returns member 0's selection (+ every member's and their seeds with ``train.ensemble``)."""
+        picks = [sel.finish() for sel in self.selectors]
+        if len(self.members) == 1:
+            return picks[0] if picks else None
+        seeds = [int(self.cfg.run.seed) + k for k in range(len(self.members))]
+        return {**(picks[0] if picks else {}), "ensemble_seeds": seeds, **({"members": picks} if picks else {})}
+
+    def _train_epoch(self, e: int) -> tuple[Any, list[Any], list[float]]:
+        """Epoch e (0-based) of every member: (member 0's summary or None, the others' summaries from the
+        same call (lagged mode: the previous epoch's, as member 0's), each member's held-back Sharpe)."""
+        summaries = [t.train_epoch() for t in self.members]
+        inner = [sel.observe(e + 1) for sel in self.selectors]  # before the summaries are emitted
+        return summaries[0], summaries[1:], inner
+
+    def _drain(self) -> list[tuple[Any, list[Any]]]:
+        """Every member's pending summaries, paired by epoch (member 0's first)."""
+        pending = [t.drain() for t in self.members]
+        return [(s, [p[i] for p in pending[1:] if i < len(p)]) for i, s in enumerate(pending[0])]
 
     def _checkpointed(self) -> Any:
-        """What checkpoints save and restore: the trainer (+ the epoch selector's state)."""
-        return WithSelection(self.trainer, self.selector) if self.selector is not None else self.trainer
+        """What checkpoints save and restore: the trainer (+ the epoch selector's state); with
+        ``train.ensemble`` every member, as one ``Team``."""
+        wrapped = [WithSelection(t, sel) for t, sel in zip(self.members, self.selectors)] if self.selectors else self.members
+        return wrapped[0] if len(wrapped) == 1 else Team(wrapped)
 
     def buy_and_hold(self) -> dict[int, BuyHold]:
         """Buy-and-hold on every fold's validation window, computed once and cached: all windows
@@ -168,7 +193,7 @@ class WalkForwardRunner:
                              seed=self.cfg.run.seed)
         write_json(d / "metrics.json", result)
         part = self._train_part.get(fold.fold, fold)  # the bars the network was trained on
-        write_model(d / "model.safetensors", policy_net(self.trainer), self.market, part, fold, self.cfg, self.data_hash)
+        write_model(d / "model.safetensors", ensemble_net(self.members), self.market, part, fold, self.cfg, self.data_hash)
         if self.tcfg.save_curves:
             write_curves(d / "curves.safetensors", agent, bh)
         if self.tcfg.save_trades and agent.trades is not None:
@@ -187,10 +212,8 @@ class WalkForwardRunner:
             t0 = time.perf_counter()
             self._begin_fold(fold, warm_start=self.tcfg.warm_start and k > 0)
             for e in range(self.tcfg.epochs):
-                self.trainer.train_epoch()
-                if self.selector is not None:
-                    self.selector.observe(e + 1)
-            self.trainer.drain()
+                self._train_epoch(e)
+            self._drain()
             self._end_fold()
             if times is not None and self.market.device.type == "cuda":
                 torch.cuda.synchronize(self.market.device)  # training's last kernels count as training
@@ -289,15 +312,19 @@ class WalkForwardRunner:
         last: dict[str, Any] | None = None
         train_s = ckpt_s = 0.0
         walls: dict[int, float] = {}
-        inner: dict[int, float] = {}  # epoch -> held-back Sharpe (train.select = "inner")
+        inner: dict[int, list[float]] = {}  # epoch -> each member's held-back Sharpe (train.select = "inner")
 
-        def emit(s: Any) -> None:
+        def emit(s: Any, others: list[Any]) -> None:
             nonlocal last
             row = {"fold": self.folds[k].fold, "global_epoch": k * tcfg.epochs + s.epoch, **s.to_dict(),
                    "sharpe_estimate": s.sharpe_estimate(self.bars_per_year), "epoch_s": walls.pop(s.epoch, float("nan")),
                    **self.timer.take(s.epoch)}
+            scores = inner.pop(s.epoch, [])
             if self.selector is not None:
-                row["inner_sharpe"] = inner.pop(s.epoch, float("nan"))
+                row["inner_sharpe"] = scores[0] if scores else float("nan")
+            if others:  # train.ensemble: members 1…K-1 of the same epoch (the columns above are member 0's)
+                row["members"] = [{"member": i + 1, **o.to_dict(), **({"inner_sharpe": scores[i + 1]} if len(scores) > i + 1 else {})}
+                                  for i, o in enumerate(others)]
             log.write(row)
             if tb is not None:
                 tb.epoch(row["global_epoch"], row["fold"], row)
@@ -307,20 +334,18 @@ class WalkForwardRunner:
         for e in range(start_epoch, tcfg.epochs):
             t0 = time.perf_counter()
             self.timer.begin_epoch(trainer.epoch)
-            s = trainer.train_epoch()
-            if self.selector is not None:
-                inner[e] = self.selector.observe(e + 1)  # before the summary is emitted (lagged mode too)
+            s, others, inner[e] = self._train_epoch(e)  # held-back Sharpes before the summary is emitted (lagged mode too)
             walls[e] = time.perf_counter() - t0
             train_s += walls[e]
             if s is not None:
-                emit(s)
+                emit(s, others)
             done = e + 1
             if tcfg.checkpoint_every and done % tcfg.checkpoint_every == 0 and done < tcfg.epochs:
-                for s in trainer.drain():  # lagged mode: pending summaries are read before saving
-                    emit(s)
+                for s, others in self._drain():  # lagged mode: pending summaries are read before saving
+                    emit(s, others)
                 ckpt_s += self._save(run_dir, log, k, done, False)
-        for s in trainer.drain():
-            emit(s)
+        for s, others in self._drain():
+            emit(s, others)
         return last, train_s, ckpt_s
 
     def finish(self, run_dir: Path, wall_s: float | None) -> list[dict[str, Any]]:

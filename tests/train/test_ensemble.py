@@ -1,0 +1,79 @@
+"""train.ensemble = K from the command line, each run a fresh process: member k trains and selects
+exactly what a run of seed run.seed + k does, the fold's model is their merged mean-Q network (what
+`foxhunt backtest --run` replays), and a run killed mid-fold resumes to the uninterrupted result."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+
+from foxhunt.agents.model_io import load_model
+from foxhunt.train import checkpoint as ckpt
+from tests.train.conftest import CLI, tiny_config
+from tests.train.test_kill_resume import _assert_same_result, _finish, _kill, _popen, _verify_committed, _wait
+
+ENSEMBLE = "ensemble = 2\n"
+
+
+def _config(d: Path, seed: int = 0, ensemble: bool = True) -> Path:
+    cfg = tiny_config(d, seed=seed, epochs=3, every=1, cache=d.parent / "cache", select="inner")
+    if ensemble:
+        cfg.write_text(cfg.read_text().replace("[train]\n", "[train]\n" + ENSEMBLE, 1))
+    return cfg
+
+
+def _train(cfg: Path, name: str) -> Path:
+    _finish(_popen(CLI + ["--config", str(cfg), "--name", name], pause=False))
+    return cfg.parent / "runs" / name
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    """The ensemble run (seeds 0 and 1) and plain runs of seed 0 and seed 1, same data."""
+    base = tmp_path_factory.mktemp("ensemble")
+    return {"team": _train(_config(base / "team"), "ref"), "seed0": _train(_config(base / "s0", 0, False), "r"),
+            "seed1": _train(_config(base / "s1", 1, False), "r")}
+
+
+@pytest.mark.slow
+def test_each_member_selects_what_a_run_of_its_seed_selects_and_the_model_is_their_mean_q(runs):
+    obs = torch.randn(300, load_model(runs["seed0"] / "folds" / "fold_0" / "model.safetensors")[0].obs_dim)
+    for k in (0, 1):
+        team = json.loads((runs["team"] / "folds" / f"fold_{k}" / "metrics.json").read_text())
+        alone = [json.loads((runs[f"seed{s}"] / "folds" / f"fold_{k}" / "metrics.json").read_text()) for s in (0, 1)]
+        assert team["selection"]["ensemble_seeds"] == [0, 1]
+        assert team["selection"]["members"] == [a["selection"] for a in alone]  # each member's own pick
+        assert team["selection"]["epoch"] == alone[0]["selection"]["epoch"]
+        merged = load_model(runs["team"] / "folds" / f"fold_{k}" / "model.safetensors")[0]
+        members = [load_model(runs[f"seed{s}"] / "folds" / f"fold_{k}" / "model.safetensors")[0] for s in (0, 1)]
+        assert [m.out_features for m in merged.trunk if isinstance(m, torch.nn.Linear)] == [32]  # 2 x [16]
+        want = (members[0](obs).double() + members[1](obs).double()) / 2
+        torch.testing.assert_close(merged(obs).double(), want, atol=1e-5, rtol=1e-5)
+    rows = [json.loads(line) for line in (runs["team"] / "metrics.jsonl").read_text().splitlines()]
+    assert all(len(r["members"]) == 1 and r["members"][0]["member"] == 1 and "inner_sharpe" in r["members"][0] for r in rows)
+    # foxhunt backtest --run replays the merged models: the run's own validation metrics
+    out = subprocess.run(CLI[:-1] + ["backtest", "--run", str(runs["team"])], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    replay = json.loads((runs["team"] / "backtest" / "metrics.json").read_text())
+    for r in (r for r in replay if r["label"] == "agent"):
+        saved = json.loads((runs["team"] / "folds" / f"fold_{r['window']}" / "metrics.json").read_text())["agent"]
+        assert (r["sharpe"], r["trade_count"]) == (saved["sharpe"], saved["trade_count"])
+
+
+@pytest.mark.slow
+def test_an_ensemble_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_result(runs):
+    cfg = runs["team"].parent.parent / "tiny.toml"
+    run = runs["team"].parent / "k"
+    proc = _popen(CLI + ["--config", str(cfg), "--name", "k"], pause=False)
+    _wait(proc, lambda: bool(ckpt.committed(run / "checkpoints")), "the first committed checkpoint")
+    _kill(proc)
+    assert _verify_committed(run)
+    first = ckpt.committed(run / "checkpoints")[0]
+    assert "member1_learner" in ckpt.read_manifest(first)["components"]
+    out = _finish(_popen(CLI + ["--resume", str(run)], pause=False))
+    assert "from checkpoint" in out
+    _assert_same_result(run, runs["team"])
