@@ -50,6 +50,10 @@ case "$mode" in
         # sc_fast_lm / sc_ppo_lm: the same with the 120/250-bar momentum columns (docs/LEARNING.md, stop 21 §7)
         sc_fast_lm) scorecard h200_fast_lm configs/h200-fast.toml supervised "" --set "features.long_momentum=[120,250]" ;;
         sc_ppo_lm) scorecard h200_ppo_lm configs/h200-ppo.toml none "" --set "features.long_momentum=[120,250]" ;;
+        # sc_fast_gate / sc_ppo_gate: the configs as they stand (ensembles, stop 23) on the scenarios at risk
+        # (SC_SCEN, default regime,no_edge), ~2-3 min each
+        sc_fast_gate) scorecard h200_fast_gate configs/h200-fast.toml none ${SC_SCEN:-regime,no_edge} ;;
+        sc_ppo_gate) scorecard h200_ppo_gate configs/h200-ppo.toml none ${SC_SCEN:-regime,no_edge} ;;
         sc_sb3) scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak ;;
         sc_ppo) scorecard h200_ppo configs/h200-ppo.toml none ;;
         # sc_ppo_cand: the best PPO regime setting on the CPU (docs/LEARNING.md, stop 20: 57 % over 3 seeds), every
