@@ -2,7 +2,9 @@
 checkpoints, logs (the trainer's interface: ``foxhunt.train.agent``).
 
 Data is loaded, featurised and uploaded once (``prepare_market``); folds are index ranges into it;
-the trainer (env, replay, networks, captured graphs) is built once. Per fold:
+the trainer (env, replay, networks, captured graphs) is built once (``train.ensemble = K``: K trainers,
+seeds run.seed … run.seed + K − 1, trained epoch by epoch side by side, each with its own epoch
+selection; the fold's network is their merged mean-Q network: ``foxhunt.train.team``). Per fold:
 
     reset_for_fold (timed: the fold transition) → E epochs (one summary readback each; a
     checkpoint every ``checkpoint_every`` epochs) → greedy policy and buy-and-hold backtested on
