@@ -51,13 +51,15 @@ def curves(name: str, base: dict[str, Any], size_name: str, epochs: int, inner_f
 
     size = SIZES[size_name]
     scenario = make_scenario(name, size.n_bars(SPACING[name]))
-    cfg = scenario_config(base, scenario, size, [f"train.epochs={epochs}", *overrides])
+    # one trainer a runner (train.ensemble = 1): --seeds builds the members itself, and scores each of them
+    cfg = scenario_config(base, scenario, size, [f"train.epochs={epochs}", "train.ensemble=1", *overrides])
     prepared = prepare_scenario(cfg, scenario)
     runner = WalkForwardRunner(prepared)
     trainer, bt, backend = runner.trainer, runner.backtester, runner.plan.eval
     # --seeds: members 1..K-1, the same configuration with the next seeds (own trainers, same bars)
     members = [WalkForwardRunner(prepare_scenario(scenario_config(
-        base, scenario, size, [f"train.epochs={epochs}", *overrides, f"run.seed={int(cfg.run.seed) + k}"]), scenario)).trainer
+        base, scenario, size, [f"train.epochs={epochs}", "train.ensemble=1", *overrides, f"run.seed={int(cfg.run.seed) + k}"]),
+        scenario)).trainer
         for k in range(1, seeds)]
     kinds = scored_kinds(evals, seeds)
     keep = max([int(k[3:]) for k in evals if k[:3] in ("swa", "ens")], default=0)  # snapshots swaK / ensK need

@@ -122,6 +122,7 @@ def main() -> None:
     ov = (QUICK if args.quick else []) + [
         f"data.bars={bars}", f"folds.train={train}", f"folds.val={val}", f"folds.max_folds={folds}",
         f"train.epochs={epochs}", "train.tensorboard=false", "train.report=false", "train.progress=false",
+        "train.ensemble=1",  # one trainer's walk-forward (the workload measured since stop 12; ensembles are K of it)
     ]
     if args.device != "auto" or not args.quick:
         ov.append(f'run.device="{args.device}"')

@@ -80,6 +80,7 @@ def base_dict(args: argparse.Namespace) -> dict[str, Any]:
         data["data"]["bars"] = args.bars
     if args.device != "auto":
         data["run"]["device"] = args.device
+    data["train"]["ensemble"] = 1  # one agent a trial (the stop 20-22 workload; --set train.ensemble=K for ensembles)
     apply_overrides(data, args.overrides)
     data["train"].update(checkpoint_every=0, tensorboard=False, progress=False, report=False)
     return data

@@ -112,6 +112,7 @@ def scenario_phase(acting: str, graphs: str, stages: int | None, tiny: bool, ext
         for cfg in k.DEFAULTS.values():
             cfg["stages"] = stages
     base = tomllib.loads((ROOT / "configs" / "h200-fast.toml").read_text())
+    base.setdefault("train", {})["ensemble"] = 1  # the repro is one trainer's collection
     cuda = torch.cuda.is_available()
     if tiny:
         size = Size("diag-tiny", bars=4_000, train=1_200, val=300, max_folds=1, real_train=500, real_val=100, epochs=1)

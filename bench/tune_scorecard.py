@@ -71,8 +71,10 @@ def scenario_cfg(base: dict[str, Any], name: str, size: Size, epochs: int, study
     """(config with [tune], scenario) for scenario ``name`` at ``size``; ``tune`` entries replace
     the defaults of part (c)'s [tune] table (study "scorecard", TPE seed 0, no pruner, ``SPACE``)."""
     scenario = make_scenario(name, size.n_bars(SPACING[name]))
+    # One agent a trial (train.ensemble = 1): the tuner searches a learner's settings, and its benches
+    # measure the workload of stops 20-22 (the H200 configs train 4-agent ensembles since stop 23).
     over = [f"features.cache_dir={json.dumps(str(cache))}", f"run.out_dir={json.dumps(str(study_dir / 'runs'))}",
-            f"train.epochs={epochs}", *overrides]
+            f"train.epochs={epochs}", "train.ensemble=1", *overrides]
     d = scenario_config(base, scenario, size, over).to_dict()
     d["tune"] = {"study": "scorecard", "out_dir": str(study_dir.parent), "sampler": "tpe", "seed": 0, "pruner": "none",
                  "startup_trials": 3, "holdout": holdout, "space": SPACE, **(tune or {})}

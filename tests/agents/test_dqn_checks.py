@@ -191,7 +191,7 @@ def test_gpu_two_scorecard_markets_back_to_back_with_the_fused_backend_in_cuda_g
     base = tomllib.loads(cfg.read_text())
     size = Size("gpu-test", bars=120_000, train=40_000, val=10_000, max_folds=2, real_train=2_500, real_val=500,
                 epochs=2, daily_bars=30_000, daily_train=12_000, daily_val=3_000)
-    over = ["run.device=\"cuda\"", "accel.check=true", "accel.acting=\"fused\"", "dqn.n_envs=1024", "dqn.rounds_per_epoch=6",
+    over = ["run.device=\"cuda\"", "train.ensemble=1", "accel.check=true", "accel.acting=\"fused\"", "dqn.n_envs=1024", "dqn.rounds_per_epoch=6",
             "dqn.train_steps_per_round=6", "dqn.batch_size=1024", "dqn.buffer_capacity=131072",
             "dqn.warmup_transitions=16384", "env.episode_length=512"]
     for name in ("no_edge", "leak"):
