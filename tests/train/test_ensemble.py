@@ -1,6 +1,7 @@
-"""train.ensemble = K from the command line, each run a fresh process: member k trains and selects
-exactly what a run of seed run.seed + k does, the fold's model is their merged mean-Q network (what
-`foxhunt backtest --run` replays), and a run killed mid-fold resumes to the uninterrupted result."""
+"""train.ensemble = K from the command line, each run a fresh process, with train.select = "inner":
+member k trains and selects exactly what a run of seed run.seed + k does, the fold's model is their
+merged mean-Q network (what `foxhunt backtest --run` replays), and a run killed after a checkpoint
+resumes to the uninterrupted result (every member's epoch selector travels in the checkpoints)."""
 
 from __future__ import annotations
 
