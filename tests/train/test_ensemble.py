@@ -6,6 +6,7 @@ resumes to the uninterrupted result (every member's epoch selector travels in th
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -78,3 +79,43 @@ def test_an_ensemble_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_
     out = _finish(_popen(CLI + ["--resume", str(run)], pause=False))
     assert "from checkpoint" in out
     _assert_same_result(run, runs["team"])
+
+
+def _corrupt(ckpt_dir: Path, fname: str, key: str, value: float) -> None:
+    """Change one value of a member's saved tensor and record the file's new sha256 and length."""
+    import hashlib
+
+    from safetensors.torch import load as st_load
+    from safetensors.torch import save as st_save
+
+    tensors = st_load((ckpt_dir / fname).read_bytes())
+    tensors[key].view(-1)[0] = value
+    data = st_save(tensors)
+    (ckpt_dir / fname).write_bytes(data)
+    m = json.loads((ckpt_dir / "manifest.json").read_text())
+    m["files"][fname].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    (ckpt_dir / "manifest.json").write_text(json.dumps(m))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fname, key, value, rule", [
+    ("member1_replay.safetensors", "storage.bar", 10**9, "member1_replay.safetensors storage.bar holds 1000000000, outside 0…"),
+    ("member1_learner.safetensors", None, float("nan"), "member1_learner.safetensors tensor '"),
+])
+def test_a_bad_value_in_a_members_checkpoint_file_is_refused_naming_that_file(runs, tmp_path, fname, key, value, rule):
+    from typer.testing import CliRunner
+
+    from foxhunt.cli import app
+
+    run = tmp_path / "ref"
+    shutil.copytree(runs["team"], run)
+    shutil.rmtree(ckpt.latest(run / "checkpoints"))  # resume from the checkpoint inside the last fold
+    mid = ckpt.latest(run / "checkpoints")
+    if key is None:  # the first float tensor of more than one value
+        from safetensors.torch import load as st_load
+
+        key = next(k for k, v in st_load((mid / fname).read_bytes()).items() if v.is_floating_point() and v.numel() > 1)
+    _corrupt(mid, fname, key, value)
+    res = CliRunner().invoke(app, ["train", "--resume", str(run)])
+    assert res.exit_code == 2, res.output
+    assert res.output.strip().splitlines()[-1].startswith(f"error: checkpoint {mid}: {rule}"), res.output

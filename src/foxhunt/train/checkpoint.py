@@ -55,6 +55,12 @@ _NAME_RE = re.compile(r"^f(\d{3,})-e(\d{5,})-(epoch|end)$")
 
 
 # --------------------------------------------------------------------------- what is saved
+def member_prefix(k: int) -> str:
+    """Component file prefix of ``train.ensemble``'s member k ("" for member 0: a one-agent checkpoint
+    is unchanged); ``foxhunt.train.team.Team`` names the members' components with it."""
+    return "" if k == 0 else f"member{k}_"
+
+
 def component_files(trainer: Any) -> dict[str, dict[str, torch.Tensor]]:
     """``{file name: state dict}``: one file per component of ``trainer.state_dict()`` (live tensors)."""
     return {f"{name}.safetensors": state for name, state in trainer.state_dict().items()}
@@ -266,5 +272,5 @@ def restore(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
         raise CheckpointError(f"checkpoint file {path / (exc.component + '.safetensors')}: {exc}") from None
     except ValueError as exc:
         raise CheckpointError(f"checkpoint {path}: {exc}") from None
-    for member in getattr(trainer, "members", None) or [trainer]:  # train.ensemble: every member's values
-        check_restored_values(path, member, manifest)
+    for k, member in enumerate(getattr(trainer, "members", None) or [trainer]):  # train.ensemble: every member's
+        check_restored_values(path, member, manifest, prefix=member_prefix(k))

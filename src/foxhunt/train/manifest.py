@@ -223,23 +223,23 @@ def check_headers(fpath: Path, want: dict[str, tuple[torch.dtype, tuple[int, ...
             )
 
 
-def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any]) -> None:
+def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any], prefix: str = "") -> None:
     """Range checks of a restored trainer's values (one host read each, at resume only).
 
     The trainer's epoch must be the manifest's and its rounds ``epoch × rounds per epoch``
     (checkpoints are written at epoch ends); replay bar indices must index the market, actions
     the action set, the storage counters the buffer; every float state (weights, optimiser
     moments, priorities, rewards) must be finite (the sampler trees' ±inf empty-slot markers
-    excepted).
+    excepted). prefix: the component files' name prefix (``train.ensemble``'s member k: ``member<k>_``).
     """
     where = f"checkpoint {path}"
     if int(trainer.epoch) != manifest["epoch"]:
-        raise CheckpointError(f"{where}: trainer.safetensors epoch = {int(trainer.epoch)} differs from the manifest's epoch = {manifest['epoch']}")
+        raise CheckpointError(f"{where}: {prefix}trainer.safetensors epoch = {int(trainer.epoch)} differs from the manifest's epoch = {manifest['epoch']}")
     cfg = getattr(trainer, "cfg", None)
     for key in ("rounds_per_epoch", "iterations_per_epoch"):  # DQN rounds / PPO iterations of one epoch
         per_epoch = getattr(cfg, key, None)
         if isinstance(per_epoch, int) and int(trainer.rounds) != int(trainer.epoch) * per_epoch:
-            raise CheckpointError(f"{where}: trainer.safetensors rounds = {int(trainer.rounds)} ≠ epoch × {key} = "
+            raise CheckpointError(f"{where}: {prefix}trainer.safetensors rounds = {int(trainer.rounds)} ≠ epoch × {key} = "
                                   f"{int(trainer.epoch)} × {per_epoch} = {int(trainer.epoch) * per_epoch}")
     replay = getattr(trainer, "replay", None)  # PPO keeps no replay buffer
     if replay is not None:
@@ -247,17 +247,17 @@ def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any]) ->
         cap = storage.capacity
         pos, size = storage.pos, storage.size
         if not 0 <= size <= cap or not 0 <= pos < cap or (size < cap and pos != size):
-            raise CheckpointError(f"{where}: replay.safetensors storage.pos = {pos}, storage.size = {size} do not fit a buffer of {cap} slots")
+            raise CheckpointError(f"{where}: {prefix}replay.safetensors storage.pos = {pos}, storage.size = {size} do not fit a buffer of {cap} slots")
         limits = {"bar": trainer.market.n_bars, "next_bar": trainer.market.n_bars, "action": trainer.env.n_actions}
         for name, hi in limits.items():
             t = getattr(storage, name)
             lo_v, hi_v = int(t.min()), int(t.max())
             if lo_v < 0 or hi_v >= hi:
-                raise CheckpointError(f"{where}: replay.safetensors storage.{name} holds {lo_v if lo_v < 0 else hi_v}, outside 0…{hi - 1}")
+                raise CheckpointError(f"{where}: {prefix}replay.safetensors storage.{name} holds {lo_v if lo_v < 0 else hi_v}, outside 0…{hi - 1}")
         for name in ("pos_t", "size_t"):
             t = getattr(storage, name, None)
             if t is not None and int(t) != (pos if name == "pos_t" else size):
-                raise CheckpointError(f"{where}: replay.safetensors storage.{name} = {int(t)} differs from storage.{name[:-2]} = {pos if name == 'pos_t' else size}")
+                raise CheckpointError(f"{where}: {prefix}replay.safetensors storage.{name} = {int(t)} differs from storage.{name[:-2]} = {pos if name == 'pos_t' else size}")
     for comp, group in trainer.state_dict().items():
         for k, t in group.items():
             if not t.is_floating_point():
@@ -265,4 +265,4 @@ def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any]) ->
             # Sampler trees / priorities use ±inf as the empty-slot sentinel: only NaN is refused there.
             ok = ~torch.isnan(t) if k.startswith("sampler.") else torch.isfinite(t)
             if not bool(ok.all()):
-                raise CheckpointError(f"{where}: {comp}.safetensors tensor {k!r} holds NaN or infinite values")
+                raise CheckpointError(f"{where}: {prefix}{comp}.safetensors tensor {k!r} holds NaN or infinite values")

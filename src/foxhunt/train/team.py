@@ -23,11 +23,7 @@ from foxhunt.agents.networks import merge_mean
 from foxhunt.config import Config
 from foxhunt.state import ComponentStateError
 from foxhunt.train.agent import policy_net
-
-
-def member_prefix(k: int) -> str:
-    """Checkpoint component prefix of member k ("" for member 0)."""
-    return "" if k == 0 else f"member{k}_"
+from foxhunt.train.checkpoint import member_prefix
 
 
 def member_config(cfg: Config, k: int) -> Config:
