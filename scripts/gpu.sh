@@ -5,7 +5,8 @@
 #
 #   scripts/gpu.sh                                   # every step of STEPS (default: all, ~20 min)
 #   STEPS="tests ktests ftests envf" scripts/gpu.sh  # some steps, in this order (three calls cover the list)
-#   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo sc_sb3_ppo), tuner (tune),
+#   STEPS="sc_h200 sc_ppo" scripts/gpu.sh          # learning scorecards (sc_fast sc_h200 sc_sb3 sc_ppo sc_sb3_ppo; sc_fast_gate
+#                                                  # sc_ppo_gate: SC_SCEN only), tuner (tune),
 #                                                  # regime seeds x gamma curves (regime), long-momentum
 #                                                  # features (regime_feat), PPO's regime curves (regime_ppo),
 #                                                  # seed ensembles (regime_ens, regime_ens_ppo)
@@ -56,7 +57,7 @@ case "$mode" in
         sc_ppo_gate) scorecard h200_ppo_gate configs/h200-ppo.toml none ${SC_SCEN:-regime,no_edge} ;;
         sc_sb3) scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak ;;
         sc_ppo) scorecard h200_ppo configs/h200-ppo.toml none ;;
-        # sc_ppo_cand: the best PPO regime setting on the CPU (docs/LEARNING.md, stop 20: 57 % over 3 seeds), every
+        # sc_ppo_cand (h200-ppo.toml has these settings since stop 23): the best PPO regime setting on the CPU (stop 20), every
         # scenario; 16 epochs: give it T_SC=420 or more
         sc_ppo_cand) scorecard h200_ppo_cand configs/h200-ppo.toml none "" --set ppo.lr=3e-4 --set train.epochs=16 \
           --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 ;;
@@ -64,7 +65,7 @@ case "$mode" in
         # regime: the regime scenario's learning curves over learner seeds and gamma (issue 13: is DQN's
         # regime capture reliably above the 60 % gate? docs/LEARNING.md "Stop 21"), ~11 s a variant.
         regime) step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} \
-          --size gpu --scenarios regime --epochs 16 --device cuda --name learning_regime_cuda_h200 \
+          --size gpu --scenarios regime --epochs 16 --device cuda --name learning_regime_cuda_h200 --set "features.long_momentum=[]" \
           --variant "seed1:run.seed=1" --variant "seed2:run.seed=2" --variant "seed3:run.seed=3" \
           --variant "g0.8:dqn.gamma=0.8" --variant "g0.9:dqn.gamma=0.9" --variant "g0.9s1:dqn.gamma=0.9;run.seed=1" \
           --variant "g0.9s2:dqn.gamma=0.9;run.seed=2" --variant "g0.97:dqn.gamma=0.97" ;;
@@ -77,21 +78,22 @@ case "$mode" in
         # with the long-momentum features, ~4 min.
         regime_ppo) local lm rc=0; for lm in "" 120,250; do
             step ${T_REGIME:-540} python3 -m bench.bench_learning --config configs/h200-ppo.toml --size gpu --scenarios regime \
-              --epochs 16 --device cuda ${lm:+--longmom $lm} --name learning_regime_ppo${lm:+_longmom}_cuda_h200 \
+              --epochs 16 --device cuda ${lm:+--longmom $lm} ${lm:---set features.long_momentum=[]} --name learning_regime_ppo${lm:+_longmom}_cuda_h200 \
               --set ppo.lr=3e-4 --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 --variant "seed1:run.seed=1" \
               --variant "seed2:run.seed=2" || rc=$?
           done; return $rc ;;
+        # (The configs set the 120/250 columns since stop 23: the runs "without" them unset it.)
         # regime_ens: seed ensembles (bench_learning --seeds 4: members = seeds 0-3, paired with `regime` and
         # `regime_feat`; scored alone and as one mean-Q ensemble), without and with the long-momentum columns, ~3 min.
         regime_ens) local lm rc=0; for lm in "" 120,250; do
             step ${T_REGIME:-540} python3 -m bench.bench_learning --config ${REGIME_CONFIG:-configs/h200-fast.toml} --size gpu \
-              --scenarios regime --epochs 16 --device cuda --seeds 4 ${lm:+--longmom $lm} \
+              --scenarios regime --epochs 16 --device cuda --seeds 4 ${lm:+--longmom $lm} ${lm:---set features.long_momentum=[]} \
               --name learning_regime_ens${lm:+_longmom}_cuda_h200 || rc=$?
           done; return $rc ;;
         # regime_ens_ppo: the same for PPO's candidate setting (regime_ppo's), 3 seeds, ~3 min.
         regime_ens_ppo) local lm rc=0; for lm in "" 120,250; do
             step ${T_REGIME:-540} python3 -m bench.bench_learning --config configs/h200-ppo.toml --size gpu --scenarios regime \
-              --epochs 16 --device cuda --seeds 3 ${lm:+--longmom $lm} --name learning_regime_ens_ppo${lm:+_longmom}_cuda_h200 \
+              --epochs 16 --device cuda --seeds 3 ${lm:+--longmom $lm} ${lm:---set features.long_momentum=[]} --name learning_regime_ens_ppo${lm:+_longmom}_cuda_h200 \
               --set ppo.lr=3e-4 --set ppo.gamma=0.97 --set ppo.ent_coef=0.03 || rc=$?
           done; return $rc ;;
         tune) step ${T_TUNE:-540} python3 -m bench.bench_tune --deadline $(( ${T_TUNE:-540} - 40 )) ;;
