@@ -77,7 +77,7 @@ def test_an_ensemble_run_killed_after_a_checkpoint_resumes_to_the_uninterrupted_
     first = ckpt.committed(run / "checkpoints")[0]
     assert "member1_learner" in ckpt.read_manifest(first)["components"]
     out = _finish(_popen(CLI + ["--resume", str(run)], pause=False))
-    assert "from checkpoint" in out
+    assert "from checkpoint" in out and "ensemble: 2 agents a fold (seeds 0…1)" in out
     _assert_same_result(run, runs["team"])
 
 

@@ -261,6 +261,10 @@ class WalkForwardRunner:
         write_json(run_dir / "accel.json", self.plan.to_dict())  # what ran, per component
         if self.console is not None:
             self.console.print(self.plan.summary(), highlight=False, soft_wrap=True)
+            if len(self.members) > 1:
+                seed = int(self.cfg.run.seed)
+                self.console.print(f"ensemble: {len(self.members)} agents a fold (seeds {seed}…{seed + len(self.members) - 1}), "
+                                   "each with its own epoch selection; the fold's model is their mean-Q network", highlight=False)
         t0 = time.perf_counter()
         self.buy_and_hold()  # before any restore: always under the first fold's market statistics
         self.buy_and_hold_s = time.perf_counter() - t0
