@@ -71,9 +71,11 @@ def test_foxhunt_train_runs_ppo_end_to_end_and_backtest_runs_its_models(tmp_path
 
 
 @pytest.mark.slow
-def test_a_crashed_ppo_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch):
+@pytest.mark.parametrize("team", [[], ["--set", "train.ensemble=2"]], ids=["one", "ensemble"])
+def test_a_crashed_ppo_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, team):
+    """ensemble: two PPO agents, every member's state in the checkpoints (inner selection: test_ensemble.py)."""
     cfg = tiny_config(tmp_path, epochs=3, every=1)
-    train = lambda *a: CliRunner().invoke(app, ["train", "--config", str(cfg), *a, *_sets()])  # noqa: E731
+    train = lambda *a: CliRunner().invoke(app, ["train", "--config", str(cfg), *a, *_sets(), *team])  # noqa: E731
     assert train("--name", "ref").exit_code == 0
     real, saves = ckpt.save, []
 
@@ -93,6 +95,8 @@ def test_a_crashed_ppo_run_resumes_to_the_uninterrupted_result(tmp_path, monkeyp
     assert res.exit_code == 0, res.output
     assert f"from checkpoint {saves[-1]}" in " ".join(res.output.split())
     assert _fold_metrics(run) == _fold_metrics(tmp_path / "runs" / "ref")
+    components = ckpt.read_manifest(ckpt.latest(run / "checkpoints"))["components"]
+    assert ("member1_learner" in components) == bool(team) and "learner" in components
     strip = lambda p: [{k: v for k, v in json.loads(line).items() if not k.endswith("_s")}  # noqa: E731
                        for line in (p / "metrics.jsonl").read_text().splitlines()]
     assert strip(run) == strip(tmp_path / "runs" / "ref")
