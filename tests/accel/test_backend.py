@@ -198,6 +198,13 @@ def test_auto_checks_the_network_that_will_be_evaluated_dqns_or_ppos_actor():
     assert plan.eval == "torch" and plan.notes["eval"].startswith("ppo: the fused kernels need two trunk layers")
     plan = resolve(AccelConfig(), dqn(), CUDA, obs_dim=700)
     assert plan.eval == "torch" and "observation" in plan.notes["eval"]
+    # train.ensemble = K: eval runs the members merged K times as wide (acting still runs one member)
+    plan = resolve(AccelConfig(), dqn(hidden=(128, 128)), CUDA, ensemble=4)
+    assert plan.eval == "fused"
+    plan = resolve(AccelConfig(acting="fused"), dqn(hidden=(256, 256)), CUDA, ensemble=4)
+    assert plan.eval == "torch" and plan.acting == "fused" and "× train.ensemble = 4" in plan.notes["eval"]
+    with pytest.raises(ConfigError, match="accel.eval = 'fused' on cuda: dqn: the fused kernels hold layers of at most 512"):
+        resolve(AccelConfig(eval="fused"), dqn(hidden=(256, 256)), CUDA, ensemble=4)
 
 
 @needs_triton

@@ -124,19 +124,21 @@ class ExecutionPlan:
                 + (" check=on" if self.check else ""))
 
 
-def _net_reason(net: Any, obs_dim: int | None = None, n_actions: int | None = None) -> str | None:
+def _net_reason(net: Any, obs_dim: int | None = None, n_actions: int | None = None, copies: int = 1) -> str | None:
     """Why the fused dueling-MLP kernels cannot run a network of these config widths (``hidden``,
-    ``head_hidden``; ``agents.networks.fused_net_unsupported`` is the same rule on a built net)."""
+    ``head_hidden``; ``agents.networks.fused_net_unsupported`` is the same rule on a built net).
+    copies: K > 1 for the merged network of a ``train.ensemble`` (every width K times)."""
     hidden = tuple(net.hidden)
     if len(hidden) != 2:
         return f"the fused kernels need two trunk layers (hidden has {len(hidden)})"
-    widths = [*hidden, 2 * int(net.head_hidden)]
+    widths = [copies * int(h) for h in hidden] + [2 * copies * int(net.head_hidden)]
     if obs_dim is not None:
         widths.append(int(obs_dim))
     if n_actions is not None:
         widths.append(int(n_actions) + 1)
     if max(widths) > FUSED_MAX_WIDTH:
         return (f"the fused kernels hold layers of at most {FUSED_MAX_WIDTH} units (hidden / 2 × head_hidden"
+                f"{f' × train.ensemble = {copies}' if copies > 1 else ''}"
                 f"{' / observation' if obs_dim is not None else ''}{' / n_actions + 1' if n_actions is not None else ''})")
     return None
 
@@ -154,14 +156,15 @@ def fall_back(plan: ExecutionPlan, part: str, reason: str | None) -> ExecutionPl
 
 
 def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None, obs_dim: int | None = None,
-            n_actions: int | None = None, parts: tuple[str, ...] = PARTS) -> ExecutionPlan:
+            n_actions: int | None = None, parts: tuple[str, ...] = PARTS, ensemble: int = 1) -> ExecutionPlan:
     """The ``ExecutionPlan`` of these sections on ``device``; ConfigError on a contradiction.
 
     dqn: the [dqn] section (DQN trains), or None with ``ppo`` None: no agent, no network checked
     (a command that runs given models checks them itself: ``fall_back``). ppo: the [ppo] section
     when the PPO agent trains. obs_dim, n_actions: the network's input and output widths, checked
     against the fused kernels when given. parts: the components this command runs (the others
-    are neither checked nor reported)."""
+    are neither checked nor reported). ensemble: ``train.ensemble`` (eval runs the members merged, K
+    times as wide: ``agents.networks.merge_mean``)."""
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     tri = triton_status.status(dev)
@@ -190,8 +193,9 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
     trees = agent == "dqn" and dqn.sampler == "proportional"
     sampler = getattr(dqn, "sampler", None)
 
-    def net_reason() -> str | None:
-        return None if net is None else _net_reason(net, obs_dim, n_actions)
+    def net_reason(part: str) -> str | None:
+        # eval runs the fold's model: with train.ensemble = K, the members merged K times as wide
+        return None if net is None else _net_reason(net, obs_dim, n_actions, ensemble if part == "eval" else 1)
 
     choice: dict[str, str] = {}
     named: list[str] = []
@@ -208,7 +212,7 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
                 refuse(part, c, str(tri.reason))
             if part == "replay" and c == "fused" and not trees:
                 refuse(part, c, f"dqn.sampler = {sampler!r} has no trees to fuse (use 'proportional')")
-            if part in ("acting", "eval") and c == "fused" and (why := net_reason()) is not None:
+            if part in ("acting", "eval") and c == "fused" and (why := net_reason(part)) is not None:
                 refuse(part, c, f"{agent}: {why}")
             choice[part] = c
             named.append(part)
@@ -222,7 +226,7 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
         if part == "replay" and c == "fused" and not trees:
             c = "torch"
             notes[part] = f"dqn.sampler = {sampler!r} has no trees: torch"
-        if part in ("acting", "eval") and c == "fused" and (why := net_reason()) is not None:
+        if part in ("acting", "eval") and c == "fused" and (why := net_reason(part)) is not None:
             if explicit:
                 refuse("backend", backend, f"{part}: {agent}: {why} (override accel.{part} = 'torch' to run it in torch)")
             c = "torch"
@@ -244,7 +248,8 @@ def resolve_config(cfg: Any, device: torch.device | str, *, obs_dim: int | None 
     """``resolve`` for a whole run configuration: ``cfg.accel``, and the agent ``cfg.train.agent``
     names (its network is the one acted and evaluated), with ``cfg.env.n_actions`` outputs."""
     ppo = cfg.ppo if cfg.train.agent == "ppo" else None
-    return resolve(cfg.accel, cfg.dqn, device, ppo=ppo, obs_dim=obs_dim, n_actions=cfg.env.n_actions, parts=parts)
+    return resolve(cfg.accel, cfg.dqn, device, ppo=ppo, obs_dim=obs_dim, n_actions=cfg.env.n_actions, parts=parts,
+                   ensemble=cfg.train.ensemble)
 
 
 __all__ = ["IMPLEMENTATIONS", "PARTS", "PPO_IMPLEMENTATIONS", "ExecutionPlan", "fall_back", "resolve", "resolve_config"]
