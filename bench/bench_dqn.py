@@ -151,6 +151,9 @@ def sb3_comparison(device: torch.device, steps: int, quick: bool) -> dict:
     model = DQN("MlpPolicy", env, learning_starts=1000, buffer_size=100_000, batch_size=256, gamma=0.5,
                 learning_rate=1e-3, exploration_fraction=0.2, policy_kwargs={"net_arch": [64, 64]}, device="cpu",
                 seed=0, verbose=0)
+    from foxhunt.scorecard.baselines import silence_logger
+
+    silence_logger(model)
     with stopwatch() as sw:
         model.learn(total_timesteps=steps)
     sb3_s = sw.s

@@ -157,6 +157,9 @@ def bench_sb3(a: argparse.Namespace) -> dict:
     n_steps = max(2, a.rollout)
     model = PPO("MlpPolicy", venv, n_steps=n_steps, batch_size=max(2, k * n_steps // a.minibatches), n_epochs=a.update_epochs,
                 gamma=0.9, policy_kwargs={"net_arch": list(a.hidden)}, device="cpu", seed=0, verbose=0)
+    from foxhunt.scorecard.baselines import silence_logger
+
+    silence_logger(model)
     with stopwatch() as sw:
         model.learn(total_timesteps=a.sb3_steps)
     sec = sw.s

@@ -37,10 +37,14 @@ def test_the_supervised_classifier_trades_the_leak():
     assert np.mean(got == oracle) > 0.8  # the leak is one feature away: a tree finds it
 
 
-def test_sb3_dqn_trains_through_the_gym_wrapper_and_is_backtested_greedily():
+def test_sb3_dqn_trains_through_the_gym_wrapper_and_is_backtested_greedily(tmp_path, monkeypatch):
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where SB3's default logger would make its folder
     _, m = _leak_market()
     params = EnvParams(**SCENARIO_ENV, action_mode="exposure", episode_length=64)
     rows, info = sb3_scores("dqn", m, [FOLD], params, gamma=0.5, budget=96, backtester=Backtester(m, params, chunk=16))
+    assert list(tmp_path.glob("SB3-*")) == []  # no empty SB3-<time> folder left in the temp directory
     metrics, returns, positions, costs = rows[0]
     assert returns.shape == positions.shape == (FOLD.val_len - 1,)
     assert math.isfinite(metrics["total_return"]) and costs >= 0.0

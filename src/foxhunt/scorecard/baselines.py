@@ -84,6 +84,14 @@ class ActorLogits(nn.Module):
         return self.policy.get_distribution(obs).distribution.logits
 
 
+def silence_logger(model: Any) -> None:
+    """Give an SB3 model a logger with no outputs: its default one makes an empty ``SB3-<time>``
+    folder in the temp directory on every ``learn()`` (even with ``verbose=0``)."""
+    from stable_baselines3.common.logger import Logger
+
+    model.set_logger(Logger(folder=None, output_formats=[]))
+
+
 def _sb3_model(algo: str, gym_env: Any, gamma: float, budget: int, seed: int, device: Any) -> tuple[Any, Any]:
     """An SB3 model of ``algo`` ("dqn" | "ppo") on ``gym_env`` and the module whose argmax is its greedy action."""
     if algo == "dqn":
@@ -122,6 +130,7 @@ def sb3_scores(algo: str, market: MarketData, folds: Sequence[FoldRange], env: E
         market.set_fold(f)
         gym_env = TradingEnv(market, env, seed=seed)
         model, greedy_net = _sb3_model(algo, gym_env, gamma, budget, seed, market.device)
+        silence_logger(model)
         model.learn(total_timesteps=budget)
         model.policy.set_training_mode(False)
         n = f.val_len - 1
