@@ -39,14 +39,21 @@ case "$mode" in
     STEPS=${STEPS:-tests ktests ftests prof envf dqn bt replay train trainfast}
     # scorecard NAME CONFIG BASELINES [SCENARIOS] [--set ...]: --size gpu, scorecard.json kept as
     # bench/results/scorecard_cuda_NAME.json (the run folders stay on the device: too deep to return).
-    scorecard() { local d=/tmp/sc_$1; rm -rf "$d"; step ${T_SC:-420} python3 -m foxhunt.cli scorecard --size ${SC_SIZE:-gpu} --device ${SC_DEVICE:-cuda} \
+    # SC_PROF=1: under bench.sample_stacks (where the wall time goes: bench/results/stacks_cuda_NAME.json);
+    # every scorecard also leaves its runs' per-fold / per-epoch seconds in bench/results/timings_cuda_NAME.json.
+    scorecard() { local d=/tmp/sc_$1 wrap=(); rm -rf "$d"
+      [ -n "${SC_PROF:-}" ] && wrap=(-m bench.sample_stacks --out "bench/results/stacks_cuda_$1.json" --)
+      step ${T_SC:-420} python3 "${wrap[@]}" -m foxhunt.cli scorecard --size ${SC_SIZE:-gpu} --device ${SC_DEVICE:-cuda} \
       --config "$2" --baselines "$3" --sb3-steps ${SB3_STEPS:-5000} ${4:+--scenarios $4} "${@:5}" --out "$d"; local rc=$?
-      cp "$d/scorecard.json" "bench/results/scorecard_cuda_$1.json" 2>/dev/null; return $rc; }
+      cp "$d/scorecard.json" "bench/results/scorecard_cuda_$1.json" 2>/dev/null
+      python3 -m bench.run_timings "$d" > "bench/results/timings_cuda_$1.json" 2>/dev/null; return $rc; }
     # One named step; the steps run in the order STEPS lists them.
     run_step() {
       case "$1" in
         # Learning scorecards (issue 13/15; docs/LEARNING.md), ~2.5-6 min each on the H200:
-        sc_fast) scorecard h200_fast configs/h200-fast.toml supervised ;;
+        # FAST_SCEN / PPO_SCEN: a subset of scenarios (a whole card can outlast one device call), then
+        # FAST_TAG / PPO_TAG name the file (scorecard_cuda_h200_fast_TAG.json)
+        sc_fast) scorecard h200_fast${FAST_TAG:+_$FAST_TAG} configs/h200-fast.toml supervised ${FAST_SCEN:-} ;;
         sc_h200) scorecard h200 configs/h200.toml supervised ;;
         # sc_fast_lm / sc_ppo_lm: the same with the 120/250-bar momentum columns (docs/LEARNING.md, stop 21 §7)
         sc_fast_lm) scorecard h200_fast_lm configs/h200-fast.toml supervised "" --set "features.long_momentum=[120,250]" ;;
@@ -56,7 +63,7 @@ case "$mode" in
         sc_fast_gate) scorecard h200_fast_gate configs/h200-fast.toml none ${SC_SCEN:-regime,no_edge} ;;
         sc_ppo_gate) scorecard h200_ppo_gate configs/h200-ppo.toml none ${SC_SCEN:-regime,no_edge} ;;
         sc_sb3) scorecard h200_fast_sb3 configs/h200-fast.toml sb3_dqn no_edge,edge_daily,edge_minute,regime,leak ;;
-        sc_ppo) scorecard h200_ppo configs/h200-ppo.toml none ;;
+        sc_ppo) scorecard h200_ppo${PPO_TAG:+_$PPO_TAG} configs/h200-ppo.toml none ${PPO_SCEN:-} ;;
         # sc_ppo_cand (h200-ppo.toml has these settings since stop 23): the best PPO regime setting on the CPU (stop 20), every
         # scenario; 16 epochs: give it T_SC=420 or more
         sc_ppo_cand) scorecard h200_ppo_cand configs/h200-ppo.toml none "" --set ppo.lr=3e-4 --set train.epochs=16 \
