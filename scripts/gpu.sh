@@ -109,6 +109,9 @@ case "$mode" in
         # ftests: the fused learner's GPU tests outside tests/kernels (ktests runs the kernels' own).
         ftests) TAILN=30 step ${T_FTESTS:-150} python3 -m pytest -q -m gpu -p no:cacheprovider tests/agents/test_dqn_fused_step.py \
           tests/agents/test_replay_wide_per.py tests/accel -s ;;
+        # kwide: the 32-ary PER trees' kernel tests and their sampler's (after a kernel change)
+        kwide) TAILN=10 step ${T_KWIDE:-120} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_wide_tree_fused.py \
+          tests/agents/test_replay_wide_per.py ;;
         kbts) TAILN=10 step ${T_KBTS:-90} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -k small_exact ;;
         replay) step ${T_REPLAY:-90} python3 -m bench.bench_replay ;;
         kbt) TAILN=30 step ${T_KBT:-200} python3 -m pytest -q -m gpu -p no:cacheprovider tests/kernels/test_backtest_fused.py -s ;;
