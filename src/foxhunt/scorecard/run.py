@@ -144,38 +144,13 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
     t1 = time.perf_counter()
     results = runner.run(run_dir)
     train_s = time.perf_counter() - t1
-    market, folds, env = prepared.market, prepared.folds, cfg.env
-    capital = float(env.capital)
-    agent = PolicyScore("agent", capital=capital)
+    folds = prepared.folds
+    agent = PolicyScore("agent", capital=float(cfg.env.capital))
     for res, f in zip(results, folds):
         agent.folds.append(_fold_from_run(run_dir, f.fold, res["agent"]))
-    n_actions = runner.trainer.env.n_actions
-    rules: dict[str, Any] = {"buy_and_hold": np.ones(len(scenario.bars))}
-    rules.update(scenario.oracles)
     backend = runner.plan.eval  # the run's evaluation backend (the plan checked the agent's network)
-    refs = score_exposures(market, runner.backtester, folds, rules, n_actions, capital, backend)
-    references = {"flat": flat_score(folds, capital), **refs}
-    base_scores: dict[str, PolicyScore] = {}
-    if "supervised" in baselines:
-        from foxhunt.scorecard.baselines import supervised_exposures
-
-        ex, info = supervised_exposures(market, folds, env, seed=cfg.run.seed)
-        sup = score_exposures(market, runner.backtester, folds, {"supervised": lambda f: ex[f.fold]}, n_actions, capital, backend)
-        base_scores["supervised"] = sup["supervised"]
-        base_scores["supervised"].extra = {"margins": info["margins"], "model": info["model"], "fit_s": info["fit_s"]}
-    for algo in ("dqn", "ppo"):
-        name = f"sb3_{algo}"
-        if name not in baselines or sb3_budget <= 0:
-            continue
-        from foxhunt.scorecard.baselines import sb3_scores
-
-        # The agent's discount (what the scenario's horizon asks for), whichever learner the agent is.
-        gamma = cfg.ppo.gamma if cfg.train.agent == "ppo" else cfg.dqn.gamma
-        rows, info = sb3_scores(algo, market, folds, env, gamma, sb3_budget, runner.backtester, seed=cfg.run.seed)
-        ps = PolicyScore(name, capital=capital, extra={"env_steps": sb3_budget * len(folds), "seconds": info["seconds"]})
-        for m, r_, p_, c in rows:
-            ps.folds.append(fold_score(m, r_, p_, c))
-        base_scores[name] = ps
+    references, base_scores = score_references_and_baselines(scenario, cfg, prepared, runner.backtester, backend,
+                                                             baselines, sb3_budget)
     env_steps = cfg.train.epochs * env_steps_per_epoch(cfg) * len(folds) * cfg.train.ensemble  # every agent's
     out = ScenarioResult(scenario.name, scenario.description, config_source, agent, references, base_scores,
                          wall_s=time.perf_counter() - t0, train_s=train_s, env_steps=env_steps,
@@ -188,6 +163,43 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
         if out.gate.get("passed") is not None:
             out.gate["passed"] = bool(out.gate["passed"] and train_s <= WALK_FORWARD_GATE_S)
     return out
+
+
+def score_references_and_baselines(scenario: Scenario, cfg: Any, prepared: Any, backtester: Any, backend: str,
+                                   baselines: Sequence[str], sb3_budget: int) -> tuple[dict[str, PolicyScore], dict[str, PolicyScore]]:
+    """Flat, buy-and-hold and the scenario's oracle rules, and the chosen baselines (supervised, sb3_dqn,
+    sb3_ppo at ``sb3_budget`` env steps a fold), on every fold's validation window with the same costs.
+
+    backend: the validation backtests' implementation ("torch" | "fused"). Returns (references, baselines)."""
+    market, folds, env = prepared.market, prepared.folds, cfg.env
+    capital = float(env.capital)
+    n_actions = int(env.n_actions)
+    rules: dict[str, Any] = {"buy_and_hold": np.ones(len(scenario.bars))}
+    rules.update(scenario.oracles)
+    refs = score_exposures(market, backtester, folds, rules, n_actions, capital, backend)
+    references = {"flat": flat_score(folds, capital), **refs}
+    base_scores: dict[str, PolicyScore] = {}
+    if "supervised" in baselines:
+        from foxhunt.scorecard.baselines import supervised_exposures
+
+        ex, info = supervised_exposures(market, folds, env, seed=cfg.run.seed)
+        sup = score_exposures(market, backtester, folds, {"supervised": lambda f: ex[f.fold]}, n_actions, capital, backend)
+        base_scores["supervised"] = sup["supervised"]
+        base_scores["supervised"].extra = {"margins": info["margins"], "model": info["model"], "fit_s": info["fit_s"]}
+    for algo in ("dqn", "ppo"):
+        name = f"sb3_{algo}"
+        if name not in baselines or sb3_budget <= 0:
+            continue
+        from foxhunt.scorecard.baselines import sb3_scores
+
+        # The agent's discount (what the scenario's horizon asks for), whichever learner the agent is.
+        gamma = cfg.ppo.gamma if cfg.train.agent == "ppo" else cfg.dqn.gamma
+        rows, info = sb3_scores(algo, market, folds, env, gamma, sb3_budget, backtester, seed=cfg.run.seed)
+        ps = PolicyScore(name, capital=capital, extra={"env_steps": sb3_budget * len(folds), "seconds": info["seconds"]})
+        for m, r_, p_, c in rows:
+            ps.folds.append(fold_score(m, r_, p_, c))
+        base_scores[name] = ps
+    return references, base_scores
 
 
 def _fold_from_run(run_dir: Path, fold: int, metrics: dict[str, float]):
