@@ -9,8 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-# Keep CI's 2 cores from being oversubscribed by intra-op threads of several libraries.
-torch.set_num_threads(min(2, os.cpu_count() or 1))
+# Keep CI's 2 cores from being oversubscribed by intra-op threads of several libraries. Under
+# pytest-xdist (scripts/test.sh runs 2 workers) each worker gets its share of the cores: two workers
+# of two threads each on two cores made busy-waiting OpenMP threads slow small-op tests 10-16x.
+_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+torch.set_num_threads(max(1, min(2, (os.cpu_count() or 1) // _WORKERS)))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
