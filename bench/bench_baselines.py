@@ -43,6 +43,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--sb3-steps", type=int, default=5000)
     p.add_argument("--device", default="cpu")
     p.add_argument("--name", default="baselines_cpu_gpu_size", help="bench/results/<name>.json")
+    p.add_argument("--out", type=Path, default=None, help="write here instead of bench/results/<name>.json")
     a = p.parse_args(argv)
     base = tomllib.loads(a.config.read_text())
     sz = SIZES[a.size]
@@ -73,7 +74,12 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name}: best reference {best_name} {best:+.2f}; {line} ({rows[name]['wall_s']:.0f} s)", flush=True)
     res = {"size": a.size, "config": str(a.config), "baselines": chosen, "sb3_steps_per_fold": a.sb3_steps,
            "machine": machine(torch.device(a.device)), "scenarios": rows}
-    print("wrote", write_result(a.name, res))
+    if a.out is not None:
+        a.out.parent.mkdir(parents=True, exist_ok=True)
+        a.out.write_text(json.dumps(res, indent=2, default=float) + "\n")
+        print("wrote", a.out)
+    else:
+        print("wrote", write_result(a.name, res))
     return res
 
 

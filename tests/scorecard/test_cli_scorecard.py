@@ -64,6 +64,25 @@ def test_a_tiny_scorecard_writes_json_and_html_and_passes_no_edge_and_leak(tmp_p
     assert html.count("data:image/png;base64,") == 2 and "no_edge" in html
     assert "gates:" in res.stdout
 
+    # bench/bench_baselines.py (the baseline rows without the agent, e.g. SB3 at the gpu size on a CPU)
+    # scores the same references and baselines on the same folds: its rows equal the card's.
+    root = Path(__file__).resolve().parents[2]
+    bl = tmp_path / "baselines.json"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join([str(root), str(root / "src")])}
+    r = subprocess.run([sys.executable, "-m", "bench.bench_baselines", "--size", "tiny", "--config",
+                        str(root / "configs" / "train-default.toml"), "--scenarios", "no_edge,leak", "--baselines",
+                        "supervised", "--out", str(bl)], cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    rows = json.loads(bl.read_text())["scenarios"]
+    for name, s in by.items():
+        pairs = [(rows[name]["references"][ref], v) for ref, v in s["references"].items()]
+        pairs.append((rows[name]["baselines"]["supervised"], s["baselines"]["supervised"]))
+        for got, want in pairs:
+            for k, v in want.items():  # every field of the card's but the fit's seconds
+                if k.endswith("_s"):
+                    continue
+                assert got[k] == (pytest.approx(v) if v is not None else None), (name, k)
+
 
 @pytest.mark.slow
 def test_a_ppo_config_runs_through_the_scorecard_beside_sb3_ppo_and_the_json_names_the_agent(tmp_path):
