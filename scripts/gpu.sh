@@ -51,10 +51,10 @@ case "$mode" in
     run_step() {
       case "$1" in
         # Learning scorecards (issue 13/15; docs/LEARNING.md), ~2.5-6 min each on the H200:
-        # FAST_SCEN / PPO_SCEN: a subset of scenarios (a whole card can outlast one device call), then
-        # FAST_TAG / PPO_TAG name the file (scorecard_cuda_h200_fast_TAG.json)
+        # FAST_SCEN / PPO_SCEN / H200_SCEN: a subset of scenarios (a whole card can outlast one device call),
+        # then FAST_TAG / PPO_TAG / H200_TAG name the file (scorecard_cuda_h200_fast_TAG.json)
         sc_fast) scorecard h200_fast${FAST_TAG:+_$FAST_TAG} configs/h200-fast.toml supervised ${FAST_SCEN:-} ;;
-        sc_h200) scorecard h200 configs/h200.toml supervised ;;
+        sc_h200) scorecard h200${H200_TAG:+_$H200_TAG} configs/h200.toml supervised ${H200_SCEN:-} ;;
         # sc_fast_lm / sc_ppo_lm: the same with the 120/250-bar momentum columns (docs/LEARNING.md, stop 21 §7)
         sc_fast_lm) scorecard h200_fast_lm configs/h200-fast.toml supervised "" --set "features.long_momentum=[120,250]" ;;
         sc_ppo_lm) scorecard h200_ppo_lm configs/h200-ppo.toml none "" --set "features.long_momentum=[120,250]" ;;
