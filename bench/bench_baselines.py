@@ -16,14 +16,13 @@ backtester steps the references bar by bar: no_edge's were not done after 13 min
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from bench.common import machine, write_result
+from bench.common import machine, save
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -76,12 +75,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{name}: best reference {best_name} {best:+.2f}; {line} ({rows[name]['wall_s']:.0f} s)", flush=True)
     res = {"size": a.size, "config": str(a.config), "baselines": chosen, "sb3_steps_per_fold": a.sb3_steps,
            "machine": machine(torch.device(a.device)), "scenarios": rows}
-    if a.out is not None:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(json.dumps(res, indent=2, default=float) + "\n")
-        print("wrote", a.out)
-    else:
-        print("wrote", write_result(a.name, res))
+    print("wrote", save(a, "baselines_cpu_gpu_size", res))  # --out, else bench/results/<--name>.json
     return res
 
 
