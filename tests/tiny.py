@@ -55,15 +55,18 @@ dqn.hidden = [[16], [8, 8]]
 
 
 def tiny_config(directory: Path, *, seed: int = 0, epochs: int = 3, every: int = 1, tb: bool = False,
-                report: bool = False, cache: Path | None = None, extra: str = "", select: str = "last") -> Path:
+                report: bool = False, cache: Path | None = None, extra: str = "", select: str = "last",
+                abstain: bool = False) -> Path:
     """Write a tiny run config (plus the TOML text ``extra``) into ``directory/tiny.toml``; runs go
     to ``directory/runs``, the feature cache to ``directory/cache`` unless ``cache`` is given.
-    select: ``train.select`` ("last" | "inner": epoch selection on a held-back window)."""
+    select: ``train.select`` ("last" | "inner": epoch selection on a held-back window); abstain:
+    ``train.abstain`` with inner selection (off by default here: a tiny run's held-back window is
+    too short to beat its noise bar, so every fold would be flat; tests/train/test_abstain.py)."""
     directory.mkdir(parents=True, exist_ok=True)
     text = TINY_TOML.format(out=directory / "runs", cache=cache or directory / "cache", seed=seed, epochs=epochs,
                             every=every, tb=str(tb).lower(), report=str(report).lower())
     if select != "last":
-        text = text.replace("[train]\n", f'[train]\nselect = "{select}"\n', 1)
+        text = text.replace("[train]\n", f'[train]\nselect = "{select}"\nabstain = {str(abstain).lower()}\n', 1)
     path = directory / "tiny.toml"
     path.write_text(text + extra)
     return path

@@ -148,6 +148,9 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
     agent = PolicyScore("agent", capital=float(cfg.env.capital))
     for res, f in zip(results, folds):
         agent.folds.append(_fold_from_run(run_dir, f.fold, res["agent"]))
+    records = [(res.get("selection") or {}).get("abstain") for res in results]
+    if any(records):  # train.abstain: who voted in each fold (an empty list: the fold was flat)
+        agent.extra["voters_per_fold"] = [r["voters"] if r else None for r in records]
     backend = runner.plan.eval  # the run's evaluation backend (the plan checked the agent's network)
     references, base_scores = score_references_and_baselines(scenario, cfg, prepared, runner.backtester, backend,
                                                              baselines, sb3_budget)

@@ -31,6 +31,7 @@ from foxhunt.config import Config
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 from foxhunt.train.logs import clean_floats
+from foxhunt.train.abstain import line as abstain_line
 
 
 @dataclass
@@ -157,4 +158,6 @@ def fold_line(r: dict[str, Any]) -> str:
     s = f"agent Sharpe {a['sharpe']:+.2f} return {a['total_return']:+.2%}"
     if b:
         s += f" | buy&hold Sharpe {b['sharpe']:+.2f} return {b['total_return']:+.2%}"
-    return s
+    record = (r.get("selection") or {}).get("abstain")
+    phrase = abstain_line(record) if record else ""
+    return f"{s} | {phrase}" if phrase else s

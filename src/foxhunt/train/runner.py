@@ -39,6 +39,7 @@ from foxhunt.env.params import check_episode_length
 from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
 from foxhunt.pipeline import Prepared
+from foxhunt.train import abstain
 from foxhunt.train import checkpoint as ckpt
 from foxhunt.train.agent import build_trainer, policy_net, trained_module, training_env
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
@@ -94,6 +95,8 @@ class WalkForwardRunner:
         if self.tcfg.select == "inner":  # early stopping on a held-back tail of each training window (per member)
             self.selectors = [EpochSelector(trained_module(t), lambda t=t: policy_net(t), self._window_sharpe) for t in self.members]
         self.selector = self.selectors[0] if self.selectors else None
+        self._voters = list(range(len(self.members)))  # this fold's members in its model (train.abstain)
+        self._net: Any = None  # this fold's greedy network, built once per fold (``fold_net``)
         self._train_part: dict[int, FoldRange] = {}  # fold -> the bars the trainer trains on
         self._bh: dict[int, BuyHold] | None = None
         self.buy_and_hold_s = 0.0
@@ -111,10 +114,26 @@ class WalkForwardRunner:
     def evaluate(self, fold: FoldRange) -> tuple[Any, BuyHold | None]:
         """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
         n = fold.val_len - 1
-        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(ensemble_net(self.members)), backend=self.plan.eval,
+        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.fold_net()), backend=self.plan.eval,
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
+
+    def fold_net(self) -> Any:
+        """The fold's greedy network: the mean-Q network of the members that voted (all of them
+        unless ``train.abstain`` dropped some), or the flat network when none did."""
+        if self._net is None:
+            kept = [self.members[k] for k in self._voters]
+            self._net = ensemble_net(kept) if kept else abstain.flat_net(policy_net(self.members[0]))
+        return self._net
+
+    def _alternatives(self, fold: FoldRange, selection: dict[str, Any] | None) -> None:
+        """The validation scores of the ensembles abstention did not pick (``abstain.add_alternatives``)."""
+        record = (selection or {}).get("abstain")
+        if record is not None:
+            n = fold.val_len - 1
+            abstain.add_alternatives(record, self.members, self.tcfg.abstain_ablation, lambda members: self.backtester.run(
+                [fold.val_start], [n], GreedyPolicy(ensemble_net(members)), backend=self.plan.eval).metrics[0])
 
     def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
         """Sharpe of ``policy`` on the held-back window (the epoch selector's score; one readback).
@@ -137,16 +156,26 @@ class WalkForwardRunner:
             for sel in self.selectors:
                 sel.begin_fold(start, steps)
         self._train_part[fold.fold] = part
+        self._voters, self._net = list(range(len(self.members))), None
         return sum(t.reset_for_fold(part, warm_start=warm_start) for t in self.members)
 
     def _end_fold(self) -> dict[str, Any] | None:
-        """Each member's selected epoch's network becomes its own (``train.select = "inner"``);
-        returns member 0's selection (+ every member's and their seeds with ``train.ensemble``)."""
+        """Each member's selected epoch's network becomes its own (``train.select = "inner"``) and,
+        with ``train.abstain``, the members whose held-back Sharpe is within noise drop out of the
+        fold's model (``foxhunt.train.abstain``); returns member 0's selection (+ every member's and
+        their seeds with ``train.ensemble``, + the abstention record)."""
         picks = [sel.finish() for sel in self.selectors]
+        self._voters, self._net = list(range(len(self.members))), None
+        record = None
+        if picks and self.tcfg.abstain:
+            z = float(self.tcfg.abstain_z)
+            bar = abstain.noise_bar(z, int(picks[0]["inner_steps"]), self.bars_per_year)
+            self._voters = abstain.voters([p["inner_sharpe"] for p in picks], bar)
+            record = {"abstain": abstain.describe(picks, self._voters, z, self.bars_per_year)}
         if len(self.members) == 1:
-            return picks[0] if picks else None
+            return {**picks[0], **(record or {})} if picks else None
         seeds = [int(self.cfg.run.seed) + k for k in range(len(self.members))]
-        return {**(picks[0] if picks else {}), "ensemble_seeds": seeds, **({"members": picks} if picks else {})}
+        return {**(picks[0] if picks else {}), "ensemble_seeds": seeds, **({"members": picks} if picks else {}), **(record or {})}
 
     def _train_epoch(self, e: int) -> tuple[Any, list[Any], list[float]]:
         """Epoch e (0-based) of every member: (member 0's summary or None, the others' summaries from the
@@ -195,7 +224,7 @@ class WalkForwardRunner:
                              seed=self.cfg.run.seed)
         write_json(d / "metrics.json", result)
         part = self._train_part.get(fold.fold, fold)  # the bars the network was trained on
-        write_model(d / "model.safetensors", ensemble_net(self.members), self.market, part, fold, self.cfg, self.data_hash)
+        write_model(d / "model.safetensors", self.fold_net(), self.market, part, fold, self.cfg, self.data_hash)
         if self.tcfg.save_curves:
             write_curves(d / "curves.safetensors", agent, bh)
         if self.tcfg.save_trades and agent.trades is not None:
@@ -293,6 +322,7 @@ class WalkForwardRunner:
                     selection = self._end_fold()
                     t0 = time.perf_counter()
                     agent, bh = self.evaluate(fold)
+                    self._alternatives(fold, selection)
                     eval_s = time.perf_counter() - t0
                     timings = {"transition_s": transition, "train_s": train_s, "eval_s": eval_s, "mid_fold_checkpoint_s": ckpt_s,
                                "resumed_at_epoch": start_epoch if k == first_fold and resumed_mid else None}
