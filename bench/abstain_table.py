@@ -1,11 +1,11 @@
-"""What each abstention bar (``train.abstain_z``) would have scored, read from runs trained with
-``train.abstain_ablation = true`` (their metrics.json holds, per fold, every member's held-back
-Sharpe, the window's standard error and the validation score of the top 1 … K members' ensemble).
+"""What each abstention bar (``train.abstain_z``) would have scored, read from finished run folders.
 
-For z in a grid the kept members are those whose held-back Sharpe is above z · SE; they are the top j
-by held-back Sharpe, so the fold's score is the ablation's j-th row (j = 0: flat, Sharpe 0). Per run:
-the fold-mean validation Sharpe, the flat folds and the mean number of voters, for every z and
-without abstention (all K members), all from the same trained networks.
+A run with ``train.abstain`` records per fold its members' selected held-back Sharpes, the window's
+standard error, and, for a flat fold, what the members' ensemble scored on the validation window
+(``selection.abstain.all_members``); a fold that traded scored the ensemble's Sharpe itself. So for
+every bar z the fold's score is known without training again: 0 (flat) when the members' mean
+held-back Sharpe is at or below z · SE, the ensemble's validation Sharpe otherwise. Per run: the
+fold-mean validation Sharpe and the flat folds for every z, and without abstention.
 
     python -m bench.abstain_table /tmp/sc_h200_fast [--z 0,1,1.5,2,2.5,3] > bench/results/abstain_cuda_h200_fast.json
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,35 +22,38 @@ from typing import Any
 Z_GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 
 
-def fold_score(record: dict[str, Any], z: float) -> tuple[float, int]:
-    """(validation Sharpe, voters) of a fold's model under bar z · SE (from its ablation rows)."""
-    bar = z * float(record["standard_error"])
-    kept = sum(1 for s in record["inner_sharpes"] if s is not None and s > bar)
-    return (0.0 if kept == 0 else float(record["by_members"][kept - 1]["sharpe"])), kept
+def _sharpe(x: Any) -> float:
+    """A validation Sharpe as the scorecard counts it: undefined (never traded) is flat, 0."""
+    return float(x) if x is not None and math.isfinite(float(x)) else 0.0
+
+
+def fold_row(fold: dict[str, Any]) -> tuple[float, float]:
+    """(members' mean held-back Sharpe in SE units, the ensemble's validation Sharpe) of one fold's
+    metrics.json content."""
+    rec = fold["selection"]["abstain"]
+    ensemble = rec["all_members"]["sharpe"] if rec["flat"] else fold["agent"]["sharpe"]
+    return float(rec["mean_inner_sharpe"]) / float(rec["standard_error"]), _sharpe(ensemble)
 
 
 def run_table(run: Path, grid: tuple[float, ...]) -> dict[str, Any] | None:
-    """The table of one run directory (None when it has no ablation rows)."""
-    records = []
+    """The table of one run directory (None when its folds have no abstention record)."""
+    rows = []
     for path in sorted(run.glob("folds/fold_*/metrics.json"), key=lambda p: int(p.parent.name.split("_")[1])):
-        rec = (json.loads(path.read_text()).get("selection") or {}).get("abstain")
-        if rec is None or "by_members" not in rec:
+        fold = json.loads(path.read_text())
+        if "abstain" not in (fold.get("selection") or {}):
             return None
-        records.append(rec)
-    if not records:
+        rows.append(fold_row(fold))
+    if not rows:
         return None
-    out: dict[str, Any] = {"folds": len(records), "members": len(records[0]["inner_sharpes"]),
-                           "inner_z": [[None if s is None else round(s / r["standard_error"], 3) for s in r["inner_sharpes"]]
-                                       for r in records],
-                           "all_members": _row([(float(r["by_members"][-1]["sharpe"]), len(r["inner_sharpes"])) for r in records])}
-    out["by_z"] = {f"{z:g}": _row([fold_score(r, z) for r in records]) for z in grid}
+    out: dict[str, Any] = {"folds": len(rows), "mean_inner_z": [round(z, 3) for z, _ in rows],
+                           "without": _summary([s for _, s in rows], 0)}
+    out["by_z"] = {f"{z:g}": _summary([s if m > z else 0.0 for m, s in rows], sum(1 for m, _ in rows if m <= z))
+                   for z in grid}
     return out
 
 
-def _row(scores: list[tuple[float, int]]) -> dict[str, Any]:
-    sharpes = [s for s, _ in scores]
-    return {"sharpe": sum(sharpes) / len(sharpes), "fold_sharpes": [round(s, 4) for s in sharpes],
-            "flat_folds": sum(1 for _, k in scores if k == 0), "mean_voters": sum(k for _, k in scores) / len(scores)}
+def _summary(sharpes: list[float], flat: int) -> dict[str, Any]:
+    return {"sharpe": sum(sharpes) / len(sharpes), "fold_sharpes": [round(s, 4) for s in sharpes], "flat_folds": flat}
 
 
 def main() -> None:
@@ -67,7 +71,7 @@ def main() -> None:
     print()
     for name, t in out.items():  # the short summary, on stderr
         cells = "  ".join(f"z{z}: {r['sharpe']:+.2f} ({r['flat_folds']} flat)" for z, r in t["by_z"].items())
-        print(f"{name}: all {t['all_members']['sharpe']:+.2f}  {cells}", file=sys.stderr)
+        print(f"{name}: without {t['without']['sharpe']:+.2f}  {cells}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -44,14 +44,13 @@ case "$mode" in
     scorecard() { local d=/tmp/sc_$1 wrap=(); rm -rf "$d"
       [ -n "${SC_PROF:-}" ] && wrap=(-m bench.sample_stacks --out "bench/results/stacks_cuda_$1.json" --)
       step ${T_SC:-420} python3 "${wrap[@]}" -m foxhunt.cli scorecard --size ${SC_SIZE:-gpu} --device ${SC_DEVICE:-cuda} \
-      --config "$2" --baselines "$3" --sb3-steps ${SB3_STEPS:-5000} ${4:+--scenarios $4} ${SC_ABLATE:+--set train.abstain_ablation=true} \
+      --config "$2" --baselines "$3" --sb3-steps ${SB3_STEPS:-5000} ${4:+--scenarios $4} \
       "${@:5}" --out "$d"; local rc=$?
       cp "$d/scorecard.json" "bench/results/scorecard_cuda_$1.json" 2>/dev/null
       python3 -m bench.run_timings "$d" > "bench/results/timings_cuda_$1.json" 2>/dev/null
-      # SC_ABLATE=1: every fold also scores the top 1..K members' ensembles (train.abstain_ablation), and
-      # bench/results/abstain_cuda_NAME.json says what each abstain_z would have scored (read from the run folders,
-      # so the scenarios finished before a timeout count too).
-      [ -n "${SC_ABLATE:-}" ] && python3 -m bench.abstain_table "$d" > "bench/results/abstain_cuda_$1.json"; return $rc; }
+      # what each train.abstain_z would have scored (bench/abstain_table.py; read from the run folders, so the
+      # scenarios finished before a timeout count too)
+      python3 -m bench.abstain_table "$d" > "bench/results/abstain_cuda_$1.json"; return $rc; }
     # One named step; the steps run in the order STEPS lists them.
     run_step() {
       case "$1" in

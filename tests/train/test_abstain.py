@@ -1,9 +1,9 @@
-"""train.abstain: a member whose selected held-back Sharpe is within z standard errors of zero
-drops out of the fold's model; a fold with no voter gets the flat network (foxhunt.train.abstain).
+"""train.abstain: a fold whose members' mean selected held-back Sharpe is within z standard errors
+of zero gets the flat network instead of their ensemble (foxhunt.train.abstain).
 
 The runner tests script the held-back Sharpes (so the claims do not depend on what a tiny run
 learns): the tiny run's held-back window is 399 minute bars, SE = sqrt(525,960 / 399) ≈ 36, so the
-bar at z = 2 is ≈ 73 (fold 1: ≈ 68); 100 clears it, 1 does not."""
+bar at z = 2 is ≈ 73 (fold 1: ≈ 68)."""
 
 from __future__ import annotations
 
@@ -36,9 +36,11 @@ def test_the_bar_is_z_standard_errors_of_a_sharpe_over_the_held_back_bars():
     assert abstain.noise_bar(0.0, 10, 252.0) == 0.0  # z = 0: only members at or below zero abstain
 
 
-def test_a_member_votes_only_when_its_held_back_sharpe_is_strictly_above_the_bar():
-    assert abstain.voters([1.5, 0.5, 0.7, None, float("nan"), 0.71], 0.7) == [0, 5]
-    assert abstain.voters([-1.0, 0.0], 0.0) == []
+def test_the_fold_trades_only_when_the_members_mean_held_back_sharpe_is_above_the_bar():
+    assert abstain.trades([1.5, 0.1], 0.7) and not abstain.trades([1.5, -0.2], 0.7)  # means 0.8 and 0.65
+    assert abstain.mean_sharpe([1.0, None, float("nan"), 1.0]) == 0.5  # no score counts as a flat member's 0
+    assert not abstain.trades([0.7], 0.7)  # strictly above
+    assert not abstain.trades([-1.0, 0.5], 0.0)
 
 
 @pytest.mark.parametrize("n_actions, flat", [(5, 2), (45, 19)])
@@ -72,9 +74,9 @@ def _scripted(monkeypatch, per_member: list[float]) -> None:
     monkeypatch.setattr(runner_mod.WalkForwardRunner, "_window_sharpe", window_sharpe)
 
 
-def _train(tmp_path: Path, name: str, *sets: str, ensemble: int = 2) -> Path:
+def _train(tmp_path: Path, name: str, *sets: str) -> Path:
     cfg = tiny_config(tmp_path, epochs=2, every=0, select="inner", abstain=True)
-    args = ["train", "--config", str(cfg), "--name", name, "--set", f"train.ensemble={ensemble}"]
+    args = ["train", "--config", str(cfg), "--name", name, "--set", "train.ensemble=2"]
     res = CliRunner().invoke(app, args + [a for s in sets for a in ("--set", s)])
     assert res.exit_code == 0, res.output
     return tmp_path / "runs" / name
@@ -85,37 +87,36 @@ def _fold(run: Path, k: int) -> dict:
 
 
 @pytest.mark.slow
-def test_a_member_within_noise_drops_out_and_the_model_is_the_other_members_alone(tmp_path, monkeypatch):
-    _scripted(monkeypatch, [100.0, 1.0])
-    team = _train(tmp_path / "team", "t", "train.abstain_ablation=true")
-    _scripted(monkeypatch, [100.0])
-    alone = _train(tmp_path / "alone", "a", ensemble=1)  # member 0 is the agent a run of seed 0 trains
-    obs = torch.randn(300, load_model(alone / "folds" / "fold_0" / "model.safetensors")[0].obs_dim)
+def test_a_fold_whose_members_mean_clears_the_bar_trades_their_whole_ensemble(tmp_path, monkeypatch):
+    """Member 1 alone (1.0) is far below the bar; the mean (150 + 1) / 2 clears it: the model is both members'."""
+    _scripted(monkeypatch, [150.0, 1.0])
+    team = _train(tmp_path / "team", "t")
+    _scripted(monkeypatch, [150.0, 1.0])
+    off = _train(tmp_path / "off", "o", "train.abstain=false")
+    obs = torch.randn(300, load_model(off / "folds" / "fold_0" / "model.safetensors")[0].obs_dim)
     for k in (0, 1):
         m = _fold(team, k)
         rec = m["selection"]["abstain"]
-        assert rec["voters"] == [0] and rec["abstained"] == [1] and not rec["flat"]
-        assert rec["bar"] == pytest.approx(2.0 * rec["standard_error"]) and 60 < rec["bar"] < 76  # folds expand: 399, then more held-back bars
-        assert rec["inner_sharpes"] == [100.0, 1.0]
-        net_team, net_alone = (load_model(r / "folds" / f"fold_{k}" / "model.safetensors")[0] for r in (team, alone))
-        assert torch.equal(net_team(obs), net_alone(obs))  # member 0's selected network, unchanged
-        assert m["agent"] == _fold(alone, k)["agent"]
-        # what abstention did not pick, scored on the same validation window
-        assert [b["members"] for b in rec["by_members"]] == [[0], [0, 1]]
-        assert rec["by_members"][0]["sharpe"] == m["agent"]["sharpe"]  # top-1 = the voters = the model
-        assert rec["all_members"] == {k2: v for k2, v in rec["by_members"][1].items() if k2 != "members"}
+        assert not rec["flat"] and rec["inner_sharpes"] == [150.0, 1.0] and rec["mean_inner_sharpe"] == 75.5
+        assert rec["bar"] == pytest.approx(2.0 * rec["standard_error"]) and 60 < rec["bar"] < 75.5
+        assert "all_members" not in rec  # nothing was replaced
+        nets = [load_model(r / "folds" / f"fold_{k}" / "model.safetensors")[0] for r in (team, off)]
+        assert torch.equal(nets[0](obs), nets[1](obs)) and m["agent"] == _fold(off, k)["agent"]
 
 
 @pytest.mark.slow
-def test_a_fold_where_every_member_abstains_is_flat_and_trades_nothing(tmp_path, monkeypatch):
-    _scripted(monkeypatch, [1.0, -3.0])
-    run = _train(tmp_path, "f")
+def test_a_fold_within_noise_is_flat_trades_nothing_and_records_what_the_ensemble_would_have_scored(tmp_path, monkeypatch):
+    _scripted(monkeypatch, [100.0, -3.0])  # mean 48.5: below the bar although member 0 alone is above it
+    run = _train(tmp_path / "team", "f")
+    _scripted(monkeypatch, [100.0, -3.0])
+    off = _train(tmp_path / "off", "o", "train.abstain=false")
     for k in (0, 1):
         m = _fold(run, k)
         rec = m["selection"]["abstain"]
-        assert rec["flat"] and rec["voters"] == [] and rec["abstained"] == [0, 1]
+        assert rec["flat"] and rec["mean_inner_sharpe"] == 48.5
         assert m["agent"]["trade_count"] == 0 and m["agent"]["total_return"] == 0.0
-        assert "all_members" in rec and "by_members" not in rec
+        without = _fold(off, k)["agent"]
+        assert rec["all_members"] == {key: without[key] for key in abstain.ALTERNATIVE_METRICS}
         net = load_model(run / "folds" / f"fold_{k}" / "model.safetensors")[0]
         assert bool((net(torch.randn(64, net.obs_dim)).argmax(-1) == 2).all())
 
@@ -124,7 +125,7 @@ def test_a_fold_where_every_member_abstains_is_flat_and_trades_nothing(tmp_path,
 def test_abstain_off_keeps_every_member_and_writes_no_record(tmp_path, monkeypatch):
     _scripted(monkeypatch, [1.0, -3.0])
     run = _train(tmp_path, "o", "train.abstain=false")
-    assert all("abstain" not in _fold(run, k)["selection"] for k in (0, 1))
+    assert all("abstain" not in _fold(run, k)["selection"] for k in (0, 1))  # and the ensemble trades
     assert _fold(run, 0)["agent"]["trade_count"] > 0
 
 
@@ -135,7 +136,7 @@ def test_foxhunt_train_reports_a_flat_fold_in_a_fresh_process(tmp_path):
     cfg = tiny_config(tmp_path, epochs=1, every=0, select="inner", abstain=True)
     out = subprocess.run(FOXHUNT + ["train", "--config", str(cfg), "--name", "r"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.count("flat: no member's held-back Sharpe beat the noise bar") == 2
+    assert out.stdout.count("flat: the agent's held-back Sharpe") == 2 and "is within the noise bar" in out.stdout
     run = tmp_path / "runs" / "r"
     assert all(_fold(run, k)["agent"]["trade_count"] == 0 for k in (0, 1))
     bt = subprocess.run(FOXHUNT + ["backtest", "--run", str(run)], capture_output=True, text=True, timeout=600)

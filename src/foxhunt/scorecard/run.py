@@ -149,8 +149,11 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
     for res, f in zip(results, folds):
         agent.folds.append(_fold_from_run(run_dir, f.fold, res["agent"]))
     records = [(res.get("selection") or {}).get("abstain") for res in results]
-    if any(records):  # train.abstain: who voted in each fold (an empty list: the fold was flat)
-        agent.extra["voters_per_fold"] = [r["voters"] if r else None for r in records]
+    if any(records):  # train.abstain: which folds were flat, and what the members' ensemble scored there
+        agent.extra["abstain"] = {"z": records[0]["z"] if records[0] else None,
+                                  "flat_folds": [f.fold for f, r in zip(folds, records) if r and r["flat"]],
+                                  "mean_inner_z": [r["mean_inner_sharpe"] / r["standard_error"] if r else None for r in records],
+                                  "without": [(r.get("all_members") or {}).get("sharpe") if r else None for r in records]}
     backend = runner.plan.eval  # the run's evaluation backend (the plan checked the agent's network)
     references, base_scores = score_references_and_baselines(scenario, cfg, prepared, runner.backtester, backend,
                                                              baselines, sb3_budget)

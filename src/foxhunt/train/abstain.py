@@ -1,17 +1,20 @@
-"""Abstention (``train.abstain``): a member whose selected epoch does not beat the noise of its
-held-back window votes flat; a fold whose members all abstain gets a flat model.
+"""Abstention (``train.abstain``): a fold whose members' selected held-back Sharpes do not, on
+average, beat the noise of that window gets a flat model instead of their ensemble.
 
 Why: with ``train.select = "inner"`` each member keeps the best of E epochs by its Sharpe on the
 held-back window. Where nothing pays (the scorecard's no-edge market, often real daily data) that
 best-of-E is still above zero: the maximum of E noisy scores. On the H200 the 4-agent DQN ensemble
 traded S&P 500 at −0.25 (flat: 0) and held one random position a fold on the no-edge market
 (docs/LEARNING.md §11-13). A Sharpe measured over n bars has a standard error of about
-SE = sqrt(bars_per_year / n) (annualised, for small Sharpe ratios), so a member is kept only when
+SE = sqrt(bars_per_year / n) (annualised, for small Sharpe ratios), so the fold trades only when
 
-    best held-back Sharpe > abstain_z · SE
+    mean over members of their selected held-back Sharpe > abstain_z · SE
 
-and the fold's model is the mean-Q network of the kept members (``foxhunt.train.team``). None kept:
-``flat_net``, whose greedy action is always the flat one, so the fold trades nothing and scores 0.
+and is flat otherwise (``flat_net``: its greedy action is always the flat one, so it trades nothing
+and scores 0). The decision is the fold's, on the members' pooled evidence, and never drops single
+members: on the H200, keeping only the members above the bar left S&P 500 at −0.26 (fewer members,
+noisier trading), while the pooled rule kept it at or above flat for every bar from 1.5 to 3 SE
+without touching the planted-edge and regime scenarios (docs/LEARNING.md §13).
 
 Units: Sharpe ratios annualised with the run's bars per year; n = the held-back window's steps.
 """
@@ -42,10 +45,16 @@ def noise_bar(z: float, steps: int, bars_per_year: float) -> float:
     return z * sharpe_standard_error(steps, bars_per_year)
 
 
-def voters(inner_sharpes: Sequence[float | None], bar: float) -> list[int]:
-    """Indices of the members kept: those whose selected held-back Sharpe exceeds ``bar``
-    (None / NaN: no epoch was selected, the member abstains)."""
-    return [k for k, s in enumerate(inner_sharpes) if s is not None and math.isfinite(s) and s > bar]
+def trades(inner_sharpes: Sequence[float | None], bar: float) -> bool:
+    """Whether the fold's ensemble trades: the mean of its members' selected held-back Sharpes
+    (None / NaN, no score: 0, a flat member's) is above ``bar``."""
+    return mean_sharpe(inner_sharpes) > bar
+
+
+def mean_sharpe(inner_sharpes: Sequence[float | None]) -> float:
+    """Mean of the members' held-back Sharpes, a missing or undefined one counted as 0 (flat)."""
+    vals = [s if s is not None and math.isfinite(s) else 0.0 for s in inner_sharpes]
+    return sum(vals) / len(vals) if vals else 0.0
 
 
 def flat_action(n_actions: int) -> int:
@@ -74,45 +83,31 @@ def flat_net(like: nn.Module) -> DuelingQNet:
     return net.eval()
 
 
-def describe(picks: Sequence[dict[str, Any]], kept: Sequence[int], z: float, bars_per_year: float) -> dict[str, Any]:
+def describe(picks: Sequence[dict[str, Any]], z: float, bars_per_year: float) -> dict[str, Any]:
     """The fold's abstention record (metrics.json ``selection.abstain``): z, the held-back window's
-    SE and the bar, each member's selected held-back Sharpe, and who voted (0-based member indices)."""
+    SE and the bar, each member's selected held-back Sharpe, their mean, and whether the fold is flat."""
     steps = int(picks[0]["inner_steps"]) if picks else 0
     se = sharpe_standard_error(steps, bars_per_year)
     sharpes = [p.get("inner_sharpe") for p in picks]
-    return {"z": z, "standard_error": se, "bar": z * se, "inner_sharpes": sharpes, "voters": list(kept),
-            "abstained": [k for k in range(len(picks)) if k not in kept], "flat": not kept}
+    return {"z": z, "standard_error": se, "bar": z * se, "inner_sharpes": sharpes,
+            "mean_inner_sharpe": mean_sharpe(sharpes), "flat": not trades(sharpes, z * se)}
 
 
 def line(record: dict[str, Any]) -> str:
-    """A console phrase for a fold where someone abstained ("" when every member voted)."""
-    n, gone = len(record["inner_sharpes"]), record["abstained"]
-    if not gone:
+    """A console phrase for a flat fold ("" when the fold trades)."""
+    if not record["flat"]:
         return ""
-    if record["flat"]:
-        return f"flat: no member's held-back Sharpe beat the noise bar {record['bar']:.2f}"
-    return f"{len(gone)} of {n} members abstained (held-back Sharpe ≤ {record['bar']:.2f})"
+    who = "the members' mean" if len(record["inner_sharpes"]) > 1 else "the agent's"
+    return f"flat: {who} held-back Sharpe {record['mean_inner_sharpe']:+.2f} is within the noise bar {record['bar']:.2f}"
 
 
 ALTERNATIVE_METRICS = ("sharpe", "total_return", "max_drawdown", "turnover", "trade_count")
 
 
-def add_alternatives(record: dict[str, Any], members: Sequence[Any], ablation: bool,
-                     validate: Callable[[list[Any]], dict[str, float]]) -> None:
-    """Add to a fold's abstention ``record`` the validation scores of the ensembles it did not pick:
-    ``all_members`` (the model without abstention) when some member abstained, and with
-    ``train.abstain_ablation`` ``by_members``: the top 1 … K members by held-back Sharpe, so what any
-    abstain_z would have scored is measured on the same networks. validate(members) -> the metrics
-    of their mean-Q ensemble's greedy backtest on the fold's validation window. Reporting only:
-    nothing is selected on these numbers."""
-    def score(chosen: list[Any]) -> dict[str, float]:
-        metrics = validate(chosen)
-        return {k: metrics[k] for k in ALTERNATIVE_METRICS}
-
-    if record["abstained"]:
-        record["all_members"] = score(list(members))
-    if ablation:
-        sharpes = record["inner_sharpes"]
-        order = sorted(range(len(members)), key=lambda k: -(sharpes[k] if sharpes[k] is not None else -math.inf))
-        record["by_members"] = [{"members": order[:j], **score([members[k] for k in order[:j]])}
-                                for j in range(1, len(order) + 1)]
+def add_alternative(record: dict[str, Any], validate: Callable[[], dict[str, float]]) -> None:
+    """For a flat fold, add to its ``record`` what the ensemble abstention replaced would have scored
+    on the validation window (``all_members``; validate() -> its greedy backtest's metrics), so the
+    rule's effect is measured on the same networks. Reporting only: nothing is selected on it."""
+    if record["flat"]:
+        metrics = validate()
+        record["all_members"] = {k: metrics[k] for k in ALTERNATIVE_METRICS}

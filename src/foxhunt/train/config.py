@@ -48,9 +48,8 @@ class TrainConfig(Section):
     select: Literal["last", "inner"] = Field("last", description="the network a fold ends with (evaluated, saved): the last epoch's, or (inner) the epoch with the best greedy Sharpe on a held-back tail of the training window: early stopping (foxhunt.train.selection)")
     ensemble: int = Field(1, ge=1, le=8, description="K > 1: train K agents on every fold (run.seed, run.seed + 1, …), each keeping its own selected epoch; the fold's model is their mean-Q (PPO: mean-logit) ensemble as one K-times-wider network (docs/LEARNING.md §10; foxhunt.train.team)")
     inner_fraction: float = Field(0.2, gt=0.0, lt=0.9, description="select = inner: the fraction of each fold's training bars held back (after a purge gap of folds.purge bars) to score the epochs on")
-    abstain: bool = Field(True, description="select = inner: a member whose selected held-back Sharpe is not above abstain_z standard errors of that window votes flat; no voter left: the fold's model is flat (foxhunt.train.abstain)")
+    abstain: bool = Field(True, description="select = inner: a fold whose members' mean selected held-back Sharpe is not above abstain_z standard errors of that window gets a flat model (foxhunt.train.abstain)")
     abstain_z: float = Field(2.0, ge=0.0, le=10.0, description="abstain: the bar in standard errors of the held-back Sharpe, SE = sqrt(bars per year / held-back bars)")
-    abstain_ablation: bool = Field(False, description="also backtest, on each validation window, the mean-Q ensembles of the top 1 … K members by held-back Sharpe (metrics.json selection.abstain.by_members): what any abstain_z would have scored (bench/abstain_table.py)")
 
     @model_validator(mode="before")
     @classmethod

@@ -95,7 +95,7 @@ class WalkForwardRunner:
         if self.tcfg.select == "inner":  # early stopping on a held-back tail of each training window (per member)
             self.selectors = [EpochSelector(trained_module(t), lambda t=t: policy_net(t), self._window_sharpe) for t in self.members]
         self.selector = self.selectors[0] if self.selectors else None
-        self._voters = list(range(len(self.members)))  # this fold's members in its model (train.abstain)
+        self._flat = False  # train.abstain: this fold's model is the flat network
         self._net: Any = None  # this fold's greedy network, built once per fold (``fold_net``)
         self._train_part: dict[int, FoldRange] = {}  # fold -> the bars the trainer trains on
         self._bh: dict[int, BuyHold] | None = None
@@ -120,20 +120,19 @@ class WalkForwardRunner:
         return agent, self.buy_and_hold().get(fold.fold)
 
     def fold_net(self) -> Any:
-        """The fold's greedy network: the mean-Q network of the members that voted (all of them
-        unless ``train.abstain`` dropped some), or the flat network when none did."""
+        """The fold's greedy network: the members' (mean-Q) network, or the flat network where
+        ``train.abstain`` found no edge above the held-back window's noise."""
         if self._net is None:
-            kept = [self.members[k] for k in self._voters]
-            self._net = ensemble_net(kept) if kept else abstain.flat_net(policy_net(self.members[0]))
+            self._net = abstain.flat_net(policy_net(self.members[0])) if self._flat else ensemble_net(self.members)
         return self._net
 
-    def _alternatives(self, fold: FoldRange, selection: dict[str, Any] | None) -> None:
-        """The validation scores of the ensembles abstention did not pick (``abstain.add_alternatives``)."""
+    def _alternative(self, fold: FoldRange, selection: dict[str, Any] | None) -> None:
+        """A flat fold's record gets the members' ensemble's validation score (``abstain.add_alternative``)."""
         record = (selection or {}).get("abstain")
         if record is not None:
             n = fold.val_len - 1
-            abstain.add_alternatives(record, self.members, self.tcfg.abstain_ablation, lambda members: self.backtester.run(
-                [fold.val_start], [n], GreedyPolicy(ensemble_net(members)), backend=self.plan.eval).metrics[0])
+            abstain.add_alternative(record, lambda: self.backtester.run(
+                [fold.val_start], [n], GreedyPolicy(ensemble_net(self.members)), backend=self.plan.eval).metrics[0])
 
     def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
         """Sharpe of ``policy`` on the held-back window (the epoch selector's score; one readback).
@@ -156,22 +155,20 @@ class WalkForwardRunner:
             for sel in self.selectors:
                 sel.begin_fold(start, steps)
         self._train_part[fold.fold] = part
-        self._voters, self._net = list(range(len(self.members))), None
+        self._flat, self._net = False, None
         return sum(t.reset_for_fold(part, warm_start=warm_start) for t in self.members)
 
     def _end_fold(self) -> dict[str, Any] | None:
         """Each member's selected epoch's network becomes its own (``train.select = "inner"``) and,
-        with ``train.abstain``, the members whose held-back Sharpe is within noise drop out of the
-        fold's model (``foxhunt.train.abstain``); returns member 0's selection (+ every member's and
+        with ``train.abstain``, the fold's model is flat when their held-back Sharpes are within noise
+        (``foxhunt.train.abstain``); returns member 0's selection (+ every member's and
         their seeds with ``train.ensemble``, + the abstention record)."""
         picks = [sel.finish() for sel in self.selectors]
-        self._voters, self._net = list(range(len(self.members))), None
+        self._flat, self._net = False, None
         record = None
         if picks and self.tcfg.abstain:
-            z = float(self.tcfg.abstain_z)
-            bar = abstain.noise_bar(z, int(picks[0]["inner_steps"]), self.bars_per_year)
-            self._voters = abstain.voters([p["inner_sharpe"] for p in picks], bar)
-            record = {"abstain": abstain.describe(picks, self._voters, z, self.bars_per_year)}
+            record = {"abstain": abstain.describe(picks, float(self.tcfg.abstain_z), self.bars_per_year)}
+            self._flat = bool(record["abstain"]["flat"])
         if len(self.members) == 1:
             return {**picks[0], **(record or {})} if picks else None
         seeds = [int(self.cfg.run.seed) + k for k in range(len(self.members))]
@@ -322,7 +319,7 @@ class WalkForwardRunner:
                     selection = self._end_fold()
                     t0 = time.perf_counter()
                     agent, bh = self.evaluate(fold)
-                    self._alternatives(fold, selection)
+                    self._alternative(fold, selection)
                     eval_s = time.perf_counter() - t0
                     timings = {"transition_s": transition, "train_s": train_s, "eval_s": eval_s, "mid_fold_checkpoint_s": ckpt_s,
                                "resumed_at_epoch": start_epoch if k == first_fold and resumed_mid else None}
