@@ -49,7 +49,7 @@ class TrainConfig(Section):
     ensemble: int = Field(1, ge=1, le=8, description="K > 1: train K agents on every fold (run.seed, run.seed + 1, …), each keeping its own selected epoch; the fold's model is their mean-Q (PPO: mean-logit) ensemble as one K-times-wider network (docs/LEARNING.md §10; foxhunt.train.team)")
     inner_fraction: float = Field(0.2, gt=0.0, lt=0.9, description="select = inner: the fraction of each fold's training bars held back (after a purge gap of folds.purge bars) to score the epochs on")
     abstain: bool = Field(True, description="select = inner: a fold whose members' mean selected held-back Sharpe is not above abstain_z standard errors of that window gets a flat model (foxhunt.train.abstain)")
-    abstain_z: float = Field(2.0, ge=0.0, le=10.0, description="abstain: the bar in standard errors of the held-back Sharpe, SE = sqrt(bars per year / held-back bars)")
+    abstain_z: float = Field(3.0, ge=0.0, le=10.0, description="abstain: the bar in standard errors of the held-back Sharpe, SE = sqrt(bars per year / held-back bars); 3: on the H200 the planted-edge, regime and leak folds scored >= 4.7 SE, the no-edge and real-data folds <= 2.3 (docs/LEARNING.md §13)")
 
     @model_validator(mode="before")
     @classmethod
