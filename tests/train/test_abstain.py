@@ -141,3 +141,17 @@ def test_foxhunt_train_reports_a_flat_fold_in_a_fresh_process(tmp_path):
     assert all(_fold(run, k)["agent"]["trade_count"] == 0 for k in (0, 1))
     bt = subprocess.run(FOXHUNT + ["backtest", "--run", str(run)], capture_output=True, text=True, timeout=600)
     assert bt.returncode == 0, bt.stderr
+
+
+def test_the_report_says_whether_each_fold_traded_and_what_a_flat_fold_replaced():
+    from foxhunt.train.report import fold_table_html
+
+    fold = {"fold": 0, "train_start": 0, "train_end": 100, "val_start": 160, "val_end": 200}
+    rec = {"z": 3.0, "standard_error": 0.5, "mean_inner_sharpe": 0.4, "flat": True, "all_members": {"sharpe": -0.31}}
+    flat = {"fold": fold, "agent": {"sharpe": 0.0}, "selection": {"abstain": rec}}
+    trades = {"fold": fold, "agent": {"sharpe": 1.0}, "selection": {"abstain": {**rec, "mean_inner_sharpe": 2.5, "flat": False}}}
+    page = fold_table_html([flat, trades])
+    assert "<th>abstention</th>" in page
+    assert "flat (held-back +0.8 SE &le; 3; the ensemble would have scored -0.31)" in page
+    assert "trades (held-back +5.0 SE &gt; 3)" in page
+    assert "abstention" not in fold_table_html([{"fold": fold, "agent": {"sharpe": 1.0}}])

@@ -58,10 +58,26 @@ def _fmt(fmt: str, v: Any) -> str:
     return fmt.format(v)
 
 
+def abstain_cell(r: dict[str, Any]) -> str | None:
+    """The fold's abstention in words (train.abstain), None when the run has none: whether it traded,
+    its members' mean held-back Sharpe in standard errors against the bar, and for a flat fold what
+    the ensemble it replaced scored on the validation window."""
+    rec = (r.get("selection") or {}).get("abstain")
+    if rec is None:
+        return None
+    z = rec["mean_inner_sharpe"] / rec["standard_error"] if rec["standard_error"] else float("nan")
+    if not rec["flat"]:
+        return f"trades (held-back {z:+.1f} SE &gt; {rec['z']:g})"
+    alt = (rec.get("all_members") or {}).get("sharpe")
+    return f"flat (held-back {z:+.1f} SE &le; {rec['z']:g}; the ensemble would have scored {_fmt('{:+.2f}', alt)})"
+
+
 def fold_table_html(results: list[dict[str, Any]]) -> str:
     head = "".join(f"<th>{label}</th>" for _, label, _ in TABLE_COLS)
+    notes = [abstain_cell(r) for r in results]
+    extra = any(n is not None for n in notes)
     rows = []
-    for r in results:
+    for r, note in zip(results, notes):
         f = r["fold"]
         a, b = r["agent"], r.get("buy_and_hold") or {}
         cells = "".join(f"<td>{_fmt(fmt, a.get(k))}</td>" for k, _, fmt in TABLE_COLS)
@@ -69,10 +85,11 @@ def fold_table_html(results: list[dict[str, Any]]) -> str:
         better = a.get("sharpe", -math.inf) > b.get("sharpe", math.inf) if b else False
         rows.append(
             f"<tr><td>{f['fold']}</td><td>{f['train_end'] - f['train_start']}</td><td>{f['val_end'] - f['val_start']}</td>"
-            f"{cells}{bcells}<td>{'yes' if better else 'no'}</td></tr>"
+            f"{cells}{bcells}<td>{'yes' if better else 'no'}</td>{f'<td>{note or chr(8211)}</td>' if extra else ''}</tr>"
         )
     bh = "".join(f"<th>B&amp;H {label}</th>" for _, label, _ in TABLE_COLS[:3])
-    return (f"<table><tr><th>fold</th><th>train bars</th><th>val bars</th>{head}{bh}<th>agent Sharpe &gt; B&amp;H</th></tr>"
+    last = "<th>abstention</th>" if extra else ""
+    return (f"<table><tr><th>fold</th><th>train bars</th><th>val bars</th>{head}{bh}<th>agent Sharpe &gt; B&amp;H</th>{last}</tr>"
             + "".join(rows) + "</table>")
 
 
