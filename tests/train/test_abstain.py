@@ -155,3 +155,26 @@ def test_the_report_says_whether_each_fold_traded_and_what_a_flat_fold_replaced(
     assert "flat (held-back +0.8 SE &le; 3; the ensemble would have scored -0.31)" in page
     assert "trades (held-back +5.0 SE &gt; 3)" in page
     assert "abstention" not in fold_table_html([{"fold": fold, "agent": {"sharpe": 1.0}}])
+
+
+@pytest.mark.slow
+def test_a_run_killed_inside_a_fold_resumes_to_the_same_abstention_decisions(tmp_path):
+    """A bar of 0 SE (the fold trades when its members' mean held-back Sharpe is positive) so the
+    decision depends on what was trained; SIGKILL after the first in-fold checkpoint, --resume in a
+    fresh process: the same metrics.json files (abstention records included), bit for bit."""
+    from foxhunt.train import checkpoint as ckpt
+    from tests.train.conftest import CLI
+    from tests.train.test_kill_resume import _assert_same_result, _finish, _kill, _popen, _wait
+
+    cfg = tiny_config(tmp_path, epochs=3, every=1, select="inner", abstain=True)
+    cfg.write_text(cfg.read_text().replace("[train]\n", "[train]\nensemble = 2\nabstain_z = 0.0\n", 1))
+    _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
+    ref = tmp_path / "runs" / "ref"
+    assert all("abstain" in _fold(ref, k)["selection"] for k in (0, 1))
+    run = tmp_path / "runs" / "k"
+    proc = _popen(CLI + ["--config", str(cfg), "--name", "k"], pause=False)
+    _wait(proc, lambda: bool(ckpt.committed(run / "checkpoints")), "the first committed checkpoint")
+    _kill(proc)
+    out = _finish(_popen(CLI + ["--resume", str(run)], pause=False))
+    assert "from checkpoint" in out
+    _assert_same_result(run, ref)
