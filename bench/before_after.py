@@ -42,9 +42,9 @@ NEUTRAL: dict[str, Any] = {
 }
 """Keys only the new code has, at the value that reproduces the old behaviour."""
 
-IGNORED_NEW = ("ppo.", "train.inner_fraction", "accel.", "dqn.tree_arity")
+IGNORED_NEW = ("ppo.", "train.inner_fraction", "train.abstain", "accel.", "dqn.tree_arity")
 """New keys checked elsewhere (accel.*, tree_arity: through ``REMOVED``) or unused by this run
-(ppo.*: train.agent is dqn; inner_fraction: only read with select = inner)."""
+(ppo.*: train.agent is dqn; inner_fraction, abstain, abstain_z: only read with select = inner)."""
 
 
 def effective_part(accel: dict[str, Any], part: str) -> str:
