@@ -47,3 +47,18 @@ def test_the_agent_row_names_the_agent_kind_in_the_table_json_and_html(tmp_path)
     write_html(tmp_path / "report.html", [dqn, ppo], {"size": "tiny"})
     html = (tmp_path / "report.html").read_text()
     assert "agent (ppo)" in html and "agent (dqn)" in html
+
+
+def test_the_html_says_which_folds_abstention_made_flat_and_what_they_replaced(tmp_path):
+    refs = {"buy_and_hold": _policy("buy_and_hold", [0.5, 0.5])}
+    agent = _policy("agent", [0.0, 1.2])
+    agent.extra["abstain"] = {"z": 3.0, "flat_folds": [0], "mean_inner_z": [1.25, 6.5], "without": [-0.31, None]}
+    quiet = _policy("agent", [1.0, 1.0])
+    quiet.extra["abstain"] = {"z": 3.0, "flat_folds": [], "mean_inner_z": [4.0, 5.0], "without": [None, None]}
+    write_html(tmp_path / "report.html", [_result("sp500", agent, refs), _result("leak", quiet, refs)], {"size": "tiny"})
+    page = (tmp_path / "report.html").read_text()
+    assert ("abstention (bar 3 SE): members&#x27; mean held-back Sharpe per fold +1.25, +6.50 SE; flat folds 0 of 2 "
+            "(their ensembles would have scored -0.31).") in page
+    assert "+4.00, +5.00 SE; every fold traded." in page
+    write_html(tmp_path / "plain.html", [_result("leak", _policy("agent", [1.0, 1.0]), refs)], {"size": "tiny"})
+    assert "abstention" not in (tmp_path / "plain.html").read_text()

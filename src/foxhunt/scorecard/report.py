@@ -115,6 +115,22 @@ def _plot(r: ScenarioResult) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
+def abstain_note(r: ScenarioResult) -> str:
+    """One sentence on the agent's abstention (train.abstain), "" when the run had none: the flat
+    folds, each fold's members' mean held-back Sharpe in standard errors against the bar, and what
+    the flat folds' ensembles would have scored."""
+    a = r.agent.extra.get("abstain")
+    if not a:
+        return ""
+    zs = ", ".join("–" if z is None else f"{z:+.2f}" for z in a["mean_inner_z"])
+    flat = a["flat_folds"]
+    s = f"abstention (bar {a['z']:g} SE): members' mean held-back Sharpe per fold {zs} SE; "
+    if not flat:
+        return s + "every fold traded."
+    without = ", ".join(_f(w) for w in a["without"] if w is not None)
+    return s + f"flat folds {', '.join(map(str, flat))} of {len(a['mean_inner_z'])} (their ensembles would have scored {without})."
+
+
 def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
     head = ["scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "walk-fwd s", "env steps", "gate"]
     body = []
@@ -129,6 +145,7 @@ def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
         sections.append(f"<h2>{html.escape(r.name)}</h2><p>{html.escape(r.description)}</p>"
                         f"<p>gate: {html.escape(r.gate.get('rule', ''))} — "
                         f"{'PASS' if r.gate.get('passed') else 'FAIL' if r.gate.get('passed') is False else 'not gated'}</p>"
+                        + (f"<p>{html.escape(abstain_note(r))}</p>" if abstain_note(r) else "") +
                         f'<img src="data:image/png;base64,{_plot(r)}"/>')
     meta_rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in meta.items())
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>foxhunt scorecard</title>
