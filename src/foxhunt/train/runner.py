@@ -291,6 +291,9 @@ class WalkForwardRunner:
                 seed = int(self.cfg.run.seed)
                 self.console.print(f"ensemble: {len(self.members)} agents a fold (seeds {seed}…{seed + len(self.members) - 1}), "
                                    "each with its own epoch selection; the fold's model is their mean-Q network", highlight=False)
+            if self.selectors and tcfg.abstain:
+                self.console.print(f"abstention: a fold trades only if its agents' mean held-back Sharpe beats {tcfg.abstain_z:g} "
+                                   "standard errors of that window (train.abstain_z); otherwise its model is flat", highlight=False, soft_wrap=True)
         t0 = time.perf_counter()
         self.buy_and_hold()  # before any restore: always under the first fold's market statistics
         self.buy_and_hold_s = time.perf_counter() - t0
