@@ -43,7 +43,7 @@ def sharpe_standard_error(steps: int, bars_per_year: float) -> float:
 
 
 def noise_bar(z: float, steps: int, bars_per_year: float) -> float:
-    """The held-back Sharpe a member must exceed to be kept: z standard errors."""
+    """The bar the members' mean held-back Sharpe must exceed for the fold to trade: z standard errors."""
     return z * sharpe_standard_error(steps, bars_per_year)
 
 
@@ -89,10 +89,10 @@ def describe(picks: Sequence[dict[str, Any]], z: float, bars_per_year: float) ->
     """The fold's abstention record (metrics.json ``selection.abstain``): z, the held-back window's
     SE and the bar, each member's selected held-back Sharpe, their mean, and whether the fold is flat."""
     steps = int(picks[0]["inner_steps"]) if picks else 0
-    se = sharpe_standard_error(steps, bars_per_year)
+    bar = noise_bar(z, steps, bars_per_year)
     sharpes = [p.get("inner_sharpe") for p in picks]
-    return {"z": z, "standard_error": se, "bar": z * se, "inner_sharpes": sharpes,
-            "mean_inner_sharpe": mean_sharpe(sharpes), "flat": not trades(sharpes, z * se)}
+    return {"z": z, "standard_error": sharpe_standard_error(steps, bars_per_year), "bar": bar, "inner_sharpes": sharpes,
+            "mean_inner_sharpe": mean_sharpe(sharpes), "flat": not trades(sharpes, bar)}
 
 
 def line(record: dict[str, Any]) -> str:
