@@ -6,8 +6,9 @@ Why a bench of its own: SB3 steps one environment per Python call, so it gains n
 fills a device call. The scenario data, folds, costs and validation windows are exactly those of
 ``foxhunt scorecard --size SIZE --config CONFIG`` (same generators, seeds and fold plan), so these rows
 sit beside the H200 card's agent rows. On a 2-core CPU the daily and real-data scenarios take minutes;
-the minute scenarios at the gpu size (5 folds of 100 K validation bars) take far longer (the torch
-backtester steps the references bar by bar: no_edge's were not done after 13 minutes).
+the minute scenarios at the gpu size (5 folds of 100 K validation bars) take 32 minutes each with both
+SB3 learners (the torch backtester steps every validation bar, ~1.1 ms a step; run one process a
+scenario with OMP_NUM_THREADS=1).
 
     python -m bench.bench_baselines --size gpu --config configs/h200-fast.toml --scenarios no_edge,leak \\
         --baselines sb3_dqn,sb3_ppo --sb3-steps 5000 --name baselines_cpu_gpu_size
