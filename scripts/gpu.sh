@@ -50,7 +50,8 @@ case "$mode" in
       python3 -m bench.run_timings "$d" > "bench/results/timings_cuda_$1.json" 2>/dev/null
       # what each train.abstain_z would have scored (bench/abstain_table.py; read from the run folders, so the
       # scenarios finished before a timeout count too)
-      python3 -m bench.abstain_table "$d" > "bench/results/abstain_cuda_$1.json"; return $rc; }
+      python3 -m bench.abstain_table "$d" > /tmp/abstain.json && [ "$(head -c 2 /tmp/abstain.json)" != "{}" ] \
+        && mv /tmp/abstain.json "bench/results/abstain_cuda_$1.json"; return $rc; }
     # One named step; the steps run in the order STEPS lists them.
     run_step() {
       case "$1" in

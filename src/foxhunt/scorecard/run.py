@@ -73,7 +73,9 @@ class ScenarioResult:
 
     def standard_error(self) -> float:
         """SE of a mean of fold Sharpe ratios under no edge: sqrt(bars_per_year / n) / sqrt(folds)."""
-        return math.sqrt(self.bars_per_year / max(self.val_bars, 1)) / math.sqrt(max(self.n_folds, 1))
+        from foxhunt.train.selection import sharpe_standard_error
+
+        return sharpe_standard_error(self.val_bars, self.bars_per_year) / math.sqrt(max(self.n_folds, 1))
 
     def tolerance(self) -> float:
         """2 SE of the difference of two such means (see the module docstring)."""

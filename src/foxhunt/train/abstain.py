@@ -29,17 +29,13 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from foxhunt.agents.networks import N_FACTORED_ACTIONS, DuelingQNet, _linear_stack
+from foxhunt.agents.networks import N_FACTORED_ACTIONS, DuelingQNet, merge_mean
 from foxhunt.env.actions import FLAT_LEVEL, MARKET, NORMAL
+from foxhunt.train.selection import sharpe_standard_error
 
 FLAT_LOGIT = 30.0
 """The flat network's advantage for the flat action (others 0): its argmax is flat, and so is its
 softmax to within e^-30, should a policy sample from it."""
-
-
-def sharpe_standard_error(steps: int, bars_per_year: float) -> float:
-    """SE of an annualised Sharpe ratio measured over ``steps`` bar returns: sqrt(bars_per_year / steps)."""
-    return math.sqrt(bars_per_year / max(int(steps), 1))
 
 
 def noise_bar(z: float, steps: int, bars_per_year: float) -> float:
@@ -72,13 +68,9 @@ def flat_net(like: nn.Module) -> DuelingQNet:
     """A DuelingQNet of ``like``'s architecture (so model files, ``foxhunt backtest`` and the fused
     backtest kernel run it unchanged) whose Q-values do not depend on the observation and whose
     argmax is the flat action: every weight and bias zero but the advantage head's output bias,
-    FLAT_LOGIT on the flat action. Eval mode, on ``like``'s device."""
-    if not isinstance(like, DuelingQNet):
-        raise TypeError(f"flat_net needs a DuelingQNet, got {type(like).__name__}")
-    trunk, slopes = _linear_stack(like.trunk) or ([], [0.01])
-    net = DuelingQNet(like.obs_dim, like.n_actions, [lin.out_features for lin in trunk],
-                      like.value[0].out_features, slopes[0] if slopes else 0.01)
-    net = net.to(next(like.parameters()).device)
+    FLAT_LOGIT on the flat action. Eval mode, on ``like``'s device (a detached copy of ``like`` made
+    by ``merge_mean`` of one network, then overwritten)."""
+    net = merge_mean([like])
     for p in net.parameters():
         p.zero_()
     net.advantage[-1].bias[flat_action(like.n_actions)] = FLAT_LOGIT

@@ -155,7 +155,6 @@ class WalkForwardRunner:
             for sel in self.selectors:
                 sel.begin_fold(start, steps)
         self._train_part[fold.fold] = part
-        self._flat, self._net = False, None
         return sum(t.reset_for_fold(part, warm_start=warm_start) for t in self.members)
 
     def _end_fold(self) -> dict[str, Any] | None:

@@ -60,6 +60,12 @@ def pooled_sharpe(returns: np.ndarray, bars_per_year: float) -> float:
     return float(r.mean() / sd * np.sqrt(bars_per_year)) if sd > 0 else float("nan")
 
 
+def sharpe_standard_error(steps: int, bars_per_year: float) -> float:
+    """SE of an annualised Sharpe ratio measured over ``steps`` bar returns when the true Sharpe is
+    small: sqrt(bars_per_year / steps) (annualised units)."""
+    return math.sqrt(bars_per_year / max(int(steps), 1))
+
+
 def split_fold(fold: FoldRange, fraction: float, purge: int) -> tuple[FoldRange, int, int]:
     """(training part of ``fold``, inner window start, inner window steps) for ``select = "inner"``.
 
