@@ -62,6 +62,16 @@ def test_abstain_z_must_be_a_non_negative_number_of_standard_errors():
         default_train_config(["train.abstain_z=-1"])
 
 
+def test_foxhunt_train_refuses_a_bad_abstention_setting_in_one_line_with_exit_2_and_nothing_written(tmp_path):
+    from tests.cli_run import assert_refused
+
+    assert_refused(tmp_path, ["train", "--set", "train.abstain_z=-1"],
+                   "<built-in train defaults> + overrides: train.abstain_z: Input should be greater than or equal to 0 (got -1)")
+    assert_refused(tmp_path, ["train", "--set", "train.abstain=maybe"],
+                   "<built-in train defaults> + overrides: train.abstain: Input should be a valid boolean, "
+                   "unable to interpret input (got 'maybe')")
+
+
 # ---------------------------------------------------------------------- in the runner
 def _scripted(monkeypatch, per_member: list[float]) -> None:
     """Every epoch's held-back Sharpe of member k is per_member[k] (members are scored in order)."""
