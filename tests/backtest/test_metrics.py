@@ -259,3 +259,88 @@ def test_cuda_graphed_metrics_equal_eager_on_new_inputs_each_replay(rng):
         eager = compute_metrics(args[0], args[1], positions=args[2], trades=trades, traded=traded)
         graphed = gm(args[0], args[1], args[2], trades, traded).clone()
         torch.testing.assert_close(graphed, eager, rtol=1e-12, atol=1e-15, equal_nan=True)
+
+
+# Wipe-outs (issue 30): a bar return of -1 (the capital lost) or below (a leveraged loss beyond it).
+WIPE_OUTS = {
+    "wipe-out mid-window": [0.01, -0.02, -1.0, 0.0, 0.01],
+    "wipe-out then gains": [0.01, -0.02, -1.0, 0.05, 0.01],
+    "ends on the wipe-out": [0.01, -0.02, 0.03, -1.0],
+    "starts with the wipe-out": [-1.0, 0.01, -0.02, 0.03],
+    "one-bar wipe-out": [-1.0],
+    "two wipe-outs (zero dispersion)": [-1.0, -1.0],
+    "beyond the wipe-out mid-window": [0.01, -0.02, -1.5, 0.0, 0.01],
+    "beyond the wipe-out then gains": [0.01, -0.02, -1.5, 0.05, 0.01],
+    "ends beyond the wipe-out": [0.01, 0.02, -1.5],
+    "starts beyond the wipe-out": [-1.5, 0.01, -0.02, 0.03],
+    "one-bar beyond the wipe-out": [-1.5],
+    "twice beyond: the equity turns positive again": [0.01, -1.5, -1.5, 0.03],
+    "beyond, then a second loss beyond lifts the equity back to the peak": [-1.5, -3.0, 0.01],
+    "beyond to a mean equity of exactly 0": [-2.0],
+}
+
+
+def _wipe_out_batch(rng: np.random.Generator, T: int = 3_000):
+    """The WIPE_OUTS series plus two long windows (blocked scans) with a wipe-out / a -1.5 inside,
+    as one [W, T] float32 batch with their lengths, positions, traded notionals and trade records
+    (round trips of -1 and -1.5 among them)."""
+    series = [np.array(r, np.float32) for r in WIPE_OUTS.values()]
+    for at, loss in ((1_500, -1.0), (700, -1.5)):
+        long = (0.01 * rng.standard_t(4, T)).astype(np.float32)
+        long[at] = loss
+        series.append(long)
+    W = len(series)
+    lengths = np.array([len(s) for s in series])
+    returns = np.zeros((W, T), np.float32)
+    for w, s in enumerate(series):
+        returns[w, : len(s)] = s
+    positions = rng.choice(np.array([-1.0, 0.0, 1.0, 2.5], np.float32), (W, T))
+    traded = np.full((W, T), 0.5, np.float32)
+    tw = np.repeat(np.arange(W), 3)
+    tr = np.tile(np.array([-1.0, -1.5, 0.02], np.float32), W)
+    tv = np.ones(len(tw), bool)
+    return lengths, returns, positions, traded, tw, tr, tv
+
+
+def test_reference_equals_device_on_every_metric_of_wipe_out_and_beyond_windows_with_nan_in_the_same_places(
+        device, rng):
+    lengths, returns, positions, traded, tw, tr, tv = _wipe_out_batch(rng)
+    got = _device_metrics(device, lengths, _garbage_pad(returns, lengths, rng), _garbage_pad(positions, lengths, rng),
+                          tw, tr, tv, traded=_garbage_pad(traded, lengths, rng))
+    want = reference_metrics(returns, lengths, positions=positions, trade_window=tw, trade_ret=tr, trade_valid=tv,
+                             traded=traded)  # issue 30: this raised "math domain error"
+    _assert_metrics_equal(got, want)  # NaN and ±inf in the same places, every column
+    col = lambda name: want[:, METRIC_INDEX[name]]  # noqa: E731
+    assert np.isnan(col("stability")).all()
+    below = col("final_equity") < 0
+    assert below.any() and np.isnan(col("annual_return")[below]).all() and np.isnan(col("calmar")[below]).all()
+    assert (col("max_drawdown") <= -1).all()
+    assert np.isinf(col("turnover")).any() and (col("turnover") < 0).any()  # mean equity 0, and below 0
+    assert (col("max_drawdown_recovery") == 1).any()  # the sign flip back to the peak recovers
+
+
+def test_wipe_out_gives_total_loss_cagr_minus_one_and_nan_stability_and_beyond_gives_nan_cagr():
+    """The issue's window, then the same with a -1.5: reference and device agree on the documented
+    values (the reference raised ValueError: math domain error on both)."""
+    wipe, beyond = WIPE_OUTS["wipe-out mid-window"], WIPE_OUTS["beyond the wipe-out mid-window"]
+    for m in (window_metrics(np.array(wipe, np.float32)), _one(wipe)):
+        assert m["final_equity"] == 0.0 and m["total_return"] == -1.0 and m["annual_return"] == -1.0
+        assert m["max_drawdown"] == -1.0 and m["calmar"] == -1.0 and m["conditional_value_at_risk"] == -1.0
+        assert m["max_drawdown_duration"] == 4 and math.isnan(m["max_drawdown_recovery"])  # 0 never recovers
+        assert math.isnan(m["stability"])  # log(1 + -1) = -inf
+        assert all(math.isfinite(m[k]) for k in ("annual_volatility", "sharpe", "sortino", "omega_ratio", "tail_ratio"))
+    e = np.cumprod(1 + np.array(beyond, np.float32).astype(np.float64))
+    for m in (window_metrics(np.array(beyond, np.float32)), _one(beyond)):
+        assert m["final_equity"] == pytest.approx(e[-1], rel=1e-12) and m["final_equity"] < 0
+        assert math.isnan(m["annual_return"]) and math.isnan(m["calmar"])  # no real CAGR below 0
+        assert m["max_drawdown"] == pytest.approx(e[-1] / e[0] - 1, rel=1e-12)  # -1.49: beyond -1
+        assert math.isnan(m["stability"])  # log(1 + -1.5) is undefined
+        assert m["conditional_value_at_risk"] == -1.5
+
+
+def test_turnover_over_a_zero_mean_equity_is_inf_with_trading_and_nan_without_in_reference_and_device():
+    r = WIPE_OUTS["beyond to a mean equity of exactly 0"]  # equity points 1, -1
+    for traded, want in ((0.5, math.inf), (0.0, math.nan)):
+        ref = window_metrics(r, traded=[traded])["turnover"]
+        dev = _one(r, traded=torch.tensor([[traded]]))["turnover"]
+        np.testing.assert_array_equal([ref, dev], [want, want], err_msg=f"traded {traded}")  # NaN == NaN here

@@ -1,4 +1,5 @@
-"""compute_metrics equals empyrical(-reloaded) on the real S&P 500 and NASDAQ daily series from `arch`.
+"""compute_metrics equals empyrical(-reloaded) on the real S&P 500 and NASDAQ daily series from `arch`,
+and (with the float64 reference) on edge cases and wipe-outs (bar returns of -1 or below).
 
 Our input is float32, so empyrical gets the same float32-rounded returns (as float64). Both then
 work in float64; the brief's bound is 1e-5 relative, we assert 1e-9 (the measured gap is ~1e-15).
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from foxhunt.backtest.metrics import METRIC_INDEX, compute_metrics
+from foxhunt.backtest.metrics_reference import window_metrics
 
 empyrical = pytest.importorskip("empyrical")
 arch = pytest.importorskip("arch")
@@ -100,3 +102,44 @@ def test_edge_case_nan_and_inf_choices_equal_empyrical(label, returns):
     r = np.array(returns, np.float32)
     m = compute_metrics(torch.from_numpy(r)[None], torch.tensor([len(r)]))[0].numpy()
     _assert_row(m, _empyrical_row(r), label, vol_atol=1e-15)
+
+
+@pytest.mark.parametrize(
+    "label, returns",
+    [
+        ("wipe-out mid-window", [0.01, -0.02, -1.0, 0.0, 0.01]),
+        ("wipe-out then gains", [0.01, -0.02, -1.0, 0.05, 0.01]),
+        ("ends on the wipe-out", [0.01, -0.02, 0.03, -1.0]),
+        ("starts with the wipe-out", [-1.0, 0.01, -0.02, 0.03]),
+        ("one-bar wipe-out", [-1.0]),
+        ("two wipe-outs", [-1.0, -1.0]),
+        ("beyond the wipe-out mid-window", [0.01, -0.02, -1.5, 0.0, 0.01]),
+        ("ends beyond the wipe-out", [0.01, 0.02, -1.5]),
+        ("starts beyond the wipe-out", [-1.5, 0.01, -0.02, 0.03]),
+        ("one-bar beyond the wipe-out", [-1.5]),
+        ("twice beyond: equity positive again", [0.01, -1.5, -1.5, 0.03]),
+    ],
+)
+def test_wipe_out_windows_reference_and_device_equal_empyrical_except_nan_cagr_below_zero_equity(label, returns):
+    """Issue 30: a bar return of -1 or below. The float64 reference (which raised ValueError: math
+    domain error here) and the device equal empyrical on every metric empyrical has, NaN in the same
+    places (stability is NaN), except annual_return and calmar of a window ending below zero equity:
+    NaN by our convention, where empyrical's real power of a negative base E ** (252 / n) is NaN too
+    when 252 / n is not whole (5 bars) but a real number when it is (1, 3, 4 bars: -1 + tiny here)."""
+    r = np.array(returns, np.float32)
+    theirs = _empyrical_row(r)
+    ref = window_metrics(r)
+    ours = {
+        "reference": np.array([ref[name] for name in METRIC_INDEX]),
+        "device": compute_metrics(torch.from_numpy(r)[None], torch.tensor([len(r)]))[0].numpy(),
+    }
+    assert np.isnan(theirs["stability"])
+    if ref["final_equity"] < 0:
+        for row in ours.values():
+            assert np.isnan(row[METRIC_INDEX["annual_return"]]) and np.isnan(row[METRIC_INDEX["calmar"]])
+        e = ref["final_equity"]
+        want = np.nan if (252 / len(r)) % 1 else np.sign(e) ** (252 // len(r)) * abs(e) ** (252 / len(r)) - 1
+        np.testing.assert_allclose(theirs["annual_return"], want, rtol=RTOL, equal_nan=True, err_msg=label)
+        theirs = {k: v for k, v in theirs.items() if k not in ("annual_return", "calmar")}
+    for which, row in ours.items():
+        _assert_row(row, theirs, f"{label} ({which})", vol_atol=1e-15)

@@ -51,6 +51,14 @@ Definitions (window of n = lengths[w] bars, simple returns r_1..r_n, rf = ``risk
   cumulative log returns y_i = sum_{j<=i} log(1 + r_j) against i; NaN if n < 2 or when y is constant
   (empyrical gives NaN there).
 
+Wipe-outs: a bar with r <= -1 (the capital lost, or more with leverage) is a valid input and nothing
+raises: the equity is 0 from that bar on (r = -1) or of flipped sign (r < -1), and every metric
+follows its formula above, so max_drawdown <= -1 (no recovery unless a later bar lifts the equity
+back to the peak), annual_return is -1 at final equity 0 and NaN below 0 (empyrical's real power of
+a negative base is NaN too unless bars_per_year / n is whole, then a meaningless ±|E|^(bpy/n) - 1),
+calmar follows it, stability is NaN (log(1 + r) is -inf or undefined; as empyrical), and turnover
+is negative when the mean equity is (±inf / NaN when it is 0).
+
 Inputs and padding: bars t >= lengths[w] of ``returns`` / ``positions`` may hold anything (NaN, inf,
 garbage): they are replaced before any arithmetic. Bars inside the window must be finite. Lengths
 must lie in [1, T]; they are clamped to it (checking would need a host read). Trade records with

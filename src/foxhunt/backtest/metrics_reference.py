@@ -2,6 +2,10 @@
 
 Written from the definitions in ``metrics.py``'s docstring (not from the vectorised code), as the
 oracle the device version is tested against. Slow by design: O(n) Python per metric per window.
+
+Defined, never raising, on every window of finite returns the device accepts, wipe-outs included
+(a bar with r <= -1: the equity is 0 from there on, or of flipped sign for a leveraged loss beyond
+the capital): see "Wipe-outs" in ``metrics.py``.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ def window_metrics(
     final = equity[-1]
     out["final_equity"] = final
     out["total_return"] = final - 1.0
+    # CAGR; a wiped-out window (final 0) gives -1; below 0 (a loss beyond the capital) it is undefined:
+    # NaN (as empyrical's real power of a negative base, unless bars_per_year / n happens to be whole)
     out["annual_return"] = NAN if final < 0 else _pow(final, 1.0 / (n / bpy)) - 1.0
 
     # moments
@@ -131,8 +137,9 @@ def window_metrics(
     gains = sum(x - rf for x in r if x - rf > 0)
     losses = -sum(x - rf for x in r if x - rf < 0)
     out["omega_ratio"] = gains / losses if losses > 0 and n >= 2 else NAN
-    # stability: R² of the least-squares line through the cumulative log returns
-    if n >= 2:
+    # stability: R² of the least-squares line through the cumulative log returns. A bar with r <= -1
+    # has log(1 + r) = -inf (r = -1) or no real log (r < -1): y, and so R², is undefined: NaN.
+    if n >= 2 and min(r) > -1.0:
         ys, acc = [], 0.0
         for x in r:
             acc += math.log1p(x)
@@ -154,11 +161,12 @@ def window_metrics(
     else:
         out["exposure_time"] = NAN
     # turnover: traded notional (initial capital = 1) over the mean of the equity points E_0..E_n
+    # (negative when that mean is, after losses beyond the capital; IEEE ±inf / NaN when it is 0)
     if traded is not None:
         tv = [float(x) for x in traded]
         if len(tv) != n:
             raise ValueError("window_metrics: traded must have one value per bar")
-        out["turnover"] = sum(tv) / (sum(equity) / (n + 1))
+        out["turnover"] = _ratio(sum(tv), sum(equity) / (n + 1))
     else:
         out["turnover"] = NAN
 
