@@ -25,3 +25,15 @@ class PathError(FoxhuntError):
     def __init__(self, what: str, path: str | os.PathLike[str], rule: str) -> None:
         self.what, self.path, self.rule = what, str(path), rule
         super().__init__(f"{what} {self.path}: {rule}")
+
+
+class ReportError(FoxhuntError):
+    """A report (``report.html``) could not be written after the work it reports was committed: the
+    run's results, models and summary are complete on disk; the message says what failed and where
+    the traceback was saved. Exit code 1 (the input was fine; the report is the bug)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, results: object = None) -> None:
+        super().__init__(message)
+        self.results = results

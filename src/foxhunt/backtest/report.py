@@ -74,8 +74,15 @@ def fmt(v: object) -> str:
 
 
 def html_table(rows: Sequence[dict[str, object]], columns: Sequence[str]) -> str:
+    """The metrics table; a flat window (no position: volatility and return exactly 0) shows its
+    Sharpe / Sortino / Calmar as "flat" (``foxhunt.backtest.display``), NaN as "–"."""
+    from foxhunt.backtest.display import FLAT, is_flat
+
+    def td(r: dict[str, object], c: str) -> str:
+        return FLAT if c in ("sharpe", "sortino", "calmar") and is_flat(r) else fmt(r.get(c, ""))
+
     head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
-    body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(c, ''))}</td>" for c in columns) + "</tr>" for r in rows)
+    body = "".join("<tr>" + "".join(f"<td>{td(r, c)}</td>" for c in columns) + "</tr>" for r in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 

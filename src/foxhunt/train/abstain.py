@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from foxhunt.agents.networks import N_FACTORED_ACTIONS, DuelingQNet, merge_mean
+from foxhunt.backtest.display import number, sharpe_text
 from foxhunt.env.actions import FLAT_LEVEL, MARKET, NORMAL
 from foxhunt.train.selection import sharpe_standard_error
 
@@ -91,11 +92,17 @@ def line(record: dict[str, Any]) -> str:
     """A console phrase for a flat fold ("" when the fold trades)."""
     if not record["flat"]:
         return ""
-    who = "the members' mean" if len(record["inner_sharpes"]) > 1 else "the agent's"
-    return f"flat: {who} held-back Sharpe {record['mean_inner_sharpe']:+.2f} is within the noise bar {record['bar']:.2f}"
+    many = len(record.get("inner_sharpes") or ()) > 1
+    who = "the members' mean" if many else "the agent's"
+    text = (f"flat: {who} held-back Sharpe {number(record.get('mean_inner_sharpe'), '{:+.2f}')} is within the noise bar "
+            f"{number(record.get('bar'), '{:.2f}')}")
+    alt = record.get("all_members")
+    if alt:
+        text += f"; {'the ensemble' if many else 'the agent'} would have scored {sharpe_text(alt)}"
+    return text
 
 
-ALTERNATIVE_METRICS = ("sharpe", "total_return", "max_drawdown", "turnover", "trade_count")
+ALTERNATIVE_METRICS = ("sharpe", "total_return", "annual_volatility", "max_drawdown", "turnover", "trade_count")
 
 
 def add_alternative(record: dict[str, Any], validate: Callable[[], dict[str, float]]) -> None:

@@ -22,16 +22,19 @@ TB_SCALARS = ("reward_mean", "reward_std", "loss_mean", "q_mean", "grad_norm_mea
 
 
 def clean_floats(d: dict[str, Any]) -> dict[str, Any]:
-    """JSON-safe copy: non-finite floats become None (strict JSON has no NaN / Infinity)."""
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        if isinstance(v, float) and not math.isfinite(v):
-            out[k] = None
-        elif isinstance(v, dict):
-            out[k] = clean_floats(v)
-        else:
-            out[k] = v
-    return out
+    """JSON-safe copy: non-finite floats become None (strict JSON has no NaN / Infinity), in nested
+    dicts and lists too."""
+    return {k: _clean(v) for k, v in d.items()}
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return clean_floats(v)
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
 
 
 class MetricsLog:
@@ -92,11 +95,13 @@ class TensorBoardLog:
             self.writer.add_scalar("time/epoch_s", row["epoch_s"], step)
 
     def fold(self, fold: int, agent: dict[str, float], buy_hold: dict[str, float] | None) -> None:
+        from foxhunt.backtest.display import sharpe_or_zero, value
+
         for key in ("sharpe", "total_return", "max_drawdown", "trade_count"):
-            if math.isfinite(agent.get(key, math.nan)):
-                self.writer.add_scalar(f"val/agent_{key}", agent[key], fold)
-            if buy_hold is not None and math.isfinite(buy_hold.get(key, math.nan)):
-                self.writer.add_scalar(f"val/buy_hold_{key}", buy_hold[key], fold)
+            for name, row in (("agent", agent), ("buy_hold", buy_hold)):
+                v = (sharpe_or_zero if key == "sharpe" else lambda r: value(r, key))(row) if row else math.nan
+                if math.isfinite(v):  # a flat window's Sharpe is logged as 0; an undefined one is left out
+                    self.writer.add_scalar(f"val/{name}_{key}", v, fold)
 
     def close(self) -> None:
         self.writer.flush()

@@ -27,6 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from foxhunt.backtest.display import is_flat, number, sharpe_or_zero, sharpe_text
 from foxhunt.config import Config
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
@@ -122,7 +123,7 @@ def write_summary(run_dir: Path, wall_s: float | None, folds: Sequence[FoldRange
 
     wall_s: this session's run time (None: keep the recorded one, e.g. re-finishing a run);
     annualisation: the backtester's ``Annualisation.describe()``."""
-    from foxhunt.train.report import load_fold_results, write_report
+    from foxhunt.train.report import load_fold_results
 
     results = load_fold_results(run_dir)
     if wall_s is None:
@@ -143,21 +144,63 @@ def write_summary(run_dir: Path, wall_s: float | None, folds: Sequence[FoldRange
         "prepare_timings": prepare_timings,
         "buy_and_hold_s": buy_and_hold_s,
         "transition_ms": [t["transition_s"] * 1e3 for t in fold_t],
-        "folds": [{"fold": r["fold"]["fold"], "agent_sharpe": r["agent"]["sharpe"],
-                   "buy_and_hold_sharpe": (r["buy_and_hold"] or {}).get("sharpe")} for r in results],
+        "folds": [summary_fold(r) for r in results],
     }
     write_json(run_dir / "summary.json", summary)
     if report:
-        write_report(run_dir)
+        guarded_report(run_dir, results)
     return results
+
+
+def guarded_report(run_dir: Path, results: list[dict[str, Any]]) -> None:
+    """report.html, which must never be what loses a run: it is written last, after every fold's
+    files and summary.json are committed, and if it fails the traceback goes to
+    ``report_error.txt`` and a ``ReportError`` (carrying ``results``) says what failed."""
+    import traceback
+
+    from foxhunt.errors import ReportError
+    from foxhunt.train.report import write_report
+
+    try:
+        write_report(run_dir)
+    except Exception as exc:  # noqa: BLE001 - any failure of the report; the run itself is complete
+        where = run_dir / "report_error.txt"
+        tmp = where.with_name(where.name + ".tmp")
+        tmp.write_text("".join(traceback.format_exception(exc)))
+        os.replace(tmp, where)
+        (run_dir / "report.html").unlink(missing_ok=True)  # an older report would show other results
+        raise ReportError(f"{run_dir / 'report.html'}: the report could not be written ({type(exc).__name__}: "
+                          f"{str(exc).splitlines()[0] if str(exc) else ''}); the run is complete (fold results, models and "
+                          f"summary.json are written); traceback in {where}; `foxhunt train --resume {run_dir}` rebuilds "
+                          "the report", results=results) from exc
+    stale = run_dir / "report_error.txt"
+    if stale.is_file():  # a rebuilt report replaces an earlier failure's note
+        stale.unlink()
+
+
+def summary_fold(r: dict[str, Any]) -> dict[str, Any]:
+    """summary.json's row for one fold (r: its metrics.json content). ``agent_sharpe`` is the Sharpe a
+    ranking uses (0 for a flat window: no position, no return; None where it is undefined);
+    ``agent_flat`` says the fold held no position; an abstained fold adds what its ensemble would
+    have scored (``ensemble_sharpe``)."""
+    a, b = r.get("agent") or {}, r.get("buy_and_hold")
+    row: dict[str, Any] = {"fold": r["fold"]["fold"], "agent_sharpe": sharpe_or_zero(a), "agent_flat": is_flat(a),
+                           "agent_total_return": a.get("total_return"),
+                           "buy_and_hold_sharpe": sharpe_or_zero(b) if b else None}
+    record = (r.get("selection") or {}).get("abstain")
+    if record is not None:
+        row["abstained"] = bool(record.get("flat"))
+        if record.get("all_members"):
+            row["ensemble_sharpe"] = sharpe_or_zero(record["all_members"])
+    return row
 
 
 def fold_line(r: dict[str, Any]) -> str:
     """One console line for a finished fold (r: its metrics.json content): agent vs buy-and-hold."""
-    a, b = r["agent"], r.get("buy_and_hold")
-    s = f"agent Sharpe {a['sharpe']:+.2f} return {a['total_return']:+.2%}"
+    a, b = r.get("agent") or {}, r.get("buy_and_hold")
+    s = f"agent {sharpe_text(a)} return {number(a.get('total_return'), '{:+.2%}')}"
     if b:
-        s += f" | buy&hold Sharpe {b['sharpe']:+.2f} return {b['total_return']:+.2%}"
+        s += f" | buy&hold {sharpe_text(b)} return {number(b.get('total_return'), '{:+.2%}')}"
     record = (r.get("selection") or {}).get("abstain")
     phrase = abstain_line(record) if record else ""
     return f"{s} | {phrase}" if phrase else s

@@ -11,13 +11,13 @@ import base64
 import html
 import io
 import json
-import math
 import os
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from foxhunt.backtest.display import beats, cell, number
 from foxhunt.train.logs import read_metrics
 
 TABLE_COLS = (("sharpe", "Sharpe", "{:+.2f}"), ("total_return", "total return", "{:+.2%}"),
@@ -52,12 +52,6 @@ def _png(fig: Any) -> str:
     return base64.b64encode(buf.getvalue()).decode()
 
 
-def _fmt(fmt: str, v: Any) -> str:
-    if v is None or (isinstance(v, float) and not math.isfinite(v)):
-        return "–"
-    return fmt.format(v)
-
-
 def abstain_cell(r: dict[str, Any]) -> str | None:
     """The fold's abstention in words (train.abstain), None when the run has none: whether it traded,
     its members' mean held-back Sharpe in standard errors against the bar, and for a flat fold what
@@ -65,11 +59,13 @@ def abstain_cell(r: dict[str, Any]) -> str | None:
     rec = (r.get("selection") or {}).get("abstain")
     if rec is None:
         return None
-    z = rec["mean_inner_sharpe"] / rec["standard_error"] if rec["standard_error"] else float("nan")
-    if not rec["flat"]:
-        return f"trades (held-back {z:+.1f} SE &gt; {rec['z']:g})"
-    alt = (rec.get("all_members") or {}).get("sharpe")
-    return f"flat (held-back {z:+.1f} SE &le; {rec['z']:g}; the ensemble would have scored {_fmt('{:+.2f}', alt)})"
+    mean, se = rec.get("mean_inner_sharpe"), rec.get("standard_error")
+    z = number(mean / se if isinstance(mean, (int, float)) and se else None, "{:+.1f}")
+    if not rec.get("flat"):
+        return f"trades (held-back {z} SE &gt; {rec.get('z', 0):g})"
+    alt = rec.get("all_members")
+    return (f"flat (held-back {z} SE &le; {rec.get('z', 0):g}; the ensemble would have scored "
+            f"{cell(alt, 'sharpe', '{:+.2f}') if alt else 'n/a'})")
 
 
 def fold_table_html(results: list[dict[str, Any]]) -> str:
@@ -80,9 +76,9 @@ def fold_table_html(results: list[dict[str, Any]]) -> str:
     for r, note in zip(results, notes):
         f = r["fold"]
         a, b = r["agent"], r.get("buy_and_hold") or {}
-        cells = "".join(f"<td>{_fmt(fmt, a.get(k))}</td>" for k, _, fmt in TABLE_COLS)
-        bcells = "".join(f"<td>{_fmt(fmt, b.get(k))}</td>" for k, _, fmt in TABLE_COLS[:3])
-        better = a.get("sharpe", -math.inf) > b.get("sharpe", math.inf) if b else False
+        cells = "".join(f"<td>{cell(a, k, fmt)}</td>" for k, _, fmt in TABLE_COLS)
+        bcells = "".join(f"<td>{cell(b, k, fmt)}</td>" for k, _, fmt in TABLE_COLS[:3])
+        better = beats(a, b)  # a flat fold counts as Sharpe 0
         rows.append(
             f"<tr><td>{f['fold']}</td><td>{f['train_end'] - f['train_start']}</td><td>{f['val_end'] - f['val_start']}</td>"
             f"{cells}{bcells}<td>{'yes' if better else 'no'}</td>{f'<td>{note or chr(8211)}</td>' if extra else ''}</tr>"

@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import optuna
 
+from foxhunt.backtest.display import sharpe_text
 from foxhunt.train.report import _CSS, _png
 
 
@@ -72,9 +73,9 @@ def write_study_report(study_dir: Path, study: optuna.Study, summary: dict[str, 
         a, b = ho["agent"], ho.get("buy_and_hold") or {}
         parts.append(
             f"<p>bars {ho['fold']['val_start']} … {ho['fold']['val_end'] - 1}; retrained on bars {ho['fold']['train_start']} … "
-            f"{ho['fold']['train_end'] - 1}. Agent Sharpe {_f(a.get('sharpe'), '{:+.2f}')}, return {_f(a.get('total_return'), '{:+.2%}')}, "
-            f"max DD {_f(a.get('max_drawdown'), '{:.2%}')}, trades {_f(a.get('trade_count'), '{:.0f}')}; buy &amp; hold Sharpe "
-            f"{_f(b.get('sharpe'), '{:+.2f}')}. Hold-out evaluations in this study: {summary.get('holdout_evaluations', 1)}. "
+            f"{ho['fold']['train_end'] - 1}. Agent {sharpe_text(a)}, return {_f(a.get('total_return'), '{:+.2%}')}, "
+            f"max DD {_f(a.get('max_drawdown'), '{:.2%}')}, trades {_f(a.get('trade_count'), '{:.0f}')}; buy &amp; hold "
+            f"{sharpe_text(b)}. Hold-out evaluations in this study: {summary.get('holdout_evaluations', 1)}. "
             f"Run directory: {html.escape(Path(ho['run_dir']).name)}/report.html</p>")
     else:
         parts.append("<p>none (tune.holdout = 0 or no complete trial)</p>")

@@ -1,0 +1,141 @@
+"""A flat fold is a normal result: every consumer of a fold's metrics row shows it as flat and the run
+exits 0 (issue 27). Every case runs `foxhunt` in a fresh process, as a user does.
+
+A tiny run's held-back window (399 minute bars) can never clear the abstention bar (~109), so with
+``train.select = "inner"`` and ``train.abstain`` every fold is flat; a scripted held-back Sharpe
+(``_SCRIPT``, patched into the fresh process before the CLI starts) makes fold 0 trade and fold 1
+flat."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.tiny import tiny_config
+
+ENV = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "400"}  # wide: console lines are checked whole
+
+# Patches applied in the fresh process before `foxhunt.cli.main()` runs.
+_SOME_FLAT = """
+from foxhunt.train import runner
+def _window_sharpe(self, start, steps, policy):
+    return 1000.0 if len(self._train_part) == 1 else 0.0  # fold 0's held-back window clears any bar
+runner.WalkForwardRunner._window_sharpe = _window_sharpe
+"""
+_REPORT_FAILS = """
+import foxhunt.train.report as report
+def _boom(run_dir, title=None):
+    raise RuntimeError("boom")
+report.write_report = _boom
+"""
+
+
+def foxhunt(cwd: Path, *args: str, patch: str = "") -> subprocess.CompletedProcess[str]:
+    code = f"import sys\n{patch}\nfrom foxhunt.cli import main\nsys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=ENV, capture_output=True, text=True,
+                          timeout=600)
+
+
+def _train(tmp_path: Path, name: str, patch: str = "") -> tuple[subprocess.CompletedProcess[str], Path]:
+    cfg = tiny_config(tmp_path, epochs=1, every=0, select="inner", abstain=True, report=True)
+    return foxhunt(tmp_path, "train", "--config", str(cfg), "--name", name, patch=patch), tmp_path / "runs" / name
+
+
+def _fold_lines(stdout: str) -> list[str]:
+    return [line for line in stdout.splitlines() if line.startswith("fold ") and ": agent " in line]
+
+
+def _no_nan(text: str) -> None:
+    assert "nan" not in text.lower().replace("nanosec", ""), text
+    assert "Traceback" not in text, text
+
+
+@pytest.fixture(scope="module")
+def flat_run(tmp_path_factory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One tiny run whose every fold is flat (shared: training it is most of each test's time)."""
+    return _train(tmp_path_factory.mktemp("flat"), "flat")
+
+
+@pytest.mark.slow
+def test_a_run_whose_every_fold_is_flat_exits_0_and_says_flat_in_console_summary_and_report(flat_run):
+    res, run = flat_run
+    tmp_path = run.parents[1]
+    assert res.returncode == 0, res.stdout + res.stderr
+    _no_nan(res.stdout + res.stderr)
+    lines = _fold_lines(res.stdout)
+    assert len(lines) == 2
+    for k, line in enumerate(lines):
+        assert line.startswith(f"fold {k}: agent flat (no position, Sharpe –) return +0.00% | buy&hold Sharpe "), line
+        assert "| flat: the agent's held-back Sharpe " in line and "is within the noise bar" in line
+        assert "; the agent would have scored " in line  # what the flat model replaced
+    assert "2 of 2 folds flat (no position: Sharpe 0, nothing risked)" in res.stdout
+    summary = json.loads((run / "summary.json").read_text())
+    for row in summary["folds"]:
+        assert row["agent_flat"] is True and row["agent_sharpe"] == 0.0 and row["abstained"] is True
+        assert "ensemble_sharpe" in row
+    page = (run / "report.html").read_text()
+    assert "<td>flat</td>" in page and "flat (held-back" in page and "would have scored" in page
+    assert not (run / "report_error.txt").exists()
+    # --resume of the finished run rebuilds summary and report from the files (JSON nulls, not NaN floats)
+    again = foxhunt(tmp_path, "train", "--resume", str(run))
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "already complete" in again.stdout and "2 of 2 folds flat" in again.stdout
+    _no_nan(again.stdout + again.stderr)
+
+
+@pytest.mark.slow
+def test_a_run_where_some_folds_are_flat_shows_each_fold_as_it_is(tmp_path):
+    res, run = _train(tmp_path, "some", patch=_SOME_FLAT)
+    assert res.returncode == 0, res.stdout + res.stderr
+    _no_nan(res.stdout + res.stderr)
+    first, second = _fold_lines(res.stdout)
+    assert first.startswith("fold 0: agent Sharpe ") and "| flat:" not in first
+    assert second.startswith("fold 1: agent flat (no position, Sharpe –) return +0.00%")
+    assert "1 of 2 folds flat" in res.stdout
+    folds = json.loads((run / "summary.json").read_text())["folds"]
+    assert [f["agent_flat"] for f in folds] == [False, True] and [f["abstained"] for f in folds] == [False, True]
+    page = (run / "report.html").read_text()
+    assert "trades (held-back" in page and "flat (held-back" in page
+
+
+@pytest.mark.slow
+def test_foxhunt_backtest_of_a_flat_run_and_of_its_flat_model_reads_flat(flat_run):
+    res, run = flat_run
+    tmp_path = run.parents[1]
+    assert res.returncode == 0, res.stderr
+    bt = foxhunt(tmp_path, "backtest", "--run", str(run))
+    assert bt.returncode == 0, bt.stdout + bt.stderr
+    _no_nan(bt.stdout + bt.stderr)
+    assert bt.stdout.count("│ flat ") >= 2  # the agent rows of both folds
+    assert "<td>flat</td>" in (run / "backtest" / "report.html").read_text()
+    model = run / "folds" / "fold_0" / "model.safetensors"
+    cfg = tmp_path / "tiny.toml"
+    one = foxhunt(tmp_path, "backtest", "--model", str(model), "--config", str(cfg), "--windows", "2", "--out", str(tmp_path / "bt"))
+    assert one.returncode == 0, one.stdout + one.stderr
+    _no_nan(one.stdout + one.stderr)
+    assert "flat" in one.stdout
+
+
+@pytest.mark.slow
+def test_a_report_that_fails_loses_no_result_and_says_what_failed(tmp_path):
+    res, run = _train(tmp_path, "r", patch=_REPORT_FAILS)
+    assert res.returncode == 1, res.stdout + res.stderr
+    err = [line for line in res.stderr.splitlines() if line.strip()]
+    assert len(err) == 1 and err[0].startswith("error: ") and "report.html: the report could not be written (RuntimeError: boom)" in err[0]
+    assert "the run is complete" in err[0] and "report_error.txt" in err[0] and "--resume" in err[0]
+    assert "Traceback" not in res.stderr
+    assert "validation windows" in res.stdout  # the results table is still printed
+    for k in (0, 1):
+        assert (run / "folds" / f"fold_{k}" / "metrics.json").is_file()
+        assert (run / "folds" / f"fold_{k}" / "model.safetensors").is_file()
+    assert json.loads((run / "summary.json").read_text())["n_folds"] == 2
+    assert "RuntimeError: boom" in (run / "report_error.txt").read_text()
+    assert not (run / "report.html").exists()
+    fixed = foxhunt(tmp_path, "train", "--resume", str(run))  # without the fault: the report is rebuilt
+    assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+    assert (run / "report.html").is_file() and not (run / "report_error.txt").exists()
