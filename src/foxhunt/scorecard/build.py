@@ -27,7 +27,7 @@ from foxhunt.features.extra import append_columns, with_long_momentum
 from foxhunt.folds import folds_from_config
 from foxhunt.market import MarketData
 from foxhunt.pipeline import Prepared
-from foxhunt.scorecard.markets import DAY, MINUTE, Scenario
+from foxhunt.scorecard.markets import DAY, Scenario
 
 
 @dataclass(frozen=True)
@@ -82,6 +82,7 @@ def scenario_config(base: dict[str, Any], scenario: Scenario, size: Size, overri
     env = data.setdefault("env", {})
     env["reward_scale"] = float(env.get("reward_scale", 1.0)) * reward_rescale(base, bar_s)
     env.update(SCENARIO_ENV)
+    env.update(scenario.env or {})  # a family draw's own costs
     if size.epochs is not None:
         data.setdefault("train", {})["epochs"] = size.epochs
     data.setdefault("train", {}).update(tensorboard=False, report=False, progress=False, checkpoint_every=0,
@@ -91,6 +92,7 @@ def scenario_config(base: dict[str, Any], scenario: Scenario, size: Size, overri
 
 
 def _bars_per_year(bar_seconds: float) -> float:
+    """Bars a year: 252 for daily bars, 24/7 otherwise (minute 525,960; hourly 8,766)."""
     return 252.0 if bar_seconds >= 20 * 3600 else 365.25 * DAY / bar_seconds
 
 
@@ -102,9 +104,11 @@ def reward_rescale(base: dict[str, Any], scenario_bar_seconds: int) -> float:
 
 
 def _bar_seconds(scenario: Scenario) -> int:
+    """The scenario's bar spacing, seconds: DAY for daily bars (business days: median 1 day, gaps of
+    3), else the median spacing (60 minute bars, 3,600 hourly bars)."""
     ts = scenario.bars.timestamps
     sec = float(np.median(np.diff(ts))) / 1e9 if len(ts) > 1 else DAY
-    return DAY if sec >= 20 * 3600 else MINUTE
+    return DAY if sec >= 20 * 3600 else max(1, int(round(sec)))
 
 
 def prepare_scenario(cfg: Config, scenario: Scenario) -> Prepared:

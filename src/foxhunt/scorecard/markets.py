@@ -38,14 +38,14 @@ Every generator is deterministic in (n_bars, seed).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
 from foxhunt.data import synthetic as syn
 from foxhunt.data.bars import Bars
 
-MINUTE, DAY = 60, 86_400
+MINUTE, HOUR, DAY = 60, 3_600, 86_400
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,12 @@ class Scenario:
 
     bars: T bars. extra: feature name -> [T] float64 causal column (row t uses information
     available at bar t's close; the leak scenario breaks this on purpose). oracles: rule name ->
-    [T] float64 exposure in [-1, 1] decided at bar t. bar_seconds: bar spacing (annualisation).
+    [T] float64 exposure in [-1, 1] decided at bar t.
+
+    Procedural draws (``foxhunt.scorecard.family``) also carry: env, the draw's own costs (env
+    section keys such as cost_bps, spread_bps, impact_eta, capital; None: the scorecard's
+    ``SCENARIO_ENV``); params, what the draw chose (JSON-safe); family ("dev" | "heldout"), index
+    and seed; latent, the hidden state arrays [T] its oracles are computed from.
     """
 
     name: str
@@ -64,6 +69,12 @@ class Scenario:
     oracles: dict[str, np.ndarray] = field(default_factory=dict)
     synthetic: bool = True
     kind: str = "edge"  # "no_edge" | "edge" | "minute_edge" | "real"
+    env: dict[str, float] | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    family: str | None = None
+    index: int | None = None
+    seed: int | None = None
+    latent: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def _noise(n: int, seed: int, bar_seconds: int) -> syn.SyntheticMarket:
