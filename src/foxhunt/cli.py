@@ -19,15 +19,10 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
-from foxhunt.console import console, err_console
+from foxhunt.console import console, err_console, iso_time, one_line, show_path
 from foxhunt.errors import FoxhuntError
 
 F = TypeVar("F", bound=Callable[..., object])
-
-
-def one_line(text: str) -> str:
-    """``text`` with control characters (newlines in a file name...) escaped: one line."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in text)
 
 
 def error_line(exc: BaseException) -> str | None:
@@ -86,9 +81,9 @@ def data_validate(
 
     bars = load_bars(file, repair=repair)
     vol = "volume present" if bars.has_volume else "volume MISSING (volume features are constant)"
-    first = _iso(bars.timestamps[0])
-    last = _iso(bars.timestamps[-1])
-    console.print(f"[green]ok[/] {_show(file)}: {len(bars)} bars, {first} → {last}, {vol}", highlight=False, soft_wrap=True)
+    first = iso_time(bars.timestamps[0])
+    last = iso_time(bars.timestamps[-1])
+    console.print(f"[green]ok[/] {show_path(file)}: {len(bars)} bars, {first} → {last}, {vol}", highlight=False, soft_wrap=True)
 
 
 @data_app.command("sample")
@@ -111,7 +106,7 @@ def data_sample(
     cfg = build_config({"data": {"source": source, "seed": seed, "bar_seconds": bar_seconds, **({"bars": bars} if bars else {})}}, source="options")
     b = load_source(cfg.data, limit_samples=bars is not None)
     write_bars(b, out)
-    console.print(f"wrote {len(b)} {source} bars to {_show(out)}", highlight=False, soft_wrap=True)
+    console.print(f"wrote {len(b)} {source} bars to {show_path(out)}", highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- features
@@ -136,7 +131,7 @@ def features_build(
     state = "reused" if not res.built else f"built in {res.seconds:.2f} s"
     fs = res.features
     console.print(
-        f"{state}: {_show(res.path)} ({len(fs)} bars × {fs.n_features} features, warm-up {fs.warmup} bars)",
+        f"{state}: {show_path(res.path)} ({len(fs)} bars × {fs.n_features} features, warm-up {fs.warmup} bars)",
         highlight=False, soft_wrap=True,
     )
 
@@ -175,27 +170,16 @@ def _print_prepared(p: "object") -> None:
         table.add_row(
             str(f.fold),
             str(f.train_len),
-            f"{_iso(ts[f.train_start])} → {_iso(ts[f.train_end - 1])}",
+            f"{iso_time(ts[f.train_start])} → {iso_time(ts[f.train_end - 1])}",
             str(f.val_len),
-            f"{_iso(ts[f.val_start])} → {_iso(ts[f.val_end - 1])}",
+            f"{iso_time(ts[f.val_start])} → {iso_time(ts[f.val_end - 1])}",
         )
     console.print(table)
     console.print(
         f"market data on [bold]{m.device}[/]: {m.n_bars} bars × {m.n_features} features "
-        f"(obs dim {m.obs_dim}), warm-up {m.warmup} bars; cache {_show(p.cache_path)}",
+        f"(obs dim {m.obs_dim}), warm-up {m.warmup} bars; cache {show_path(p.cache_path)}",
         highlight=False, soft_wrap=True,
     )
-
-
-def _show(path: object) -> str:
-    """A user's path inside rich markup: markup escaped, control characters made visible."""
-    return escape(one_line(str(path)))
-
-
-def _iso(ns: int) -> str:
-    import numpy as np
-
-    return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")
 
 
 from foxhunt.backtest.cli_cmd import backtest as _backtest  # noqa: E402

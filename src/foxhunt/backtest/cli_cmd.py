@@ -12,13 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-console = Console()
+from foxhunt.console import console, iso_time
 
 
 # Help strings are rich markup (typer): ``escape`` keeps "[default: …]" / "[accel]" from being read as
@@ -175,7 +173,7 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
     for fb in folds:
         f, start, n = fb.fold, fb.fold.val_start, fb.fold.val_len - 1
         for label, r in (("agent", fb.agent), ("buy & hold", fb.buy_and_hold)):
-            rows.append({"window": f.fold, "label": label, "start": _iso(ts[start]), "end": _iso(ts[start + n]), **r.metrics[0]})
+            rows.append({"window": f.fold, "label": label, "start": iso_time(ts[start]), "end": iso_time(ts[start + n]), **r.metrics[0]})
         curves.append([("agent", fb.agent.equity(0)), ("buy & hold", fb.buy_and_hold.equity(0))])
         times.append(ts[start: start + n + 1])
     out.mkdir(parents=True, exist_ok=True)
@@ -199,7 +197,3 @@ def _print(rows: list[dict], report: Path) -> None:
         table.add_row(*(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
     console.print(table)
     console.print(f"report: {escape(str(report))}", highlight=False, soft_wrap=True)  # a path is not markup
-
-
-def _iso(ns: int) -> str:
-    return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")

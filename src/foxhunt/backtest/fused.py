@@ -26,7 +26,7 @@ torch path's (only at near-ties of Q).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import Protocol, Sequence
 
 import numpy as np
 import torch
@@ -36,18 +36,26 @@ from foxhunt.accel.triton import unavailable
 from foxhunt.agents.networks import DuelingQNet, fused_net_unsupported
 from foxhunt.backtest.policies import ActionPolicy, EnsemblePolicy, GreedyPolicy, policy_params
 from foxhunt.backtest.result import BacktestResult, assemble_result, trade_rows
-from foxhunt.env.params import EnvTensors
+from foxhunt.env.params import EnvParams, EnvTensors
 from foxhunt.kernels.backtest.host import EnsembleWeights, ExecParams, FusedOutputs, MarketArrays
 from foxhunt.kernels.rules.packing import pack_net
 from foxhunt.market import MarketData, NormStats
 
-if TYPE_CHECKING:
-    from foxhunt.backtest.evaluator import Backtester
-
 DEFAULT_PRECISION = "tf32"
 
 
-def unsupported(backtester: Backtester, policy: object) -> str | None:
+class BacktesterView(Protocol):
+    """What the fused path reads of the ``Backtester`` (``backtest.evaluator``) that calls it: its
+    market, device, execution parameters (shaping off) and annualisation (``assemble_result``). A
+    protocol, so that this module sits below the evaluator and never imports it."""
+
+    market: MarketData
+    device: torch.device
+    params: EnvParams
+    bars_per_year: float
+
+
+def unsupported(backtester: BacktesterView, policy: object) -> str | None:
     """Why ``Backtester.run(…, policy, backend="fused")`` cannot run (None when it can)."""
     if not isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy)):
         return f"the policy is a {type(policy).__name__}, not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"
@@ -68,7 +76,7 @@ def unsupported(backtester: Backtester, policy: object) -> str | None:
     return _net_reason(backtester, policy.net)
 
 
-def _net_reason(backtester: Backtester, net: nn.Module) -> str | None:
+def _net_reason(backtester: BacktesterView, net: nn.Module) -> str | None:
     if any(p.device != backtester.device for p in net.parameters()):
         return "the network is not on the market's device"
     return fused_net_unsupported(net, backtester.market.obs_dim, backtester.params.n_actions)
@@ -85,7 +93,7 @@ def pack_ensemble(policy: EnsemblePolicy, precision: str, n_feat: int, device: t
                            mean.to(device, torch.float32).contiguous(), inv.to(device, torch.float32).contiguous())
 
 
-def exec_params(backtester: Backtester) -> ExecParams:
+def exec_params(backtester: BacktesterView) -> ExecParams:
     """The backtester's execution parameters, derived exactly as EnvTensors derives them."""
     v = {k: float(a[0]) for k, a in EnvTensors._host_values(backtester.params, 1, None).items()}
     return ExecParams(
@@ -130,7 +138,7 @@ def check_windows(m: MarketData, starts: Sequence[int] | np.ndarray,
     return st, ln
 
 
-def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQNet | None,
+def launch(backtester: BacktesterView, st: np.ndarray, ln: np.ndarray, net: DuelingQNet | None,
            norms: Sequence[NormStats] | None = None, *, precision: str = DEFAULT_PRECISION,
            store_debug: bool = False, store_trades: bool = False, actions: torch.Tensor | None = None,
            action_mode: str | None = None, barriers: bool = False, ensemble: EnsemblePolicy | None = None,
@@ -160,7 +168,7 @@ def launch(backtester: Backtester, st: np.ndarray, ln: np.ndarray, net: DuelingQ
     )
 
 
-def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
+def run_fused(backtester: BacktesterView, starts: Sequence[int] | np.ndarray, lengths: Sequence[int] | np.ndarray,
               net: DuelingQNet | GreedyPolicy | ActionPolicy | EnsemblePolicy, norms: Sequence[NormStats] | None = None, *,
               keep_curves: bool = False,
               keep_trades: bool = False, precision: str = DEFAULT_PRECISION, barriers: bool = False,
@@ -202,4 +210,4 @@ def run_fused(backtester: Backtester, starts: Sequence[int] | np.ndarray, length
     return res
 
 
-__all__ = ["DEFAULT_PRECISION", "run_fused", "unsupported"]
+__all__ = ["DEFAULT_PRECISION", "BacktesterView", "run_fused", "unsupported"]

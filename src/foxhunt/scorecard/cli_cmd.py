@@ -15,6 +15,7 @@ from typing import Any, Optional
 
 import typer
 
+from foxhunt.console import console
 from foxhunt.errors import ConfigError, FoxhuntError
 from foxhunt.provenance import machine
 
@@ -46,7 +47,6 @@ def scorecard(
     """
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from foxhunt.cli import console
     from foxhunt.config import build_config, apply_overrides
     from foxhunt.scorecard.build import SIZES
     from foxhunt.scorecard.markets import SCENARIOS, SPACING, make_scenario

@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 import typer
 
-from foxhunt.console import console
+from foxhunt.console import console, show_path
 from foxhunt.errors import ConfigError
 
 
@@ -47,7 +47,7 @@ def train(
         ov = list(overrides) + ([f"backtest.bars_per_year={float(bars_per_year)!r}"] if bars_per_year is not None else [])
         run_dir, results = _start(data, sample, config, folds, epochs, device, name, ov, console)
     print_results(results, console)
-    console.print(f"report: [bold]{_show(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
+    console.print(f"report: [bold]{show_path(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
 
 
 def _start(data: Path | None, sample: str | None, config: Path | None, folds: int | None, epochs: int | None,
@@ -82,7 +82,7 @@ def _start(data: Path | None, sample: str | None, config: Path | None, folds: in
     run_dir, resolved = create_run_dir(cfg, prepared, name)
     runner.use_config(resolved)
     _print_prepared(prepared, console)
-    console.print(f"run directory: {_show(run_dir)}", highlight=False, soft_wrap=True)
+    console.print(f"run directory: {show_path(run_dir)}", highlight=False, soft_wrap=True)
     return run_dir, runner.run(run_dir)
 
 
@@ -96,22 +96,16 @@ def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
     check_resume(run_dir, cfg, prepared, point)
     runner = WalkForwardRunner(prepared, console)
     if is_complete(point, len(prepared.folds)):
-        console.print(f"run {_show(run_dir)} is already complete; rebuilding its summary and report", highlight=False, soft_wrap=True)
+        console.print(f"run {show_path(run_dir)} is already complete; rebuilding its summary and report", highlight=False, soft_wrap=True)
         return run_dir, runner.finish(run_dir, None)
     if point.path is None:
-        console.print(f"resuming {_show(run_dir)}: no checkpoint yet, starting from fold 0", highlight=False, soft_wrap=True)
+        console.print(f"resuming {show_path(run_dir)}: no checkpoint yet, starting from fold 0", highlight=False, soft_wrap=True)
     else:
         m = point.manifest
         where = "end" if m["fold_done"] else f"epoch {m['epoch']}"
-        console.print(f"resuming {_show(run_dir)} from checkpoint {point.path.name} (fold {m['fold']}, {where})", highlight=False,
+        console.print(f"resuming {show_path(run_dir)} from checkpoint {point.path.name} (fold {m['fold']}, {where})", highlight=False,
                       soft_wrap=True)
     return run_dir, runner.run(run_dir, point)
-
-
-def _show(path: Path) -> str:
-    from foxhunt.cli import _show as show
-
-    return show(path)
 
 
 def _print_prepared(p: Any, console: Any) -> None:

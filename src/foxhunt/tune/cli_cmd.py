@@ -14,6 +14,8 @@ from typing import Any, Optional
 import typer
 from rich.markup import escape
 
+from foxhunt.console import console
+
 
 # Help strings are rich markup (typer): ``escape`` keeps "[tune.space]" from being read as a style tag
 # and dropped from --help (tests/test_cli_help.py).
@@ -32,7 +34,6 @@ def tune(
 ) -> None:
     """Search hyperparameters across walk-forward folds with Optuna; retrain the best config and
     evaluate it once on a hold-out the search never saw; report deflated Sharpe and PBO."""
-    from foxhunt.cli import console
     from foxhunt.config import load_config
     from foxhunt.tune.config import default_tune_config
     from foxhunt.tune.session import open_session, run_workers

@@ -16,6 +16,7 @@ empty range, low > high or a log scale with low <= 0 is a one-line ConfigError n
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 from dataclasses import dataclass
@@ -181,11 +182,18 @@ class TuneConfig(Section):
 register_section("tune", TuneConfig)
 
 
+def apply_params(data: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of the nested config dict with ``section.key`` values set (config values)."""
+    out = copy.deepcopy(data)
+    for key, v in values.items():
+        section, field = key.split(".", 1)
+        out.setdefault(section, {})[field] = v
+    return out
+
+
 def check_space_bounds(cfg: Config) -> None:
     """Each range end and each choice, set alone on the config, passes the target key's own rules
     (e.g. dqn.lr's high <= 1): a bad bound is an error before any trial runs."""
-    from foxhunt.tune.space import apply_params
-
     base = cfg.to_dict()
     for key, e in cfg.tune.entries().items():
         values = list(e.choices) if e.kind == "categorical" else [e.low, e.high]

@@ -7,13 +7,12 @@ choices' JSON texts and decoded when applied; scalar choices are searched as the
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
 
 import optuna.distributions as od
 
-from foxhunt.tune.config import SpaceEntry
+from foxhunt.tune.config import SpaceEntry, apply_params  # noqa: F401 (apply_params: re-exported)
 
 _SCALAR = (type(None), bool, int, float, str)
 
@@ -42,13 +41,4 @@ def decode(entries: dict[str, SpaceEntry], params: dict[str, Any]) -> dict[str, 
     for k, v in params.items():
         e = entries.get(k)
         out[k] = json.loads(v) if e is not None and e.kind == "categorical" and _encoded(e) else v
-    return out
-
-
-def apply_params(data: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
-    """A deep copy of the nested config dict with ``section.key`` values set (config values)."""
-    out = copy.deepcopy(data)
-    for key, v in values.items():
-        section, field = key.split(".", 1)
-        out.setdefault(section, {})[field] = v
     return out

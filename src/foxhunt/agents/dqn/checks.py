@@ -21,15 +21,34 @@ counters are extra fields of the epoch summary (``EpochMonitor(extra_fields=CHEC
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import torch
 
 from foxhunt.errors import FoxhuntError
 
 if TYPE_CHECKING:
-    from foxhunt.agents.dqn.trainer import DQNTrainer
-    from foxhunt.agents.monitor import EpochSummary
+    from foxhunt.agents.dqn.collector import Collector
+    from foxhunt.agents.dqn.learner import QLearner
+    from foxhunt.agents.monitor import EpochMonitor, EpochSummary
+    from foxhunt.agents.replay import ReplayBuffer
+    from foxhunt.env import VecTradingEnv
+    from foxhunt.folds import FoldRange
+    from foxhunt.market import MarketData
+
+
+class CheckedTrainer(Protocol):
+    """What check mode reads of the trainer it guards: the DQN trainer (``agents.dqn.trainer``
+    builds ``DeviceChecks(self)``). A protocol, so that this module sits below the trainer and
+    never imports it."""
+
+    market: MarketData
+    env: VecTradingEnv
+    monitor: EpochMonitor
+    replay: ReplayBuffer
+    learner: QLearner
+    collector: Collector
+    fold: FoldRange | None
 
 CHECKS: dict[str, str] = {
     "chk_weights_nonfinite": "non-finite online / target weights at the start of a collection round",
@@ -60,7 +79,7 @@ class DeviceChecks:
 
     Each method is device work only (graph-safe); ``report`` reads a host summary."""
 
-    def __init__(self, trainer: DQNTrainer) -> None:
+    def __init__(self, trainer: CheckedTrainer) -> None:
         self.trainer = trainer
         self.market = trainer.market
         self.monitor = trainer.monitor
@@ -136,7 +155,7 @@ class DeviceChecks:
             raise CheckFailed(f"check mode, fold {fold}, epoch {s.epoch}: " + "; ".join(bad))
 
 
-def captured_tensors(trainer: DQNTrainer) -> dict[str, torch.Tensor]:
+def captured_tensors(trainer: CheckedTrainer) -> dict[str, torch.Tensor]:
     """Every tensor the trainer's captured round and train step read or write, by a stable name
     (lazily created per-size buffers included once they exist)."""
     m, env, st, sp, ln, col = (trainer.market, trainer.env, trainer.replay.storage, trainer.replay.sampler,
@@ -179,9 +198,9 @@ def captured_tensors(trainer: DQNTrainer) -> dict[str, torch.Tensor]:
     return out
 
 
-def pointers(trainer: DQNTrainer) -> dict[str, int]:
+def pointers(trainer: CheckedTrainer) -> dict[str, int]:
     """{name: data_ptr} of ``captured_tensors``."""
     return {k: t.data_ptr() for k, t in captured_tensors(trainer).items()}
 
 
-__all__ = ["CHECKS", "CHECK_FIELDS", "CheckFailed", "DeviceChecks", "captured_tensors", "pointers"]
+__all__ = ["CHECKS", "CHECK_FIELDS", "CheckFailed", "CheckedTrainer", "DeviceChecks", "captured_tensors", "pointers"]
