@@ -34,7 +34,7 @@ def test_an_unknown_baseline_is_one_line_exit_2_and_nothing_written(tmp_path):
     res = _run("--baselines", "supervised,sb3_a2c", "--out", str(tmp_path / "sc"), cwd=tmp_path)
     assert res.returncode == 2
     assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [
-        "error: --baselines: unknown baseline 'sb3_a2c' (known: supervised, sb3_dqn, sb3_ppo, or none)"]
+        "error: --baselines: unknown baseline 'sb3_a2c' (known: quant, supervised, sb3_dqn, sb3_ppo, or none)"]
     assert not (tmp_path / "sc").exists()
 
 
@@ -101,3 +101,46 @@ def test_a_ppo_config_runs_through_the_scorecard_beside_sb3_ppo_and_the_json_nam
     assert leak["env_steps"] == 2 * 2 * 32 * 16 * leak["folds"]  # epochs × iterations × rollout × envs × folds
     assert set(leak["baselines"]) == {"sb3_ppo"} and card["sb3_steps_per_fold"] == 128
     assert "agent (ppo)" in (out / "report.html").read_text()
+
+
+@pytest.mark.parametrize("args, message", [
+    (("--family", "dev", "--scenarios", "leak"),
+     "error: --family and --scenarios are mutually exclusive (a run scores the named scenarios or family draws)"),
+    (("--draws", "3"), "error: --draws needs --family dev|heldout"),
+    (("--family", "test", "--draws", "3"), "error: --family 'test': expected one of dev, heldout"),
+    (("--family", "heldout", "--draws", "0"), "error: --draws 0: must be between 1 and 10000"),
+])
+def test_a_bad_family_argument_is_one_line_exit_2_and_nothing_written(tmp_path, args, message):
+    res = _run(*args, "--out", str(tmp_path / "sc"), cwd=tmp_path)
+    assert res.returncode == 2
+    assert [ln for ln in res.stderr.splitlines() if ln.strip()] == [message]
+    assert not (tmp_path / "sc").exists()
+
+
+def test_a_tiny_family_scorecard_writes_the_family_block_with_quant_and_its_gates(tmp_path):
+    """--family dev --draws 1 at the tiny size, the built-in config for one epoch (the TINY agent):
+    scorecard.json carries the draw's params, the quant baseline with its chosen rules, capture vs
+    quant, and the family's rows and gates; the console prints the gate lines."""
+    out = tmp_path / "sc"
+    res = _run("--size", "tiny", "--family", "dev", "--draws", "1", "--baselines", "quant", "--out", str(out),
+               "--set", f"features.cache_dir={json.dumps(str(tmp_path / 'cache'))}", *TINY, "--set", "train.epochs=1",
+               cwd=tmp_path)
+    assert res.returncode == 0, res.stderr[-2000:]
+    card = json.loads((out / "scorecard.json").read_text())
+    assert card["family_set"] == "dev" and card["draws"] == 1 and card["baselines"] == ["quant"]
+    (s,) = card["scenarios"]
+    assert s["scenario"] == "dev00_drift" and s["params"]["form"] == "drift" and s["params"]["seed"] == 1_000_000
+    assert s["gate"]["kind"] == "family not below flat" and set(s["baselines"]) == {"quant"}
+    assert len(s["baselines"]["quant"]["rules"]) == s["folds"] == 2
+    assert "capture_vs_quant" in s and "capture_vs_quant" in s["agent"]
+    fam = card["family"]
+    assert fam["set"] == "dev" and fam["draws"] == 1 and fam["edge_draws"] == 1
+    assert [g["name"] for g in fam["gates"]] == ["capture vs quant", "capture vs oracle", "not below flat", "no-edge flat"]
+    row = fam["rows"][0]
+    for key in ("form", "interval", "horizon", "strength", "costs", "noise", "oracle_sharpe", "quant_sharpe", "quant_rules",
+                "buy_and_hold_sharpe", "agent_sharpe", "capture_vs_quant", "capture_vs_oracle", "trades_per_1000", "walk_forward_s"):
+        assert key in row, key
+    assert row["walk_forward_s"] > 0 and row["quant_rules"] == s["baselines"]["quant"]["rules"]
+    assert "family dev: " in res.stdout and "not below flat" in res.stdout
+    html = (out / "report.html").read_text()
+    assert "family dev" in html and "capture vs quant" in html and "dev00_drift" in html

@@ -1,4 +1,5 @@
-"""Scorecard outputs: the rich table, ``scorecard.json`` and ``report.html`` (equity curves per scenario)."""
+"""Scorecard outputs: the rich table, ``scorecard.json`` and ``report.html`` (equity curves per scenario;
+for a family run also the family's per-draw table and gates, ``scorecard.family.gates``)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ def rows(results: Sequence[ScenarioResult]) -> list[dict[str, Any]]:
                 "sharpe": s["sharpe"], "total_return": s["total_return"],
                 "max_drawdown": s["max_drawdown"], "trades_per_1000": s["trades_per_1000"], "costs_pct": s["costs_pct"],
                 "capture": r.capture(p) if label != "flat" else None, "best": label == best_name,
+                "capture_vs_quant": r.capture_vs_quant(p) if label not in ("flat", "quant") else None,
                 "wall_s": r.train_s if is_agent else None, "env_steps": r.env_steps if is_agent else s.get("env_steps"),
                 "gate": (("PASS" if r.gate["passed"] else "FAIL") if r.gate.get("passed") is not None else "goal")
                 if is_agent else "",
@@ -48,7 +50,7 @@ def rich_table(results: Sequence[ScenarioResult]) -> Any:
     from rich.table import Table
 
     t = Table(title="foxhunt scorecard (validation windows; Sharpe = mean of fold Sharpe ratios)")
-    for col in ("scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "walk-fwd s", "env steps", "gate"):
+    for col in ("scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "vs quant", "walk-fwd s", "env steps", "gate"):
         t.add_column(col, justify="left" if col in ("scenario", "policy", "gate") else "right")
     last = None
     for row in rows(results):
@@ -58,14 +60,22 @@ def rich_table(results: Sequence[ScenarioResult]) -> Any:
         gate = f"[green]{gate}[/]" if gate == "PASS" else f"[red]{gate}[/]" if gate == "FAIL" else gate
         t.add_row(row["scenario"] if row["scenario"] != last else "", name, _f(row["sharpe"]), _f(row["total_return"], "{:+.1%}"),
                   _f(row["max_drawdown"], "{:.1%}"), _f(row["trades_per_1000"], "{:.1f}"), _f(row["costs_pct"], "{:.2f}"),
-                  _f(row["capture"], "{:.1%}"), _f(row["wall_s"], "{:.1f}"), _f(row["env_steps"], "{:,.0f}"), gate, style=style)
+                  _f(row["capture"], "{:.1%}"), _f(row["capture_vs_quant"], "{:.1%}"), _f(row["wall_s"], "{:.1f}"),
+                  _f(row["env_steps"], "{:,.0f}"), gate, style=style)
         last = row["scenario"]
     return t
 
 
-def scorecard_dict(results: Sequence[ScenarioResult], meta: dict[str, Any]) -> dict[str, Any]:
+def scorecard_dict(results: Sequence[ScenarioResult], meta: dict[str, Any], family: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The card: meta, passed (every gated scenario, and the family's gates when given), the scenarios,
+    and the family block (``family.gates.family_block``) when the run scored a family."""
     gated = [r.gate["passed"] for r in results if r.gate.get("passed") is not None]
-    return {**meta, "passed": bool(all(gated)) if gated else None, "scenarios": [r.to_dict() for r in results]}
+    if family is not None and family.get("passed") is not None:
+        gated.append(family["passed"])
+    card = {**meta, "passed": bool(all(gated)) if gated else None, "scenarios": [r.to_dict() for r in results]}
+    if family is not None:
+        card["family"] = family
+    return card
 
 
 def _json_safe(x: Any) -> Any:
@@ -131,13 +141,14 @@ def abstain_note(r: ScenarioResult) -> str:
     return s + f"flat folds {', '.join(map(str, flat))} of {len(a['mean_inner_z'])} (their ensembles would have scored {without})."
 
 
-def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any]) -> None:
-    head = ["scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "walk-fwd s", "env steps", "gate"]
+def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any], family: dict[str, Any] | None = None) -> None:
+    head = ["scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "vs quant", "walk-fwd s", "env steps", "gate"]
     body = []
     for row in rows(results):
         cells = [row["scenario"], row["policy"] + (" *" if row["best"] else ""), _f(row["sharpe"]), _f(row["total_return"], "{:+.1%}"),
                  _f(row["max_drawdown"], "{:.1%}"), _f(row["trades_per_1000"], "{:.1f}"), _f(row["costs_pct"], "{:.2f}"),
-                 _f(row["capture"], "{:.1%}"), _f(row["wall_s"], "{:.1f}"), _f(row["env_steps"], "{:,.0f}"), row["gate"]]
+                 _f(row["capture"], "{:.1%}"), _f(row["capture_vs_quant"], "{:.1%}"), _f(row["wall_s"], "{:.1f}"),
+                 _f(row["env_steps"], "{:,.0f}"), row["gate"]]
         style = ' style="font-weight:bold"' if row["agent"] else ""
         body.append(f"<tr{style}>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in cells) + "</tr>")
     sections = []
@@ -147,14 +158,20 @@ def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
                         f"{'PASS' if r.gate.get('passed') else 'FAIL' if r.gate.get('passed') is False else 'not gated'}</p>"
                         + (f"<p>{html.escape(abstain_note(r))}</p>" if abstain_note(r) else "") +
                         f'<img src="data:image/png;base64,{_plot(r)}"/>')
+    fam = ""
+    if family is not None:
+        from foxhunt.scorecard.family.gates import html_fragment
+
+        fam = html_fragment(family)
     meta_rows = "".join(f"<tr><td>{html.escape(str(k))}</td><td>{html.escape(str(v))}</td></tr>" for k, v in meta.items())
     doc = f"""<!doctype html><html><head><meta charset="utf-8"><title>foxhunt scorecard</title>
 <style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}}</style>
 </head><body><h1>foxhunt scorecard</h1><table>{meta_rows}</table>
 <p>Sharpe: mean of the validation folds' annualised Sharpe ratios; return: compounded over the folds; max DD: worst fold;
-capture: Sharpe / best reference Sharpe (* marks the best reference); costs: closed round trips' costs, % of capital;
+capture: Sharpe / best reference Sharpe (* marks the best reference); vs quant: Sharpe / the quant rule's Sharpe
+(n/a when it earned nothing); costs: closed round trips' costs, % of capital;
 walk-fwd s: the agent's walk-forward (training and evaluation of every fold, as <code>foxhunt train</code>).</p>
-<table><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{''.join(body)}</table>{''.join(sections)}</body></html>"""
+{fam}<table><tr>{''.join(f'<th>{h}</th>' for h in head)}</tr>{''.join(body)}</table>{''.join(sections)}</body></html>"""
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(doc)
     os.replace(tmp, path)

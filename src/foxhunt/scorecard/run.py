@@ -21,6 +21,14 @@ Gates (``gate``):
 * minute edge (``edge_minute``): agent Sharpe ≥ flat (0) − 2 SE (flat has no noise).
 * the others (``mean_revert``, real data) are reported against the goals (80 % capture; never below
   flat) without gating.
+* a family draw (``scorecard.family``; ``params["family"]`` set): not below flat by more than the
+  noise bar, agent Sharpe >= -2 SE; a no-edge draw also as the no-edge gate against flat: Sharpe >=
+  -tol and turnover <= ``MAX_NO_EDGE_TURNOVER``. The family's pooled gates (capture vs the quant rule
+  and the oracle over the edge draws) are in ``scorecard.family.gates``.
+
+Capture is reported against the quant baseline (``scorecard.quant``) as well as the oracle:
+``capture_vs_quant`` = agent Sharpe / quant Sharpe, None when the quant rule's Sharpe is <= 0 (or it
+did not run).
 """
 
 from __future__ import annotations
@@ -61,6 +69,7 @@ class ScenarioResult:
     n_folds: int
     agent_kind: str = "dqn"  # train.agent of the configuration under test: "dqn" | "ppo"
     gate: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # a family draw's params (Scenario.params)
 
     @property
     def agent_label(self) -> str:
@@ -86,18 +95,30 @@ class ScenarioResult:
         s = (policy or self.agent).summary()["sharpe"]
         return float(s / best) if best > 0 and math.isfinite(s) else None
 
+    def capture_vs_quant(self, policy: PolicyScore | None = None) -> float | None:
+        """Sharpe / the quant baseline's Sharpe; None when the quant rule earned <= 0 or did not run."""
+        q = self.baselines.get("quant")
+        if q is None:
+            return None
+        qs = q.summary()["sharpe"]
+        s = (policy or self.agent).summary()["sharpe"]
+        return float(s / qs) if math.isfinite(qs) and qs > 0 and math.isfinite(s) else None
+
     def to_dict(self) -> dict[str, Any]:
         name, best = self.best_reference()
         return {
             "scenario": self.name, "description": self.description, "config": self.config_source,
             "agent_kind": self.agent_kind,
-            "agent": {**self.agent.summary(), "capture": self.capture()},
+            "agent": {**self.agent.summary(), "capture": self.capture(), "capture_vs_quant": self.capture_vs_quant()},
             "references": {k: v.summary() for k, v in self.references.items()},
-            "baselines": {k: {**v.summary(), "capture": self.capture(v)} for k, v in self.baselines.items()},
+            "baselines": {k: {**v.summary(), "capture": self.capture(v), "capture_vs_quant": self.capture_vs_quant(v) if k != "quant" else None}
+                          for k, v in self.baselines.items()},
+            "capture_vs_quant": self.capture_vs_quant(),
             "best_reference": name, "best_reference_sharpe": best,
             "wall_s": self.wall_s, "train_s": self.train_s, "env_steps": self.env_steps,
             "bars_per_year": self.bars_per_year, "val_bars_per_fold": self.val_bars, "folds": self.n_folds,
             "sharpe_standard_error": self.standard_error(), "sharpe_tolerance": self.tolerance(), "gate": self.gate,
+            **({"params": self.params} if self.params else {}),
         }
 
 
@@ -107,6 +128,8 @@ def judge(r: ScenarioResult) -> dict[str, Any]:
     tol = r.tolerance()
     bh = r.references["buy_and_hold"].summary()["sharpe"]
     cap = r.capture()
+    if r.params.get("family"):
+        return judge_draw(r)
     if r.name == "no_edge":
         need = max(0.0, bh) - tol
         ok = a["sharpe"] >= need and a["turnover"] <= MAX_NO_EDGE_TURNOVER
@@ -124,13 +147,26 @@ def judge(r: ScenarioResult) -> dict[str, Any]:
     return {"kind": "goal", "passed": None, "rule": f"goal: capture {pct(cap)} >= {CAPTURE_GOAL:.0%}: {'met' if cap is not None and cap >= CAPTURE_GOAL else 'not met'}"}
 
 
+def judge_draw(r: ScenarioResult) -> dict[str, Any]:
+    """A family draw's own gate (see the module docstring): {kind, passed, rule}."""
+    a = r.agent.summary()
+    tol1, tol = 2.0 * r.standard_error(), r.tolerance()
+    ok = a["sharpe"] >= -tol1
+    rule = f"Sharpe {a['sharpe']:+.2f} >= flat 0 - 2 SE {tol1:.2f}"
+    if r.params.get("kind") == "no_edge":
+        ok = ok and a["sharpe"] >= -tol and a["turnover"] <= MAX_NO_EDGE_TURNOVER
+        rule += f"; no edge: Sharpe >= -tol {tol:.2f} and turnover {a['turnover']:.4f} <= {MAX_NO_EDGE_TURNOVER}"
+        return {"kind": "family no-edge", "passed": bool(ok), "rule": rule}
+    return {"kind": "family not below flat", "passed": bool(ok), "rule": rule}
+
+
 def pct(x: float | None) -> str:
     """A capture ratio as the table and the gate rules print it ("n/a" when there is none)."""
     return "n/a" if x is None else f"{x:.1%}"  # one decimal: a 59.6 % capture must not read "60 % >= 60 %: FAIL"
 
 
 def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides: Sequence[str], out_dir: Path,
-                 config_source: str, baselines: Sequence[str] = ("supervised", "sb3_dqn"), sb3_budget: int = 0,
+                 config_source: str, baselines: Sequence[str] = ("quant", "supervised", "sb3_dqn"), sb3_budget: int = 0,
                  console: Any = None) -> ScenarioResult:
     """Train and score one scenario; the agent's run directory is ``out_dir/runs/<scenario>``."""
     from foxhunt.train.agent import env_steps_per_epoch
@@ -163,7 +199,7 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
     out = ScenarioResult(scenario.name, scenario.description, config_source, agent, references, base_scores,
                          wall_s=time.perf_counter() - t0, train_s=train_s, env_steps=env_steps,
                          bars_per_year=runner.bars_per_year, val_bars=int(np.mean([f.val_len - 1 for f in folds])),
-                         n_folds=len(folds), agent_kind=cfg.train.agent)
+                         n_folds=len(folds), agent_kind=cfg.train.agent, params=dict(scenario.params))
     out.gate = judge(out)
     if size.name == "gpu":  # the issue's H200 gate: each scenario's 5-fold walk-forward within 120 s
         out.gate["walk_forward_s"] = train_s
@@ -175,8 +211,8 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
 
 def score_references_and_baselines(scenario: Scenario, cfg: Any, prepared: Any, backtester: Any, backend: str,
                                    baselines: Sequence[str], sb3_budget: int) -> tuple[dict[str, PolicyScore], dict[str, PolicyScore]]:
-    """Flat, buy-and-hold and the scenario's oracle rules, and the chosen baselines (supervised, sb3_dqn,
-    sb3_ppo at ``sb3_budget`` env steps a fold), on every fold's validation window with the same costs.
+    """Flat, buy-and-hold and the scenario's oracle rules, and the chosen baselines (quant, supervised,
+    sb3_dqn, sb3_ppo at ``sb3_budget`` env steps a fold), on every fold's validation window with the same costs.
 
     backend: the validation backtests' implementation ("torch" | "fused"). Returns (references, baselines)."""
     market, folds, env = prepared.market, prepared.folds, cfg.env
@@ -187,6 +223,14 @@ def score_references_and_baselines(scenario: Scenario, cfg: Any, prepared: Any, 
     refs = score_exposures(market, backtester, folds, rules, n_actions, capital, backend)
     references = {"flat": flat_score(folds, capital), **refs}
     base_scores: dict[str, PolicyScore] = {}
+    if "quant" in baselines:
+        from foxhunt.scorecard.quant import quant_exposures
+
+        qx, qinfo = quant_exposures(prepared.bars.close, prepared.bars.volume, folds, env, float(backtester.bars_per_year))
+        base_scores["quant"] = score_exposures(market, backtester, folds, {"quant": lambda f: qx[f.fold]}, n_actions,
+                                               capital, backend)["quant"]
+        base_scores["quant"].extra = {"rules": qinfo["rules"], "train_sharpe": qinfo["train_sharpe"],
+                                      "cost_rate_bps": qinfo["cost_rate_bps"], "candidates": qinfo["candidates"]}
     if "supervised" in baselines:
         from foxhunt.scorecard.baselines import supervised_exposures
 

@@ -1,0 +1,89 @@
+"""The family's gates and capture vs the quant rule, on hand-made results (no training)."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from rich.console import Console
+
+from foxhunt.scorecard.family.gates import CAPTURE_CLIP, family_block, gate_lines, rich_family_table
+from foxhunt.scorecard.report import rich_table, scorecard_dict, write_html, write_json
+from foxhunt.scorecard.run import MAX_NO_EDGE_TURNOVER, judge
+from tests.scorecard.test_gates import _policy, _result
+
+
+def _draw(name, kind, agent, quant, oracle=4.0, turnover=0.0, index=0):
+    refs = {"buy_and_hold": _policy("buy_and_hold", [0.1, 0.1])}
+    if kind == "edge":
+        refs["oracle_theta0"] = _policy("oracle_theta0", [oracle, oracle])
+    else:
+        refs["oracle_flat"] = _policy("oracle_flat", [0.0, 0.0])
+    r = _result(name, _policy("agent", [agent, agent], turnover=turnover), refs)
+    r.baselines["quant"] = _policy("quant", [quant, quant])
+    r.baselines["quant"].extra = {"rules": ["mom100", "mom100_band"]}
+    r.params = {"family": "dev", "index": index, "seed": 1_000_000 + index, "form": "drift" if kind == "edge" else "no_edge",
+                "kind": kind, "interval": "daily", "horizon": 300.0, "strength": 0.1, "costs": "low", "cost_rate_bps": 1.0,
+                "noise_text": "GARCH", "noise": {"vol_model": "garch", "df": 5.0, "jump_rate": 0.0}, "expected_oracle_sharpe_best": oracle}
+    r.gate = judge(r)
+    return r
+
+
+def test_capture_vs_quant_is_agent_over_quant_and_none_when_quant_earns_nothing():
+    r = _draw("dev00_drift", "edge", agent=1.0, quant=2.0)
+    assert r.capture_vs_quant() == pytest.approx(0.5)
+    assert _draw("dev00_drift", "edge", agent=1.0, quant=-0.5).capture_vs_quant() is None
+    d = r.to_dict()
+    assert d["capture_vs_quant"] == d["agent"]["capture_vs_quant"] == pytest.approx(0.5)
+    assert d["baselines"]["quant"]["capture_vs_quant"] is None and d["params"]["form"] == "drift"
+    plain = _result("leak", _policy("agent", [1.0, 1.0]), {"buy_and_hold": _policy("buy_and_hold", [0.5, 0.5]), "oracle": _policy("oracle", [2.0, 2.0])})
+    assert plain.capture_vs_quant() is None and "params" not in plain.to_dict()  # no quant baseline run
+
+
+def test_a_draws_own_gate_is_not_below_flat_by_2_se_and_no_edge_draws_also_flat():
+    se = math.sqrt(252 / 1000) / math.sqrt(2)
+    assert _draw("a", "edge", agent=-1.9 * se, quant=1.0).gate["passed"]
+    assert not _draw("a", "edge", agent=-2.1 * se, quant=1.0).gate["passed"]
+    assert _draw("b", "no_edge", agent=0.0, quant=0.0).gate["passed"]
+    churn = _draw("b", "no_edge", agent=0.0, quant=0.0, turnover=2 * MAX_NO_EDGE_TURNOVER)
+    assert not churn.gate["passed"] and churn.gate["kind"] == "family no-edge"
+
+
+def test_family_gates_pool_the_edge_draws_captures_clipped_and_judge_every_draw():
+    results = [_draw("dev00_drift", "edge", agent=1.5, quant=2.0, oracle=3.0, index=0),  # 75 % of quant, 50 % of oracle
+               _draw("dev01_no_edge", "no_edge", agent=0.0, quant=-0.3, index=1),
+               _draw("dev02_mean_revert", "edge", agent=3.0, quant=0.1, oracle=4.0, index=2),  # 3000 %: clipped to 200 %
+               _draw("dev03_vol_state", "edge", agent=1.0, quant=-1.0, oracle=2.0, index=3)]  # quant earned nothing: left out
+    block = family_block(results, "dev", "tiny")
+    g = {x["name"]: x for x in block["gates"]}
+    assert g["capture vs quant"]["value"] == pytest.approx((0.75 + CAPTURE_CLIP[1]) / 2) and g["capture vs quant"]["draws"] == 2
+    assert g["capture vs quant"]["passed"] is True
+    assert g["capture vs oracle"]["value"] == pytest.approx((0.5 + 0.75 + 0.5) / 3) and g["capture vs oracle"]["passed"] is False
+    assert g["not below flat"]["passed"] is True and g["no-edge flat"]["passed"] is True
+    assert block["passed"] is False and block["edge_draws"] == 3 and block["no_edge_draws"] == 1
+    rows = {r["scenario"]: r for r in block["rows"]}
+    assert rows["dev02_mean_revert"]["capture_vs_quant"] == pytest.approx(30.0)  # the row keeps the raw ratio
+    assert rows["dev00_drift"]["quant_rules"] == ["mom100", "mom100_band"] and rows["dev00_drift"]["oracle_sharpe"] == 3.0
+    lines = gate_lines(block)
+    assert lines[0].startswith("PASS  capture vs quant") and lines[1].startswith("FAIL  capture vs oracle")
+    assert not family_block(results[1:2], "heldout", "tiny")["gates"][0]["passed"]  # None: no edge draw to judge
+    assert family_block(results[1:2], "heldout", "tiny")["rule"] == "HELD_OUT scores are reported, never optimised"
+
+
+def test_the_family_block_reaches_the_json_the_console_and_the_html(tmp_path):
+    results = [_draw("dev00_drift", "edge", agent=1.5, quant=2.0, index=0), _draw("dev01_no_edge", "no_edge", agent=0.0, quant=0.2, index=1)]
+    block = family_block(results, "dev", "tiny")
+    card = scorecard_dict(results, {"size": "tiny"}, block)
+    assert card["passed"] is False and card["family"]["set"] == "dev"  # capture vs oracle 37.5 % < 60 %
+    write_json(tmp_path / "scorecard.json", card)
+    back = json.loads((tmp_path / "scorecard.json").read_text())
+    assert back["family"]["rows"][0]["capture_vs_quant"] == pytest.approx(0.75)
+    console = Console(record=True, width=250)
+    console.print(rich_family_table(block))
+    console.print(rich_table(results))
+    text = console.export_text()
+    assert "dev00_drift" in text and "75.0%" in text and "mom100,mom100_band" in text and "vs quant" in text
+    write_html(tmp_path / "report.html", results, {"size": "tiny"}, block)
+    page = (tmp_path / "report.html").read_text()
+    assert "family dev" in page and "PASS  not below flat" in page and page.count("data:image/png;base64,") == 2
