@@ -50,7 +50,7 @@ class ErrorBoundary(TyperGroup):
             if line is None:
                 raise
             err_console.print(f"[bold red]error:[/] {escape(line)}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            raise typer.Exit(getattr(exc, "exit_code", 2)) from None
 
 
 def user_errors(fn: F) -> F:

@@ -189,11 +189,13 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
 
 
 def _print(rows: list[dict], report: Path) -> None:
+    from foxhunt.backtest.display import cell
+
     cols = ("window", "label", "sharpe", "total_return", "max_drawdown", "trade_count")
     table = Table(title="backtest")
     for c in cols:
         table.add_column(c)
-    for r in rows:
-        table.add_row(*(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))
+    for r in rows:  # a flat window's Sharpe reads "flat", an undefined value "–" (foxhunt.backtest.display)
+        table.add_row(*(cell(r, c, "{:.3f}") if isinstance(r.get(c), float) or r.get(c) is None else str(r[c]) for c in cols))
     console.print(table)
     console.print(f"report: {escape(str(report))}", highlight=False, soft_wrap=True)  # a path is not markup

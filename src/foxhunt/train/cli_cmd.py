@@ -7,14 +7,13 @@ created; a bad one is one red line and exit code 2 with nothing written into the
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
 
 from foxhunt.console import console, show_path
-from foxhunt.errors import ConfigError
+from foxhunt.errors import ConfigError, ReportError
 
 
 def train(
@@ -42,10 +41,16 @@ def train(
             given.append("--set")
         if given:
             raise ConfigError(f"--resume continues a run with its saved config.toml; it cannot be combined with {', '.join(given)}")
-        run_dir, results = _resume(resume, console)
-    else:
-        ov = list(overrides) + ([f"backtest.bars_per_year={float(bars_per_year)!r}"] if bars_per_year is not None else [])
-        run_dir, results = _start(data, sample, config, folds, epochs, device, name, ov, console)
+    try:
+        if resume is not None:
+            run_dir, results = _resume(resume, console)
+        else:
+            ov = list(overrides) + ([f"backtest.bars_per_year={float(bars_per_year)!r}"] if bars_per_year is not None else [])
+            run_dir, results = _start(data, sample, config, folds, epochs, device, name, ov, console)
+    except ReportError as exc:  # the run is complete: show its results, then the report's one-line error
+        if isinstance(exc.results, list) and exc.results:
+            print_results(exc.results, console)
+        raise
     print_results(results, console)
     console.print(f"report: [bold]{show_path(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
 
@@ -118,31 +123,31 @@ def _print_prepared(p: Any, console: Any) -> None:
     )
 
 
-def _f(v: Any, fmt: str) -> str:
-    return "–" if v is None or (isinstance(v, float) and not math.isfinite(v)) else fmt.format(v)
-
-
 def print_results(results: list[dict[str, Any]], console: Any) -> None:
-    """The per-fold validation table: greedy agent next to buy-and-hold."""
+    """The per-fold validation table: greedy agent next to buy-and-hold (a flat fold reads "flat")."""
     from rich import box
     from rich.table import Table
+
+    from foxhunt.backtest.display import beats, cell, is_flat
 
     val = {r["fold"]["val_end"] - r["fold"]["val_start"] for r in results}
     span = f"{val.pop()} bars each" if len(val) == 1 else "bars vary"
     table = Table(title=f"validation windows ({span}): greedy agent vs buy & hold", box=box.SIMPLE_HEAD)
     for col in ("fold", "agent\nSharpe", "agent\nreturn", "agent\nmax DD", "agent\ntrades", "B&H\nSharpe", "B&H\nreturn", "B&H\nmax DD"):
         table.add_column(col, justify="right", no_wrap=True)
-    wins = 0
+    wins = flats = 0
     for r in results:
-        a, b = r["agent"], r.get("buy_and_hold") or {}
-        if b and (a.get("sharpe") or -math.inf) > (b.get("sharpe") if b.get("sharpe") is not None else math.inf):
-            wins += 1
+        a, b = r.get("agent") or {}, r.get("buy_and_hold") or {}
+        wins += int(bool(b) and beats(a, b))  # a flat fold counts as Sharpe 0
+        flats += int(is_flat(a))
         table.add_row(
             str(r["fold"]["fold"]),
-            _f(a.get("sharpe"), "{:+.2f}"), _f(a.get("total_return"), "{:+.1%}"), _f(a.get("max_drawdown"), "{:.1%}"),
-            _f(a.get("trade_count"), "{:.0f}"),
-            _f(b.get("sharpe"), "{:+.2f}"), _f(b.get("total_return"), "{:+.1%}"), _f(b.get("max_drawdown"), "{:.1%}"),
+            cell(a, "sharpe", "{:+.2f}"), cell(a, "total_return", "{:+.1%}"), cell(a, "max_drawdown", "{:.1%}"),
+            cell(a, "trade_count", "{:.0f}"),
+            cell(b, "sharpe", "{:+.2f}"), cell(b, "total_return", "{:+.1%}"), cell(b, "max_drawdown", "{:.1%}"),
         )
     console.print(table)
+    if flats:
+        console.print(f"{flats} of {len(results)} folds flat (no position: Sharpe 0, nothing risked)", highlight=False)
     if results and results[0].get("buy_and_hold"):
         console.print(f"agent Sharpe above buy & hold in {wins} of {len(results)} folds", highlight=False)

@@ -84,8 +84,10 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
     console.print(f"best trial {b['number']}: score {b['value']:+.3f}, params {b['params']}", highlight=False, soft_wrap=True)
     ho = summary.get("holdout")
     if ho:
+        from foxhunt.backtest.display import sharpe_text
+
         a = ho["agent"]
-        console.print(f"hold-out (once, {ho['fold']['val_end'] - ho['fold']['val_start']} bars): Sharpe {_g(a.get('sharpe'), '{:+.2f}')}, "
+        console.print(f"hold-out (once, {ho['fold']['val_end'] - ho['fold']['val_start']} bars): {sharpe_text(a)}, "
                       f"return {_g(a.get('total_return'), '{:+.2%}')}, max DD {_g(a.get('max_drawdown'), '{:.2%}')}", highlight=False)
     ov = summary.get("overfitting", {})
     d, p = ov.get("deflated_sharpe", {}), ov.get("pbo", {})
