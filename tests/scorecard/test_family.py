@@ -51,6 +51,21 @@ def _loop_oracles(form: str, lat: dict[str, np.ndarray], p: dict, n: int) -> dic
             else:
                 raise AssertionError(form)
         out[key] = rule
+    for b in p["bands"]:  # hysteresis: +1 once x > b, -1 once x < -b, held; 0 before the first crossing
+        state, rule = 0.0, []
+        for t in range(n):
+            x = float(lat["u" if form == "mean_revert" else "m"][t])
+            if x > b:
+                state = 1.0
+            elif x < -b:
+                state = -1.0
+            if form == "mean_revert":
+                rule.append(-state)
+            elif form == "regime":
+                rule.append(float(lat["g"][t]) * state)
+            else:
+                rule.append(state)
+        out[f"oracle_band{b:g}"] = rule
     return out
 
 

@@ -48,7 +48,7 @@ from foxhunt.data import synthetic as syn
 from foxhunt.data.bars import Bars
 from foxhunt.features.spec import WARMUP
 from foxhunt.scorecard.build import SCENARIO_ENV, Size
-from foxhunt.scorecard.family.forms import FORM, FORMS, TARGET_SHARPE, THRESHOLDS, calibrate, horizon_cap, loguniform, oracle_sharpes
+from foxhunt.scorecard.family.forms import BANDS, FORM, FORMS, TARGET_SHARPE, THRESHOLDS, calibrate, horizon_cap, loguniform, oracle_sharpes
 from foxhunt.scorecard.family.noise import describe_noise, draw_noise_params, sigma_bar, simulate_noise
 from foxhunt.scorecard.markets import Scenario, bars_from_log_returns
 from foxhunt.scorecard.quant import cost_rate
@@ -192,6 +192,7 @@ def _attempt(family: str, index: int, size: str, seed: int, attempt: int, form: 
         "sigma_bar": sb, "target_sharpe": target if kind == "edge" else 0.0, "reached": bool(reached),
         "expected_oracle_sharpe": sh, "expected_oracle_sharpe_best": sh[best_rule], "best_oracle": best_rule,
         "thresholds": list(THRESHOLDS) if len(oracles) > 1 else [],
+        "bands": list(BANDS) if any(k.startswith("oracle_band") for k in oracles) else [],
     }
     hz = f", horizon {horizon:,.0f} bars" if horizon is not None and form.name != "next_bar" else ""
     desc = (f"family {family} #{index}: {form.name} edge{hz}, strength {s:.3g} sigma, {interval} bars, {level} costs "

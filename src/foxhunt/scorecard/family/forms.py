@@ -10,14 +10,18 @@ Conventions (all arrays [T] float64, one value a bar, index t):
 * ``strength`` ``s`` is per bar, in sigma units: the planted drift per unit of the latent signal
   over the bar's sigma. An oracle exposure ``e_t`` (decided at bar t, in [-1, 1]) earns ``e_t r_{t+1}``.
 
-Forms (``u`` = a unit-variance AR(1) latent ``markets.ar1``; ``theta`` in ``THRESHOLDS``):
+Forms (``u`` = a unit-variance AR(1) latent ``markets.ar1``; ``theta`` in ``THRESHOLDS``; ``band(x, b)``
+the hysteresis of a latent x: +1 once x > b, -1 once x < -b, held in between, 0 before the first
+crossing, for b in ``BANDS``: with costs the persistent latents are best traded with a band, which
+cuts the round trips a threshold rule makes each time x wanders around theta):
 
 * ``next_bar``  ``d_{t+1} = s sigma_{t+1} sign(r_t)`` (as ``edge_daily``). Oracle ``sign(r_t)``. Latent: ``r``.
 * ``drift``     a wandering drift: ``m`` AR(1) with persistence ``1 - 1/h`` (h = the horizon, bars),
-  ``d_{t+1} = s sigma_{t+1} m_t``. Oracles ``sign(m_t) [|m_t| > theta]``. Latent: ``m``.
+  ``d_{t+1} = s sigma_{t+1} m_t``. Oracles ``sign(m_t) [|m_t| > theta]`` and ``band(m, b)_t``. Latent: ``m``.
 * ``mean_revert`` log price = fair value (the noise's random walk) + deviation ``D_t = A sigma_bar u_t``
   (``u`` AR(1), persistence ``0.5^(1/half_life)``), ``r_t = eps_t + D_t - D_{t-1}``, so
-  ``d_{t+1} = -s sigma_bar u_t`` with ``s = A (1 - phi)``. Oracles ``-sign(u_t) [|u_t| > theta]``. Latent: ``u``.
+  ``d_{t+1} = -s sigma_bar u_t`` with ``s = A (1 - phi)``. Oracles ``-sign(u_t) [|u_t| > theta]`` and
+  ``-band(u, b)_t``. Latent: ``u``.
 * ``vol_state`` a hidden calm / turbulent Markov state multiplies the volatility (observable through
   it); the drift's sign follows the state: ``d_{t+1} = s sigma_{t+1} c_t``, ``c_t = calm_sign`` when
   calm, ``-calm_sign`` when turbulent. Oracle ``c_t``. Latent: ``calm`` (1 calm, 0 turbulent).
@@ -25,7 +29,8 @@ Forms (``u`` = a unit-variance AR(1) latent ``markets.ar1``; ``theta`` in ``THRE
   continue and low-volume moves reverse: ``d_{t+1} = s sigma_{t+1} sign(r_t) sign(w_t)``.
   Oracles ``sign(r_t) sign(w_t) [|w_t| > theta]``. Latents: ``r``, ``w``.
 * ``regime``    the ``drift`` edge (short horizon h) gated by a hidden on/off Markov regime ``g``:
-  ``d_{t+1} = s sigma_{t+1} g_t m_t``. Oracles ``g_t sign(m_t) [|m_t| > theta]``. Latents: ``g``, ``m``.
+  ``d_{t+1} = s sigma_{t+1} g_t m_t``. Oracles ``g_t sign(m_t) [|m_t| > theta]`` and ``g_t band(m, b)_t``.
+  Latents: ``g``, ``m``.
 * ``no_edge``   nothing planted. Oracle flat.
 
 Calibration: the strength is solved so that the best oracle rule's *expected* annualised Sharpe
@@ -49,6 +54,7 @@ from foxhunt.scorecard.markets import ar1
 FORMS = ("next_bar", "drift", "mean_revert", "vol_state", "volume", "regime", "no_edge")
 EDGE_FORMS = FORMS[:-1]
 THRESHOLDS = (0.0, 0.5, 1.0)
+BANDS = (0.25, 0.5, 1.0)
 H_MIN, H_MAX = 10, 10_000  # the wandering drift's horizon range, bars (capped by the training window)
 S_MIN, S_MAX = 1e-4, 1.5  # strength search range, sigma units per bar
 TARGET_SHARPE = {"minute": (5.0, 15.0), "hourly": (2.0, 12.0), "daily": (1.0, 6.0)}
@@ -105,6 +111,22 @@ def _gated_sign(x: np.ndarray, theta: float) -> np.ndarray:
     return np.sign(x) * (np.abs(x) > theta)
 
 
+def band(x: np.ndarray, b: float) -> np.ndarray:
+    """[T] hysteresis of x: +1 from the first bar with x > b, -1 from one with x < -b, held in
+    between; 0 before the first crossing."""
+    ev = np.where(x > b, 1.0, np.where(x < -b, -1.0, np.nan))
+    last = np.maximum.accumulate(np.where(np.isnan(ev), -1, np.arange(x.shape[0])))
+    return np.where(last >= 0, ev[np.maximum(last, 0)], 0.0)
+
+
+def _latent_rules(x: np.ndarray, sign: float = 1.0, gate: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The threshold and band oracles of a persistent latent x (times sign, times gate)."""
+    g = 1.0 if gate is None else gate
+    out = {f"oracle_theta{th:g}": sign * g * _gated_sign(x, th) for th in THRESHOLDS}
+    out.update({f"oracle_band{b:g}": sign * g * band(x, b) for b in BANDS})
+    return out
+
+
 def _plain(noise: Noise, drift_signal: np.ndarray, s: float, latent: dict[str, np.ndarray],
            vol_mult: np.ndarray | None = None) -> Planted:
     """r = eps + s sigma_t signal_{t-1}: the forms whose drift does not feed back on returns."""
@@ -139,7 +161,7 @@ def _drift() -> Form:
     return Form("drift", params,
                 lambda rng, n, p: {"m": ar1(n, 1.0 - 1.0 / p["horizon"], rng)},
                 lambda s, noise, lat, p, sb: _plain(noise, lat["m"], s, dict(lat)),
-                lambda lat, p: {f"oracle_theta{th:g}": _gated_sign(lat["m"], th) for th in THRESHOLDS}, "horizon")
+                lambda lat, p: _latent_rules(lat["m"]), "horizon")
 
 
 def _mean_revert() -> Form:
@@ -157,7 +179,7 @@ def _mean_revert() -> Form:
         return Planted(r, sigma, drift, sigma**2 + noise.jump_var + (amp * sb) ** 2 * (1.0 - phi * phi), dict(lat))
 
     return Form("mean_revert", params, lambda rng, n, p: {"u": ar1(n, p["phi"], rng)}, plant,
-                lambda lat, p: {f"oracle_theta{th:g}": -_gated_sign(lat["u"], th) for th in THRESHOLDS}, "half_life")
+                lambda lat, p: _latent_rules(lat["u"], sign=-1.0), "half_life")
 
 
 def _vol_state() -> Form:
@@ -214,8 +236,7 @@ def _regime() -> Form:
 
     return Form("regime", params, latents,
                 lambda s, noise, lat, p, sb: _plain(noise, lat["g"] * lat["m"], s, dict(lat)),
-                lambda lat, p: {f"oracle_theta{th:g}": lat["g"] * _gated_sign(lat["m"], th) for th in THRESHOLDS},
-                "on_mean_bars")
+                lambda lat, p: _latent_rules(lat["m"], gate=lat["g"]), "on_mean_bars")
 
 
 FORM = {f.name: f for f in (_next_bar(), _drift(), _mean_revert(), _vol_state(), _volume(), _regime(), _no_edge())}
