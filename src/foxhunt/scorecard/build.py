@@ -9,7 +9,10 @@ was written for (``data.bar_seconds``: the built-in train settings for daily bar
 for minute bars). A bar's return volatility scales with sqrt(bar length), so run unchanged on
 another spacing the rewards would be ~45x too small or too large (daily vs minute). The scorecard
 therefore keeps the configuration's *reward per unit of bar volatility*: it multiplies
-``reward_scale`` by sqrt(bars per year of the scenario / bars per year of the configuration's data).
+``reward_scale`` by sqrt(bars per year of the scenario / bars per year of the configuration's data)
+(252 a year for daily bars, 24/7 for intraday ones: 525,960 minute bars, 8,766 hourly bars).
+A family draw (``scorecard.family``) brings its own costs (``Scenario.env``, over ``SCENARIO_ENV``)
+and its own fold layout (``family.size_for``).
 ``--set env.reward_scale=X`` still sets it outright.
 """
 
