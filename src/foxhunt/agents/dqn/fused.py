@@ -51,8 +51,8 @@ class FusedActing:
         self.k = k
         self.learner = learner
         self.precision = PRECISION[precision]
-        self.online = pack_net(learner.online, self.precision)
-        self.target = pack_net(learner.target, self.precision)
+        self.online = pack_net(learner.online, self.precision, k.MIN_HEAD)  # the head block the kernel is safe with
+        self.target = pack_net(learner.target, self.precision, k.MIN_HEAD)
         dev = learner.device
         self.q = torch.zeros((n, n_actions), dtype=torch.float32, device=dev)
         self.greedy = torch.zeros(n, dtype=torch.int64, device=dev)

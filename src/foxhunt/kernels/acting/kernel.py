@@ -79,6 +79,11 @@ from foxhunt.kernels.rules.dueling import leaky, row_argmax, row_max
 from foxhunt.kernels.rules.packing import DuelingWeights
 
 PRECISIONS = ("bf16", "tf32", "ieee")
+MIN_HEAD = 64
+"""The smallest output block A the collector packs for this kernel (``pack_net(..., min_head=MIN_HEAD)``):
+the 5-action nets pack to A = 16 by default (a 16-wide last ``tl.dot``), which on the H200 (Triton
+3.6) gave wrong bf16 Q and an illegal memory access; 45-action nets (A = 64) were right (docs/DESIGN.md,
+"Fused acting")."""
 DEFAULTS: dict[str, dict[str, int]] = {
     "bf16": dict(block_m=128, num_warps=8, bn=32, stages=3),
     "tf32": dict(block_m=128, num_warps=8, bn=32, stages=2),
@@ -235,4 +240,4 @@ def fused_dueling_q(
     return FusedQ(*outs)
 
 
-__all__ = ["DEFAULTS", "PRECISIONS", "FusedQ", "fused_dueling_q", "is_interpreted"]
+__all__ = ["DEFAULTS", "MIN_HEAD", "PRECISIONS", "FusedQ", "fused_dueling_q", "is_interpreted"]
