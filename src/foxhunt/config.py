@@ -60,12 +60,24 @@ class FeatureConfig(Section):
         description="extra vol-adjusted momentum columns after the spec's 51, one per horizon in bars "
                     "(e.g. [120, 250] for trends of hundreds of bars; docs/LEARNING.md)")
 
+    ema_horizons: list[int] = Field(
+        default_factory=list,
+        description="extra multi-scale columns after those, a pair per horizon h in bars: ema_mom_h (EMA trend "
+                    "z-score) and ema_vol_h (log RMS return), e.g. [30, 300, 3000] (docs/LEARNING.md)")
+
     @field_validator("long_momentum")
     @classmethod
     def _horizons(cls, v: list[int]) -> list[int]:
         from foxhunt.features.extra import check_horizons
 
         return check_horizons(v)
+
+    @field_validator("ema_horizons")
+    @classmethod
+    def _ema_horizons(cls, v: list[int]) -> list[int]:
+        from foxhunt.features.extra import check_ema_horizons
+
+        return check_ema_horizons(v)
 
 
 class FoldConfig(Section):

@@ -43,7 +43,7 @@ def prepare_market(
     cfg = config if isinstance(config, Config) else load_config(config, list(overrides), values=values)
     from foxhunt.features import spec
     from foxhunt.features.cache import load_or_build, require_formed_rows
-    from foxhunt.features.extra import with_long_momentum
+    from foxhunt.features.extra import with_extras
     from foxhunt.paths import check_output_dir
 
     check_output_dir(cfg.features.cache_dir, "features.cache_dir")
@@ -59,7 +59,7 @@ def prepare_market(
     t2 = time.perf_counter()
     if res.features.warmup != spec.WARMUP:  # the folds above were laid out after spec.WARMUP
         raise CacheError(f"feature cache {res.path}: warm-up {res.features.warmup} recorded, the spec's is {spec.WARMUP}")
-    features = with_long_momentum(res.features, cfg.features.long_momentum)
+    features = with_extras(res.features, cfg.features.long_momentum, cfg.features.ema_horizons)
     market = MarketData(features, device)
     if device.type == "cuda":
         import torch

@@ -90,3 +90,72 @@ def test_bad_long_momentum_horizons_are_refused_in_one_line_with_exit_2(tmp_path
     line = res.stderr.strip()
     assert res.returncode == 2 and "\n" not in line and "features.long_momentum" in line and rule in line, res.stderr
     assert_refused(tmp_path, ["train", "--config", str(cfg), "--set", f"features.long_momentum={value}"], line[len("error: "):])
+
+
+# --------------------------------------------------------------------- multi-scale EMA columns
+def _ema_loop(x, lookback, x0=0.0):
+    out, e, a = [], x0, 1.0 / lookback
+    for v in x:
+        e = (1.0 - a) * e + a * float(v)
+        out.append(e)
+    return np.array(out)
+
+
+@pytest.mark.parametrize("h", [3, 30, 700])
+def test_ema_columns_equal_a_float64_loop(h: int) -> None:
+    from foxhunt.features.extra import VOL_FLOOR_LOOKBACK, ema_log_vol, ema_zscore
+
+    r = np.random.default_rng(h).standard_normal(1_500) * 0.01
+    e = _ema_loop(r, h)
+    var = _ema_loop(r * r, max(h, VOL_FLOOR_LOOKBACK), r[0] ** 2)
+    a = 1.0 / h
+    want = e / np.sqrt(var * a / (2 - a))
+    np.testing.assert_allclose(ema_zscore(r, h), want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(ema_log_vol(r, h), 0.5 * np.log(_ema_loop(r * r, h, r[0] ** 2)), rtol=1e-9)
+
+
+def test_ema_columns_are_causal_and_a_unit_z_score_under_no_edge() -> None:
+    from foxhunt.features.extra import ema_log_vol, ema_zscore
+
+    r = np.random.default_rng(0).standard_normal(60_000) * 0.003
+    later = r.copy()
+    later[40_000:] = 5.0 * np.random.default_rng(1).standard_normal(20_000)  # change only the future
+    for h in (10, 300, 3_000):
+        z, z2 = ema_zscore(r, h), ema_zscore(later, h)
+        assert np.array_equal(z[:40_000], z2[:40_000]) and np.array_equal(ema_log_vol(r, h)[:40_000], ema_log_vol(later, h)[:40_000])
+        if h <= 300:  # an EMA in units of its no-edge std (3,000 bars: too few independent windows here)
+            assert 0.8 < float(np.std(z[5 * h:40_000])) < 1.2
+
+
+def test_ema_horizon_columns_follow_the_spec_and_long_momentum_and_are_read_back_from_names() -> None:
+    from foxhunt.features.extra import extras_in, with_extras
+
+    fs = build_features(generate_bars(3_000, seed=2))
+    out = with_extras(fs, [120], [30, 3000])
+    assert out.names[N_FEATURES:] == ("mom_vol_adj_120", "ema_mom_30", "ema_vol_30", "ema_mom_3000", "ema_vol_3000")
+    assert out.features.shape == (3_000, N_FEATURES + 5) and bool(torch.isfinite(out.features).all())
+    assert out.spec_version == FEATURE_SPEC_VERSION + "+mom_vol_adj_120+ema_mom_30,ema_vol_30,ema_mom_3000,ema_vol_3000"
+    assert extras_in(out.names, N_FEATURES) == ((120,), (30, 3000))
+    assert extras_in(with_extras(fs, [], [5]).names, N_FEATURES) == ((), (5,))
+
+
+def test_a_model_trained_with_ema_horizons_is_backtested_on_the_same_columns(tmp_path) -> None:
+    cfg = tiny_config(tmp_path, epochs=1, every=0)
+    cfg.write_text(cfg.read_text().replace("[features]\n", "[features]\nema_horizons = [50, 500]\n", 1))
+    res = run_cli(tmp_path, "train", "--config", str(cfg), "--name", "ema")
+    assert res.returncode == 0, res.stdout + res.stderr
+    model = next((tmp_path / "runs" / "ema" / "folds").glob("fold_*/model.safetensors"))
+    _, _, meta = load_model(model)
+    assert meta.feature_names[N_FEATURES:] == ("ema_mom_50", "ema_vol_50", "ema_mom_500", "ema_vol_500")
+    bars = write_bars(generate_bars(1_000, seed=5), tmp_path / "bars.parquet")
+    res = run_cli(tmp_path, "backtest", "--model", str(model), "--data", str(bars), "--out", str(tmp_path / "bt"), "--device", "cpu",
+                  "--cache-dir", str(tmp_path / "cache"))
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_bad_ema_horizons_are_refused_in_one_line_with_exit_2(tmp_path) -> None:
+    cfg = tiny_config(tmp_path, epochs=1)
+    res = run_cli(tmp_path, "train", "--config", str(cfg), "--set", "features.ema_horizons=[1]")
+    line = res.stderr.strip()
+    assert res.returncode == 2 and "features.ema_horizons" in line and "horizon 1: must be within 2 … 1000000 bars" in line
+    assert_refused(tmp_path, ["train", "--config", str(cfg), "--set", "features.ema_horizons=[1]"], line[len("error: "):])

@@ -55,7 +55,7 @@ def backtest(
     from foxhunt.device import resolve_device
     from foxhunt.errors import ConfigError
     from foxhunt.features.cache import load_or_build
-    from foxhunt.features.extra import long_momentum_in, with_long_momentum
+    from foxhunt.features.extra import extras_in, with_extras
 
     if ensemble_mode not in ("vote", "mean"):
         raise ConfigError(f"--ensemble-mode {ensemble_mode!r}: expected vote or mean")
@@ -94,9 +94,9 @@ def backtest(
     cfg = build_config({"data": src}, source="options")
     bars = load_source(cfg.data)
     fs = load_or_build(bars, cache_dir, device=dev).features
-    # Columns a model was trained with beyond the spec (features.long_momentum) are rebuilt from its
+    # Columns a model was trained with beyond the spec (features.long_momentum, features.ema_horizons) are rebuilt from its
     # feature names; the check below then compares names and spec version as for any model.
-    fs = with_long_momentum(fs, long_momentum_in(loaded[0][2].feature_names, fs.n_features))
+    fs = with_extras(fs, *extras_in(loaded[0][2].feature_names, fs.n_features))
     for p, (_, _, meta) in zip(model, loaded):
         if meta.feature_names != fs.names or meta.spec_version != fs.spec_version:
             raise ConfigError(f"model {p} was trained on feature spec {meta.spec_version} with {len(meta.feature_names)} "

@@ -1,5 +1,14 @@
 """Feature columns appended after the spec's 51: the optional long-horizon momentum
-(``features.long_momentum``) and any named extra column (the scorecard's planted signals).
+(``features.long_momentum``), the optional multi-scale EMA trend and volatility columns
+(``features.ema_horizons``) and any named extra column (the scorecard's planted signals).
+
+Why EMA horizons up to thousands of bars: an edge can live at any horizon (a drift that persists for
+thousands of minute bars; docs/LEARNING.md), and a policy can only act on what its features show.
+``ema_mom_{h}`` is the causal z-score of an EMA of log returns over h bars (``ema_zscore``: the EMA in
+units of its own standard deviation under no edge, the quant baseline's signal); ``ema_vol_{h}`` is
+the log RMS return over h bars (the per-fold normalisation makes it a level relative to the
+training window's). Both form from the first bar (no hard warm-up), cost O(T) each, and are
+recorded in the feature names, so ``foxhunt backtest --model`` rebuilds them (``extras_in``).
 
 Why a long horizon: the spec's longest vol-adjusted momentum is 60 bars; trends that last hundreds of
 bars (the scorecard's regime scenario: ~400) are inferred from ~100-250 bars of evidence, and the
@@ -17,8 +26,13 @@ import re
 import numpy as np
 import torch
 
+from foxhunt.data.synthetic import affine_scan
 from foxhunt.features.featureset import FeatureSet
 
+EMA_MOM_PREFIX, EMA_VOL_PREFIX = "ema_mom_", "ema_vol_"
+"""Column names of the h-bar EMA trend z-score and log RMS return: ``ema_mom_{h}``, ``ema_vol_{h}``."""
+VOL_FLOOR_LOOKBACK = 100
+"""The RMS that scales an EMA z-score averages over at least this many bars (a 10-bar RMS is noisy)."""
 LONG_MOMENTUM_PREFIX = "mom_vol_adj_"
 """Column name of the w-bar long momentum: ``mom_vol_adj_{w}`` (the spec's 20/60-bar ones share it)."""
 
@@ -40,6 +54,39 @@ def vol_adjusted_momentum(close: np.ndarray, w: int) -> np.ndarray:
     sd = np.sqrt(np.maximum(var, 0.0) * w)
     out[w:] = np.divide(s1, sd, out=np.zeros_like(s1), where=sd > 1e-12)
     return out
+
+
+def log_returns_of(close: np.ndarray) -> np.ndarray:
+    """[T] float64 log(C_t / C_{t-1}), 0 at t = 0."""
+    c = np.log(np.asarray(close, np.float64))
+    return np.concatenate([[0.0], np.diff(c)]) if c.shape[0] else c
+
+
+def ema(x: np.ndarray, lookback: float, x0: float = 0.0) -> np.ndarray:
+    """[T] causal EMA ``e_t = (1 - 1/L) e_{t-1} + x_t / L`` from ``e_{-1} = x0`` (float64)."""
+    a = 1.0 / float(lookback)
+    return affine_scan(np.full(x.shape[0], 1.0 - a), a * np.asarray(x, np.float64), x0)
+
+
+def ema_zscore(log_returns: np.ndarray, lookback: int) -> np.ndarray:
+    """[T] causal z-score of the EMA of ``log_returns`` [T] over ``lookback`` bars: the EMA divided by
+    its standard deviation under no edge, ``rms_t sqrt(a / (2 - a))`` with ``a = 1 / lookback`` and
+    ``rms_t`` the causal RMS return over ``max(lookback, VOL_FLOOR_LOOKBACK)`` bars; 0 where that is 0.
+    Row t uses returns 0..t only."""
+    r = np.asarray(log_returns, np.float64)
+    e = ema(r, lookback)
+    var = ema(r * r, max(lookback, VOL_FLOOR_LOOKBACK), x0=float(r[0] ** 2) if r.shape[0] else 0.0)
+    a = 1.0 / lookback
+    scale = np.sqrt(np.maximum(var, 0.0) * a / (2.0 - a))
+    return np.divide(e, scale, out=np.zeros_like(e), where=scale > 0)
+
+
+def ema_log_vol(log_returns: np.ndarray, lookback: int) -> np.ndarray:
+    """[T] causal log RMS return over ``lookback`` bars: 0.5 log(EMA of r^2), the EMA started at the
+    first bar's r^2 (float64; a floor of 1e-30 keeps a constant series finite)."""
+    r = np.asarray(log_returns, np.float64)
+    var = ema(r * r, lookback, x0=float(r[0] ** 2) if r.shape[0] else 0.0)
+    return 0.5 * np.log(np.maximum(var, 1e-30))
 
 
 def append_columns(fs: FeatureSet, extra: dict[str, np.ndarray]) -> FeatureSet:
@@ -67,16 +114,58 @@ def with_long_momentum(fs: FeatureSet, horizons: tuple[int, ...] | list[int]) ->
     return append_columns(fs, {f"{LONG_MOMENTUM_PREFIX}{w}": vol_adjusted_momentum(close, int(w)) for w in horizons})
 
 
-def long_momentum_in(names: tuple[str, ...] | list[str], n_spec: int) -> tuple[int, ...]:
-    """The long-momentum horizons among the columns after the spec's first ``n_spec`` (a model file's
-    feature names), in order; stops at the first column that is not one."""
-    out = []
+def with_ema_horizons(fs: FeatureSet, horizons: tuple[int, ...] | list[int]) -> FeatureSet:
+    """``fs`` with ``ema_mom_{h}`` then ``ema_vol_{h}`` columns, one pair per horizon (in order)."""
+    if not horizons:
+        return fs
+    r = log_returns_of(fs.ohlc[:, 3].numpy())
+    cols: dict[str, np.ndarray] = {}
+    for h in horizons:
+        cols[f"{EMA_MOM_PREFIX}{int(h)}"] = ema_zscore(r, int(h))
+        cols[f"{EMA_VOL_PREFIX}{int(h)}"] = ema_log_vol(r, int(h))
+    return append_columns(fs, cols)
+
+
+def with_extras(fs: FeatureSet, long_momentum: tuple[int, ...] | list[int] = (),
+                ema_horizons: tuple[int, ...] | list[int] = ()) -> FeatureSet:
+    """The configured extra columns after the spec's: ``features.long_momentum``, then
+    ``features.ema_horizons`` (the order ``extras_in`` reads back from a model file)."""
+    return with_ema_horizons(with_long_momentum(fs, long_momentum), ema_horizons)
+
+
+def extras_in(names: tuple[str, ...] | list[str], n_spec: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(long-momentum horizons, EMA horizons) of the columns after the spec's first ``n_spec`` (a
+    model file's feature names), in order; stops at the first column that is neither."""
+    mom: list[int] = []
+    emas: list[int] = []
     for name in list(names)[n_spec:]:
         m = re.fullmatch(LONG_MOMENTUM_PREFIX + r"(\d+)", name)
-        if m is None:
-            break
-        out.append(int(m.group(1)))
-    return tuple(out)
+        if m is not None and not emas:
+            mom.append(int(m.group(1)))
+            continue
+        e = re.fullmatch(EMA_MOM_PREFIX + r"(\d+)", name)
+        if e is not None:
+            emas.append(int(e.group(1)))
+            continue
+        if re.fullmatch(EMA_VOL_PREFIX + r"(\d+)", name) is not None:
+            continue
+        break
+    return tuple(mom), tuple(emas)
+
+
+def long_momentum_in(names: tuple[str, ...] | list[str], n_spec: int) -> tuple[int, ...]:
+    """The long-momentum horizons among the columns after the spec's first ``n_spec``."""
+    return extras_in(names, n_spec)[0]
+
+
+def check_ema_horizons(horizons: list[int]) -> list[int]:
+    """Validate ``features.ema_horizons`` (ValueError naming the rule)."""
+    for h in horizons:
+        if not 2 <= h <= 1_000_000:
+            raise ValueError(f"horizon {h}: must be within 2 … 1000000 bars")
+    if len(set(horizons)) != len(horizons):
+        raise ValueError(f"{horizons}: horizons must be distinct")
+    return horizons
 
 
 def check_horizons(horizons: list[int]) -> list[int]:

@@ -26,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from foxhunt.config import Config, apply_overrides, build_config
-from foxhunt.features.extra import append_columns, with_long_momentum
+from foxhunt.features.extra import append_columns, with_extras
 from foxhunt.folds import folds_from_config
 from foxhunt.market import MarketData
 from foxhunt.pipeline import Prepared
@@ -123,7 +123,7 @@ def prepare_scenario(cfg: Config, scenario: Scenario) -> Prepared:
     t0 = time.perf_counter()
     res = load_or_build(scenario.bars, cfg.features.cache_dir, device=device)
     t1 = time.perf_counter()
-    fs = append_columns(with_long_momentum(res.features, cfg.features.long_momentum), scenario.extra)
+    fs = append_columns(with_extras(res.features, cfg.features.long_momentum, cfg.features.ema_horizons), scenario.extra)
     folds = folds_from_config(scenario.bars.timestamps, cfg.folds, origin=fs.warmup)
     market = MarketData(fs, device)
     market.set_fold(folds[0])

@@ -32,12 +32,12 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from foxhunt.data import synthetic as syn
+from foxhunt.features.extra import VOL_FLOOR_LOOKBACK, ema_zscore, log_returns_of
 from foxhunt.folds import FoldRange
 
 LOOKBACKS = (10, 30, 100, 300, 1_000, 3_000)
 BAND = 1.0
-VOL_LOOKBACK = 100
+VOL_LOOKBACK = VOL_FLOOR_LOOKBACK
 
 
 @dataclass(frozen=True)
@@ -63,21 +63,10 @@ def rule_set(train_len: int) -> list[Rule]:
     return out
 
 
-def _ema(x: np.ndarray, lookback: float, x0: float = 0.0) -> np.ndarray:
-    a = 1.0 / lookback
-    coef = np.full(x.shape[0], 1.0 - a)
-    return syn.affine_scan(coef, a * x, x0)
-
-
 def signal(log_returns: np.ndarray, lookback: int) -> np.ndarray:
-    """[T] causal z-score of the EMA of ``log_returns`` [T] (see the module docstring); 0 where the
-    volatility estimate is 0."""
-    r = np.asarray(log_returns, np.float64)
-    ema = _ema(r, lookback)
-    var = _ema(r * r, max(lookback, VOL_LOOKBACK), x0=float(r[0] ** 2) if r.shape[0] else 0.0)
-    a = 1.0 / lookback
-    scale = np.sqrt(np.maximum(var, 0.0) * a / (2.0 - a))
-    return np.divide(ema, scale, out=np.zeros_like(ema), where=scale > 0)
+    """[T] causal z-score of the EMA of ``log_returns`` [T] (see the module docstring; the agents'
+    ``ema_mom_{L}`` feature column is the same function): ``foxhunt.features.extra.ema_zscore``."""
+    return ema_zscore(log_returns, lookback)
 
 
 def hysteresis(z: np.ndarray, band: float) -> np.ndarray:
@@ -151,12 +140,6 @@ def choose(rules: Sequence[Rule], log_returns: np.ndarray, lo: int, hi: int, rat
         if s > best_s + 1e-12:
             best, best_s = rule, s
     return best, scores
-
-
-def log_returns_of(close: np.ndarray) -> np.ndarray:
-    """[T] log(C_t / C_{t-1}) (0 at t = 0)."""
-    c = np.log(np.asarray(close, np.float64))
-    return np.concatenate([[0.0], np.diff(c)])
 
 
 def quant_exposures(close: np.ndarray, volume: np.ndarray, folds: Sequence[FoldRange], env: Any,
