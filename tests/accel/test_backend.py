@@ -19,7 +19,7 @@ if not torch.cuda.is_available():
 import pytest  # noqa: E402
 
 from foxhunt.accel import triton as accel_triton  # noqa: E402
-from foxhunt.accel.backend import PARTS, ExecutionPlan, fall_back, resolve, resolve_config  # noqa: E402
+from foxhunt.accel.backend import NOT_AUTO, PARTS, ExecutionPlan, fall_back, resolve, resolve_config  # noqa: E402
 from foxhunt.accel.config import REMOVED_KEYS, AccelConfig  # noqa: E402
 from foxhunt.agents.dqn.config import DQNConfig  # noqa: E402
 from foxhunt.agents.dqn.trainer import DQNTrainer  # noqa: E402
@@ -208,14 +208,12 @@ def test_auto_checks_the_network_that_will_be_evaluated_dqns_or_ppos_actor():
 
 
 @needs_triton
-def test_auto_leaves_the_fused_acting_kernel_with_its_open_bug_to_torch_but_naming_it_runs_it():
-    """Auto runs only what is tested on the device: the fused acting kernel (an open H200 bug, NOT_AUTO)
-    stays in torch with a note saying why; the other parts stay fused; naming it still runs it."""
+def test_auto_picks_every_fused_part_on_cuda_the_acting_kernel_included():
+    """Auto runs what is tested on the device: with the acting kernel's head padded to MIN_HEAD (its
+    H200 fault fixed) every part of a DQN plan is fused and no part is held back (NOT_AUTO is empty)."""
     plan = resolve(AccelConfig(), dqn(), CUDA)
-    assert plan.acting == "torch" and "illegal-memory-access" in plan.notes["acting"]
-    assert plan.env_step == plan.train_step == plan.replay == plan.eval == "fused"
-    assert resolve(AccelConfig(backend="fused"), dqn(), CUDA).acting == "fused"
-    assert resolve(AccelConfig(acting="fused"), dqn(), CUDA).acting == "fused"
+    assert plan.acting == plan.env_step == plan.train_step == plan.replay == plan.eval == "fused"
+    assert not NOT_AUTO and "acting" not in plan.notes
 
 
 @needs_triton

@@ -171,9 +171,6 @@ def test_cli_train_with_accel_check_runs_in_check_mode_and_logs_the_counters(tmp
 
 # ---------------------------------------------------------------------- GPU (the H200 scorecard stop)
 @pytest.mark.gpu
-@pytest.mark.skipif(not os.environ.get("FOXHUNT_KNOWN_BUGS"), reason="known open bug: an illegal memory access in the "
-                    "fused acting collection on the H200 (2026-12-01; it poisons the CUDA context for every later test); "
-                    "run it alone with FOXHUNT_KNOWN_BUGS=1")
 def test_gpu_two_scorecard_markets_back_to_back_with_the_fused_backend_in_cuda_graphs(tmp_path):
     """no_edge (minute bars, 51 features) then leak (daily bars, 52 features: the scenario that
     stopped with a gather out of bounds) through the scorecard's runner in one process, with

@@ -73,7 +73,9 @@ def test_the_collectors_two_launches_write_every_output_and_agree_with_torch(sha
             torch.backends.cuda.matmul.allow_tf32 = tf32
         scale = float(ref.abs().max())
         # bf16: a sum in another order may round a hidden unit to the neighbouring bf16 value
-        tol = (2e-3 if precision == "bf16" else 1e-5) if dmf.is_interpreted() else (5e-3 if precision == "bf16" else 2e-3)
+        # compiled: bf16 against its emulation (summation order, rounding-boundary flips); tf32 against float32
+        # (10-bit mantissa inputs through four layers: ~3e-3 measured on the H200)
+        tol = (2e-3 if precision == "bf16" else 1e-5) if dmf.is_interpreted() else (5e-3 if precision == "bf16" else 1e-2)
         err = float((q - ref).abs().max())
         assert err <= tol * scale, f"max |dQ| {err:.3g} of max |Q| {scale:.3g}"
         assert torch.equal(greedy, q.argmax(dim=1)) and torch.equal(qmax, q.amax(dim=1))

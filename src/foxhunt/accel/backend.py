@@ -52,12 +52,11 @@ from foxhunt.accel import triton as triton_status
 from foxhunt.errors import ConfigError
 
 PARTS = ("env_step", "acting", "train_step", "replay", "eval")
-NOT_AUTO: dict[str, str] = {
-    "acting": "the fused acting kernel has an open illegal-memory-access bug on the H200 (docs/LEARNING.md, "
-              "'The fused acting kernel'); auto keeps acting in torch until it is fixed",
-}
+NOT_AUTO: dict[str, str] = {}
 """Fused parts ``auto`` does not pick (the rule: auto runs only what is tested on this device), with
-why; naming them (``accel.backend = "fused"`` or ``accel.<part> = "fused"``) still runs them."""
+why; naming them (``accel.backend = "fused"`` or ``accel.<part> = "fused"``) still runs them. Empty:
+every fused part is tested on the H200 (the acting kernel since its head block is padded to
+``MIN_HEAD``; docs/DESIGN.md, "Fused acting")."""
 IMPLEMENTATIONS: dict[str, tuple[str, ...]] = {
     "env_step": ("torch", "compiled", "fused"),
     "acting": ("torch", "compiled", "fused"),
