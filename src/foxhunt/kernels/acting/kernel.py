@@ -220,6 +220,12 @@ def fused_dueling_q(
                    else max(16, cfg["block_m"] * 256 // max(256, H1, H3)))
     if block_m < 16 or block_m & (block_m - 1):
         raise ValueError(f"block_m = {block_m}: must be a power of two >= 16 (tl.dot's smallest M)")
+    warps = num_warps or cfg["num_warps"]
+    if not interp and precision != "ieee":
+        # A warpgroup (4 warps) of a Hopper wgmma owns 64 rows: with fewer than 64 rows per warpgroup
+        # (BLOCK_M = 64 at 8 warps) Triton 3.6 lays the warps out wrongly, and on the H200 that launch
+        # hit an illegal memory access (a 45-action net at BLOCK_M 64; docs/DESIGN.md, "Fused acting").
+        warps = min(warps, max(4, 4 * (block_m // 64)))
     bn = min(bn or cfg["bn"], H2)
     if bn < 16 or bn & (bn - 1):
         raise ValueError(f"bn = {bn}: must be a power of two >= 16")
@@ -235,7 +241,7 @@ def fused_dueling_q(
         STAGES=stages or cfg["stages"], PREC="ieee" if precision == "bf16" else precision,
         F32_DOT=want == torch.float32 or interp, ROUND=want == torch.bfloat16,
         STORE_Q=outs[0] is not None, STORE_MAX=outs[1] is not None, STORE_ARG=outs[2] is not None,
-        num_warps=num_warps or cfg["num_warps"],
+        num_warps=warps,
     )
     return FusedQ(*outs)
 
