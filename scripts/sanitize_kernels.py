@@ -91,7 +91,8 @@ def run_one(sanitizer: str, label: str, tool: str, timeout: float) -> dict:
         out = (e.stdout or b"").decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
         rc = None
     count, reports = summarise(out)
-    tests = next((ln.strip() for ln in reversed(out.splitlines()) if re.search(r"\d+ (passed|failed|error)", ln)), "")
+    tests = next((ln.strip(" =") for ln in reversed(out.splitlines())
+                  if not ln.startswith(PREFIX) and re.search(r"\d+ (passed|failed)\b.* in [\d.]+s", ln)), "")
     return {"label": label, "kernel": kernel, "files": files, "tool": tool, "errors": count, "first_reports": reports, "tests": tests, "returncode": rc,
             "seconds": round(time.perf_counter() - t0, 1), "timed_out": rc is None,
             "log_tail": "\n".join(out.splitlines()[-15:]) if (rc not in (0,) or count) else ""}
