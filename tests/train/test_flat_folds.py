@@ -139,3 +139,40 @@ def test_a_report_that_fails_loses_no_result_and_says_what_failed(tmp_path):
     fixed = foxhunt(tmp_path, "train", "--resume", str(run))  # without the fault: the report is rebuilt
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert (run / "report.html").is_file() and not (run / "report_error.txt").exists()
+
+
+@pytest.mark.slow
+def test_a_tune_study_whose_every_fold_is_flat_scores_it_as_zero_and_writes_its_report(tmp_path):
+    """Every trial's folds are flat (abstention on a tiny held-back window): the objective counts a
+    flat fold as Sharpe 0 (no NaN score, no failed trial), the hold-out line reads flat, the study's
+    report.html is written, exit 0."""
+    from tests.tiny import tiny_tune_config
+
+    cfg = tiny_tune_config(tmp_path)
+    cfg.write_text(cfg.read_text().replace("[train]\n", '[train]\nselect = "inner"\nabstain = true\n', 1))
+    res = foxhunt(tmp_path, "tune", "--config", str(cfg), "--trials", "2")
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert "Traceback" not in res.stderr
+    d = tmp_path / "studies" / "tiny"
+    s = json.loads((d / "summary.json").read_text())
+    assert s["counts"]["FAIL"] == 0 and s["best"]["value"] == 0.0
+    assert "hold-out (once, " in res.stdout and "flat (no position, Sharpe –)" in res.stdout
+    assert (d / "report.html").is_file() and "flat (no position" in (d / "report.html").read_text()
+
+
+@pytest.mark.slow
+def test_a_scorecard_whose_agent_is_flat_everywhere_scores_it_as_zero_and_writes_its_report(tmp_path):
+    """The tiny scorecard with abstention (every fold flat): the agent's row is Sharpe 0 with no
+    trades, scorecard.json and report.html are written, exit 0."""
+    cmd = ["scorecard", "--size", "tiny", "--scenarios", "no_edge,leak", "--baselines", "quant", "--out", str(tmp_path / "sc"),
+           "--set", 'train.select="inner"', "--set", "train.abstain=true", "--set", "train.epochs=1",
+           "--set", "dqn.n_envs=32", "--set", "dqn.rounds_per_epoch=4", "--set", "dqn.warmup_transitions=256",
+           "--set", "env.episode_length=128"]
+    res = foxhunt(tmp_path, *cmd)
+    assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    _no_nan(res.stderr)
+    card = json.loads((tmp_path / "sc" / "scorecard.json").read_text())
+    for s in card["scenarios"]:
+        assert s["agent"]["sharpe"] == 0.0 and s["agent"]["trades_per_1000"] == 0.0
+        assert s["agent"]["abstain"]["flat_folds"] == [0, 1]
+    assert (tmp_path / "sc" / "report.html").is_file()
