@@ -1,7 +1,7 @@
 """Every memory access of the fused acting path stays inside its tensors, at the scorecard's shapes.
 
 Why: configs/h200-fast.toml with ``accel.acting = "fused"`` stopped on the H200 with "an illegal
-memory access was encountered" (docs/LEARNING.md, "On the H200" §5). These tests run the kernels in
+memory access was encountered" (docs/DESIGN.md "Fused acting" and BENCHMARKS.md "Kernels under compute-sanitizer"). These tests run the kernels in
 the Triton interpreter with ``tests.kernels.bounds.checked_accesses``, which fails any load or store
 (masked lanes excluded) that leaves the storages of the launch's tensor arguments — what the GPU
 reports without naming a kernel. They cover the acting kernel at N = 4096, obs 54 (no_edge) and 55

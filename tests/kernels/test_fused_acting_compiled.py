@@ -7,7 +7,7 @@ ptxas) in a subprocess with the interpreter off and check the PTX of both launch
 collector uses, every thread of every program (``ptx_bounds``), and the SASS for registers an
 in-flight wgmma still reads or writes (``sass_hazards``); and they EXECUTE that PTX with the real
 weights (``ptx_exec``, with the happens-before checker ``ptx_races``) to compare its Q with torch.
-Context: the H200 "illegal memory access" and wrong bf16 Q of docs/LEARNING.md, "On the H200" §5.
+Context: the H200 "illegal memory access" and wrong bf16 Q of docs/DESIGN.md "Fused acting" and BENCHMARKS.md "Kernels under compute-sanitizer".
 """
 
 from __future__ import annotations

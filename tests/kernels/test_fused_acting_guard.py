@@ -1,6 +1,6 @@
 """The fused acting kernel with every tensor inside a guard band: nothing outside is read or written.
 
-Why: the H200 faults (docs/LEARNING.md, "On the H200" §5) could come from an out-of-bounds store of
+Why: the H200 faults (docs/DESIGN.md "Fused acting" and BENCHMARKS.md "Kernels under compute-sanitizer") could come from an out-of-bounds store of
 the online variant (Q + argmax) or an over-read past obs or the packed weights (W2, b2, W3 border
 the pipeline's prefetches). ``test_fused_acting_bounds.py`` checks addresses against the storages;
 this checks VALUES: each input and output is a view into a larger buffer whose other elements are

@@ -13,7 +13,7 @@ recorded in the feature names, so ``foxhunt backtest --model`` rebuilds them (``
 Why a long horizon: the spec's longest vol-adjusted momentum is 60 bars; trends that last hundreds of
 bars (the scorecard's regime scenario: ~400) are inferred from ~100-250 bars of evidence, and the
 120- and 250-bar columns raised DQN's and PPO's regime Sharpe by ~0.06-0.09 in paired CPU runs
-(docs/LEARNING.md, stop 21). They are not in the spec (no FEATURE_SPEC_VERSION bump, the cache keeps
+(docs/LEARNING.md §8). They are not in the spec (no FEATURE_SPEC_VERSION bump, the cache keeps
 the 51 columns): they are computed after the cache, in float64, and recorded in the feature names and
 the spec version string (``"1+mom_vol_adj_120,mom_vol_adj_250"``) that model files carry, so
 ``foxhunt backtest --model`` rebuilds exactly the columns a model was trained on.

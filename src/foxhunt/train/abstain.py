@@ -5,7 +5,7 @@ Why: with ``train.select = "inner"`` each member keeps the best of E epochs by i
 held-back window. Where nothing pays (the scorecard's no-edge market, often real daily data) that
 best-of-E is still above zero: the maximum of E noisy scores. On the H200 the 4-agent DQN ensemble
 traded S&P 500 at −0.25 (flat: 0) and held one random position a fold on the no-edge market
-(docs/LEARNING.md §11-13). A Sharpe measured over n bars has a standard error of about
+(docs/LEARNING.md §13-14). A Sharpe measured over n bars has a standard error of about
 SE = sqrt(bars_per_year / n) (annualised, for small Sharpe ratios), so the fold trades only when
 
     mean over members of their selected held-back Sharpe > abstain_z · SE
