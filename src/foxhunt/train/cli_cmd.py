@@ -28,7 +28,7 @@ def train(
     overrides: list[str] = typer.Option([], "--set", help="config override section.key=value (repeatable)"),
     bars_per_year: Optional[float] = typer.Option(None, "--bars-per-year", help="annualisation factor (backtest.bars_per_year); default: inferred from the bars present per calendar year"),
 ) -> None:
-    """Train DQN agents walk-forward; evaluate each fold against buy-and-hold.
+    """Train DQN (or PPO: train.agent) agents walk-forward; evaluate each fold against buy-and-hold.
 
     One trainer is reused across folds; checkpoints are crash-safe (--resume continues a run);
     the run directory gets metrics.jsonl, TensorBoard events, per-fold metrics and report.html.
