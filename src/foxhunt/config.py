@@ -229,7 +229,7 @@ def build_config(data: dict[str, Any], source: str = "<config>") -> Config:
             err = exc.errors()[0]
             loc = ".".join(str(p) for p in err["loc"])
             key = f"{name}.{loc}" if loc else name
-            msg = err["msg"]
+            msg = err["msg"].removeprefix("Value error, ")  # a model validator's own sentence
             if err["type"] == "extra_forbidden":
                 msg = f"unknown key (known: {', '.join(sorted(model.model_fields))})"
             got = f" (got {err['input']!r})" if "input" in err and err["type"] != "extra_forbidden" and not isinstance(err["input"], dict) else ""

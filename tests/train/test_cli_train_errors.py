@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from foxhunt.config import load_config
-from foxhunt.train.runner import RunDirError, create_run_dir
+from foxhunt.train.manifest import RunDirError
+from foxhunt.train.run_dir import create_run_dir
 from tests.cli_run import assert_refused
 
 

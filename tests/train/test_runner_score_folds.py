@@ -10,7 +10,8 @@ import pytest
 
 from foxhunt.config import load_config
 from foxhunt.pipeline import prepare_market
-from foxhunt.train.runner import WalkForwardRunner, create_run_dir
+from foxhunt.train.run_dir import create_run_dir
+from foxhunt.train.runner import WalkForwardRunner
 from tests.train.conftest import tiny_config
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from foxhunt.errors import ConfigError
 from foxhunt.train.config import default_train_config
-from foxhunt.train.runner import training_env
+from foxhunt.train.agent import training_env
 
 
 def test_training_env_multiplies_commission_and_spread_and_nothing_else():

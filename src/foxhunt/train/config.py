@@ -49,6 +49,7 @@ class TrainConfig(Section):
     ensemble: int = Field(1, ge=1, le=8, description="K > 1: train K agents on every fold (run.seed, run.seed + 1, …), each keeping its own selected epoch; the fold's model is their mean-Q (PPO: mean-logit) ensemble as one K-times-wider network (docs/LEARNING.md §10; foxhunt.train.team)")
     inner_fraction: float = Field(0.2, gt=0.0, lt=0.9, description="select = inner: the fraction of each fold's training bars held back (after a purge gap of folds.purge bars) to score the epochs on")
     abstain: bool = Field(True, description="select = inner: a fold whose members' mean selected held-back Sharpe is not above abstain_z standard errors of that window gets a flat model (foxhunt.train.abstain)")
+    gamma_grid: list[float] = Field(default_factory=list, max_length=8, description="select = inner, ensemble >= len: member k trains with gamma = grid[k mod len] (dqn.gamma or ppo.gamma), and each fold keeps the gamma whose members score best on the held-back window; abstention's bar is raised for the choice (foxhunt.train.gamma_grid). Empty: every member uses the agent section's gamma")
     abstain_z: float = Field(3.0, ge=0.0, le=10.0, description="abstain: the bar in standard errors of the held-back Sharpe, SE = sqrt(bars per year / held-back bars); 3: on the H200 the planted-edge, regime and leak folds scored >= 4.7 SE, the no-edge and real-data folds <= 2.3 (docs/LEARNING.md §13)")
 
     @model_validator(mode="before")
@@ -56,6 +57,22 @@ class TrainConfig(Section):
     def _removed(cls, data: object) -> object:
         reject_removed_keys("train", data)
         return data
+
+    @model_validator(mode="after")
+    def _grid(self) -> "TrainConfig":
+        grid = self.gamma_grid
+        if not grid:
+            return self
+        if any(not 0.0 <= g < 1.0 for g in grid):
+            raise ValueError(f"gamma_grid {grid}: every discount must be in [0, 1)")
+        if len(set(grid)) != len(grid):
+            raise ValueError(f"gamma_grid {grid}: the discounts must differ")
+        if self.select != "inner":
+            raise ValueError("gamma_grid needs select = \"inner\": the fold's discount is chosen on the held-back window")
+        if self.ensemble < len(grid):
+            raise ValueError(f"gamma_grid has {len(grid)} discounts but ensemble = {self.ensemble}: each needs a member "
+                             f"(ensemble >= {len(grid)}; a multiple of {len(grid)} gives each the same number)")
+        return self
 
 
 register_section("train", TrainConfig)

@@ -187,7 +187,10 @@ def summary_fold(r: dict[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = {"fold": r["fold"]["fold"], "agent_sharpe": sharpe_or_zero(a), "agent_flat": is_flat(a),
                            "agent_total_return": a.get("total_return"),
                            "buy_and_hold_sharpe": sharpe_or_zero(b) if b else None}
-    record = (r.get("selection") or {}).get("abstain")
+    selection = r.get("selection") or {}
+    if selection.get("gamma") is not None:
+        row["gamma"] = selection["gamma"]
+    record = selection.get("abstain")
     if record is not None:
         row["abstained"] = bool(record.get("flat"))
         if record.get("all_members"):
@@ -201,6 +204,9 @@ def fold_line(r: dict[str, Any]) -> str:
     s = f"agent {sharpe_text(a)} return {number(a.get('total_return'), '{:+.2%}')}"
     if b:
         s += f" | buy&hold {sharpe_text(b)} return {number(b.get('total_return'), '{:+.2%}')}"
-    record = (r.get("selection") or {}).get("abstain")
+    selection = r.get("selection") or {}
+    if selection.get("gamma") is not None:  # train.gamma_grid: the fold's chosen discount
+        s += f" | γ {selection['gamma']:g}"
+    record = selection.get("abstain")
     phrase = abstain_line(record) if record else ""
     return f"{s} | {phrase}" if phrase else s

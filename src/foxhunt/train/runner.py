@@ -12,10 +12,8 @@ selection; the fold's network is their merged mean-Q network: ``foxhunt.train.te
     trades.csv, timings.json} → fold-end checkpoint.
 
 This module owns that loop and the fold's lifecycle around it (which bars the trainer trains on,
-epoch selection, what a checkpoint holds and where a resumed run continues). The run directory's
-layout, creation and --resume checks are ``foxhunt.train.run_dir``; the files' contents are
-``foxhunt.train.outputs``. Both are re-exported here, so ``from foxhunt.train.runner import
-create_run_dir, write_json, …`` keeps working.
+epoch selection, the discount choice, what a checkpoint holds, where a resumed run continues). The
+run directory is ``foxhunt.train.run_dir``, the files' contents ``foxhunt.train.outputs``.
 
 Nothing is written before every input has been validated: ``WalkForwardRunner(prepared)``
 checks the folds and builds the trainer; ``create_run_dir`` comes after (``read_run_dir`` /
@@ -41,19 +39,14 @@ from foxhunt.folds import FoldRange
 from foxhunt.pipeline import Prepared
 from foxhunt.train import abstain
 from foxhunt.train import checkpoint as ckpt
-from foxhunt.train.agent import build_trainer, policy_net, trained_module, training_env
+from foxhunt.train import gamma_grid
+from foxhunt.train.agent import build_trainer, policy_net, trained_module
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
-from foxhunt.train.manifest import RunDirError
 from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
-from foxhunt.train.run_dir import (RUN_DIR_ENTRIES, ResumePoint, check_resume, check_run_name, create_run_dir, default_run_name,
-                                   is_complete, read_run_dir)
+from foxhunt.train.run_dir import ResumePoint
 from foxhunt.train.selection import SUB_WINDOW, EpochSelector, WithSelection, pooled_sharpe, split_fold, sub_windows
 from foxhunt.train.team import Team, ensemble_net, member_config
 
-__all__ = [  # the runner, and the names callers have imported from this module since before the split
-    "WalkForwardRunner", "BuyHold", "ResumePoint", "RunDirError", "RUN_DIR_ENTRIES", "check_resume", "check_run_name",
-    "create_run_dir", "default_run_name", "is_complete", "read_run_dir", "training_env", "write_json",
-]
 
 
 class WalkForwardRunner:
@@ -97,6 +90,8 @@ class WalkForwardRunner:
         self.selector = self.selectors[0] if self.selectors else None
         self._flat = False  # train.abstain: this fold's model is the flat network
         self._net: Any = None  # this fold's greedy network, built once per fold (``fold_net``)
+        self._active: list[int] = []  # train.gamma_grid: the members of the fold's chosen discount ([]: all)
+        self.gammas = [gamma_grid.member_gamma(cfg, k) for k in range(self.tcfg.ensemble)]
         self._train_part: dict[int, FoldRange] = {}  # fold -> the bars the trainer trains on
         self._bh: dict[int, BuyHold] | None = None
         self.buy_and_hold_s = 0.0
@@ -123,8 +118,12 @@ class WalkForwardRunner:
         """The fold's greedy network: the members' (mean-Q) network, or the flat network where
         ``train.abstain`` found no edge above the held-back window's noise."""
         if self._net is None:
-            self._net = abstain.flat_net(policy_net(self.members[0])) if self._flat else ensemble_net(self.members)
+            self._net = abstain.flat_net(policy_net(self.members[0])) if self._flat else ensemble_net(self._team())
         return self._net
+
+    def _team(self) -> list[Any]:
+        """The members whose ensemble is the fold's model: all, or the chosen discount's (``train.gamma_grid``)."""
+        return [self.members[i] for i in self._active] if self._active else self.members
 
     def _alternative(self, fold: FoldRange, selection: dict[str, Any] | None) -> None:
         """A flat fold's record gets the members' ensemble's validation score (``abstain.add_alternative``)."""
@@ -132,7 +131,7 @@ class WalkForwardRunner:
         if record is not None:
             n = fold.val_len - 1
             abstain.add_alternative(record, lambda: self.backtester.run(
-                [fold.val_start], [n], GreedyPolicy(ensemble_net(self.members)), backend=self.plan.eval).metrics[0])
+                [fold.val_start], [n], GreedyPolicy(ensemble_net(self._team())), backend=self.plan.eval).metrics[0])
 
     def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
         """Sharpe of ``policy`` on the held-back window (the epoch selector's score; one readback).
@@ -163,15 +162,20 @@ class WalkForwardRunner:
         (``foxhunt.train.abstain``); returns member 0's selection (+ every member's and
         their seeds with ``train.ensemble``, + the abstention record)."""
         picks = [sel.finish() for sel in self.selectors]
-        self._flat, self._net = False, None
-        record = None
+        self._flat, self._net, self._active = False, None, []
+        record: dict[str, Any] = {}
+        judged, z = picks, float(self.tcfg.abstain_z)
+        if picks and self.tcfg.gamma_grid:  # the fold's discount: the best group on the held-back window
+            gamma, self._active, rows = gamma_grid.choose(picks, [float(g) for g in self.gammas if g is not None])
+            record.update(gamma=gamma, gamma_groups=rows)
+            judged, z = [picks[i] for i in self._active], gamma_grid.adjusted_z(z, len(rows))
         if picks and self.tcfg.abstain:
-            record = {"abstain": abstain.describe(picks, float(self.tcfg.abstain_z), self.bars_per_year)}
+            record["abstain"] = abstain.describe(judged, z, self.bars_per_year)
             self._flat = bool(record["abstain"]["flat"])
         if len(self.members) == 1:
-            return {**picks[0], **(record or {})} if picks else None
+            return {**picks[0], **record} if picks else None
         seeds = [int(self.cfg.run.seed) + k for k in range(len(self.members))]
-        return {**(picks[0] if picks else {}), "ensemble_seeds": seeds, **({"members": picks} if picks else {}), **(record or {})}
+        return {**(picks[0] if picks else {}), "ensemble_seeds": seeds, **({"members": picks} if picks else {}), **record}
 
     def _train_epoch(self, e: int) -> tuple[Any, list[Any], list[float]]:
         """Epoch e (0-based) of every member: (member 0's summary or None, the others' summaries from the
@@ -288,8 +292,11 @@ class WalkForwardRunner:
             self.console.print(self.plan.summary(), highlight=False, soft_wrap=True)
             if len(self.members) > 1:
                 seed = int(self.cfg.run.seed)
+                which = (f"; discounts {', '.join(f'{g:g}' for g in tcfg.gamma_grid)} (train.gamma_grid), the fold's model is the "
+                         "mean-Q network of the discount that scores best on the held-back window") if tcfg.gamma_grid else \
+                    "; the fold's model is their mean-Q network"
                 self.console.print(f"ensemble: {len(self.members)} agents a fold (seeds {seed}…{seed + len(self.members) - 1}), "
-                                   "each with its own epoch selection; the fold's model is their mean-Q network", highlight=False)
+                                   f"each with its own epoch selection{which}", highlight=False, soft_wrap=True)
             if self.selectors and tcfg.abstain:
                 self.console.print(f"abstention: a fold trades only if its agents' mean held-back Sharpe beats {tcfg.abstain_z:g} "
                                    "standard errors of that window (train.abstain_z); otherwise its model is flat", highlight=False, soft_wrap=True)

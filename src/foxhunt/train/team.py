@@ -24,10 +24,13 @@ from foxhunt.config import Config
 from foxhunt.state import ComponentStateError
 from foxhunt.train.agent import policy_net
 from foxhunt.train.checkpoint import member_prefix
+from foxhunt.train.gamma_grid import with_member_gamma
 
 
 def member_config(cfg: Config, k: int) -> Config:
-    """Member k's configuration: the run's with ``run.seed + k``."""
+    """Member k's configuration: the run's with ``run.seed + k`` (and, with ``train.gamma_grid``,
+    the agent's discount grid[k mod g]: ``foxhunt.train.gamma_grid``)."""
+    cfg = with_member_gamma(cfg, k)
     return cfg if k == 0 else cfg.replace(run={"seed": int(cfg.run.seed) + k})
 
 

@@ -1,0 +1,78 @@
+"""A discount grid chosen per fold (``train.gamma_grid``): the ensemble's members are spread over a
+few discounts γ, and each fold keeps the γ whose members score best on the held-back window.
+
+Why: the learners' γ sets the horizon of the edge they can see. With γ = 0.5 a Q-value looks about
+two bars ahead, so a position that pays its trading cost back over tens or thousands of bars (a
+slowly wandering drift) is never worth opening, while a long γ fits more noise on a next-bar edge
+(docs/LEARNING.md, "Generalisation"). No single γ suits every market, and a user's market is none of
+ours, so the choice is made where the other fold-level choices are: on the inner held-back window,
+which lies inside the fold's training data (``train.select = "inner"``).
+
+Member k of a K-agent ensemble trains with γ = grid[k mod g] (and seed run.seed + k, as always), so
+each of the g discounts gets K / g members. At the fold's end every member has kept its own best
+epoch (``EpochSelector``); the discount groups are ranked by their members' mean selected held-back
+Sharpe, and the fold's model is the mean-Q (PPO: mean-logit) network of the best group alone
+(Q-values of different γ have different scales, 1 / (1 − γ), and are never averaged). Abstention
+then judges that group, with its bar raised for the choice among g groups: the one-sided tail
+probability of ``abstain_z`` is divided by g (Bonferroni), so that picking the best of g noisy
+groups does not make a no-edge fold trade more often than one group would.
+
+Units: γ per bar; Sharpe ratios annualised.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+from typing import Any, Sequence
+
+from foxhunt.config import Config
+from foxhunt.train.abstain import mean_sharpe
+
+
+def member_gamma(cfg: Config, k: int) -> float | None:
+    """The discount member k trains with under ``train.gamma_grid`` (None: the agent section's own)."""
+    grid = list(cfg.train.gamma_grid)
+    return float(grid[k % len(grid)]) if grid else None
+
+
+def with_member_gamma(cfg: Config, k: int) -> Config:
+    """``cfg`` with member k's discount in its agent's section (``dqn.gamma`` or ``ppo.gamma``)."""
+    gamma = member_gamma(cfg, k)
+    if gamma is None:
+        return cfg
+    return cfg.replace(**{cfg.train.agent: {"gamma": gamma}})
+
+
+def adjusted_z(z: float, groups: int) -> float:
+    """The abstention bar, in standard errors, for the best of ``groups`` groups: the z whose
+    one-sided normal tail is the tail of ``z`` divided by ``groups`` (``z`` itself for one group)."""
+    if groups <= 1 or z <= 0.0:
+        return z
+    tail = (1.0 - NormalDist().cdf(z)) / groups
+    return NormalDist().inv_cdf(1.0 - tail)
+
+
+def choose(picks: Sequence[dict[str, Any]], gammas: Sequence[float]) -> tuple[float, list[int], list[dict[str, Any]]]:
+    """The fold's discount: (γ, the indices of its members, one row per γ of the grid).
+
+    picks: each member's epoch selection (``inner_sharpe`` the selected held-back Sharpe; None or
+    NaN counts as 0, a flat member's); gammas: each member's γ, in member order. Ties go to the
+    earlier γ of the grid (the members' order)."""
+    order: list[float] = []
+    for g in gammas:
+        if g not in order:
+            order.append(g)
+    rows = []
+    for g in order:
+        idx = [i for i, gi in enumerate(gammas) if gi == g]
+        rows.append({"gamma": g, "members": idx, "mean_inner_sharpe": mean_sharpe([picks[i].get("inner_sharpe") for i in idx])})
+    best = max(rows, key=lambda r: (r["mean_inner_sharpe"], -order.index(r["gamma"])))
+    return float(best["gamma"]), list(best["members"]), rows
+
+
+def describe_choice(gamma: float, rows: Sequence[dict[str, Any]]) -> str:
+    """A console phrase: "γ 0.9 (held-back 0.5: +1.20, 0.9: +3.40, 0.98: +2.10)"."""
+    parts = ", ".join(f"{r['gamma']:g}: {r['mean_inner_sharpe']:+.2f}" if math.isfinite(r["mean_inner_sharpe"]) else f"{r['gamma']:g}: –"
+                      for r in rows)
+    return f"γ {gamma:g} (held-back {parts})"
