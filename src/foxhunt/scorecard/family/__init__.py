@@ -128,9 +128,10 @@ def draws(family: str, n: int, size: str = "cpu") -> list[Scenario]:
     return [draw(family, i, size) for i in range(n)]
 
 
-def draw(family: str, index: int, size: str = "cpu") -> Scenario:
+def draw(family: str, index: int, size: str = "cpu", layout: Layout | None = None) -> Scenario:
     """Draw ``index`` of ``family`` at scorecard size ``size`` ("tiny" | "cpu" | "gpu"); see the
-    module docstring. Deterministic in (family, index, size)."""
+    module docstring. Deterministic in (family, index, size). ``layout``: one length and fold layout
+    for every interval instead of the size's (research runs between the sizes, e.g. bench/)."""
     if size not in LAYOUTS:
         raise ValueError(f"size {size!r}: expected one of {', '.join(LAYOUTS)}")
     seed = seed_of(family, index)
@@ -140,7 +141,7 @@ def draw(family: str, index: int, size: str = "cpu") -> Scenario:
     u = (stratum + u0) / 3.0 if stratum is not None else u0
     best = None
     for attempt in range(MAX_ATTEMPTS):
-        got = _attempt(family, index, size, seed, attempt, form, u)
+        got = _attempt(family, index, size, seed, attempt, form, u, layout)
         if got.params["reached"]:
             return got
         best = got if best is None or got.params["expected_oracle_sharpe_best"] > best.params["expected_oracle_sharpe_best"] else best
@@ -148,11 +149,12 @@ def draw(family: str, index: int, size: str = "cpu") -> Scenario:
     return best  # pragma: no cover - a target out of reach in every attempt (params["reached"] is False)
 
 
-def _attempt(family: str, index: int, size: str, seed: int, attempt: int, form: Any, u: float) -> Scenario:
+def _attempt(family: str, index: int, size: str, seed: int, attempt: int, form: Any, u: float,
+             layout: Layout | None = None) -> Scenario:
     r_p, r_z, r_vol, r_jump, r_lat = (np.random.default_rng(s) for s in np.random.SeedSequence([seed, attempt]).spawn(5))
     interval = str(r_p.choice(list(INTERVALS)))
     bar_s = INTERVALS[interval]
-    lay = LAYOUTS[size][interval]
+    lay = layout or LAYOUTS[size][interval]
     n = lay.bars
     level = str(r_p.choice(list(COSTS)))
     env = {"capital": float(SCENARIO_ENV["capital"]), **COSTS[level]}

@@ -1,0 +1,95 @@
+"""One discount against a discount grid chosen per fold (``train.gamma_grid``), on development-family
+draws: does choosing γ on the held-back window let the learner take an edge at a horizon its single γ
+cannot see, without losing the short-horizon edges or trading the no-edge draws?
+
+    PYTHONPATH=src:. python -m bench.bench_gamma_grid --draws 0,1,4,8,10 --bars 40000 --train 20000 --val 5000
+    PYTHONPATH=src:. python -m bench.bench_gamma_grid --config configs/h200-fast.toml --device cuda \
+        --draws 0,1,2,3,4,5,6,7,8,9,10,11 --bars 300000 --train 150000 --val 40000
+
+Every variant is the configuration under test plus its own overrides (``--variant NAME=k=v;k=v``,
+repeatable; default: ``single`` = train.ensemble K with the config's γ, and ``grid`` = the same K
+members over ``--grid``), so both spend the same agents on each fold and differ only in γ. Draws are
+the DEVELOPMENT family's (``foxhunt.scorecard.family``), at one layout for every interval
+(``--bars/--train/--val/--folds``); the held-out family is never run here. Per draw and variant: the
+agent's mean validation Sharpe, the quant rule's (chosen on each fold's training window) and the
+oracle's, capture vs both, trades a 1,000 bars, each fold's chosen γ and whether it abstained, and the
+walk-forward seconds. JSON: bench/results/gamma_grid_<device>.json; the last lines print the table.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from bench.common import arguments, machine, parse, save
+from foxhunt.scorecard.build import SIZES
+from foxhunt.scorecard.family import Layout, draw, size_for
+from foxhunt.scorecard.family.gates import capture_vs_oracle, draw_row
+from foxhunt.scorecard.run import run_scenario
+from foxhunt.train.config import DEFAULT_TRAIN_TOML
+
+
+def variants(args: Any) -> dict[str, list[str]]:
+    """NAME -> overrides: the --variant flags, or single vs grid at --ensemble members."""
+    if args.variant:
+        return {v.split("=", 1)[0]: [s for s in v.split("=", 1)[1].split(";") if s] for v in args.variant}
+    common = ["train.select=inner", f"train.ensemble={args.ensemble}"]
+    return {"single": common, "grid": common + [f"train.gamma_grid=[{args.grid}]"]}
+
+
+def score(index: int, name: str, overrides: list[str], base: dict[str, Any], layout: Layout, args: Any, out: Path) -> dict[str, Any]:
+    sc = draw("dev", index, "cpu", layout=layout)
+    size = size_for(SIZES["cpu"], sc)
+    size = type(size)(**{**size.__dict__, "epochs": None})  # the configuration's own epochs
+    dev = [f'run.device="{args.device}"'] if args.device != "auto" else []
+    r = run_scenario(sc, base, size, [*overrides, *args.overrides, *dev], out / name, args.config or "<built-in train defaults>",
+                     baselines=("quant",))
+    row = draw_row(r)
+    folds = sorted((out / name / "runs" / sc.name).glob("folds/fold_*/metrics.json"))
+    sel = [json.loads(p.read_text()).get("selection") or {} for p in folds]
+    row.update(variant=name, overrides=overrides, gamma=[s.get("gamma") for s in sel],
+               flat=[bool((s.get("abstain") or {}).get("flat")) for s in sel],
+               agent_fold_sharpes=[f.sharpe for f in r.agent.folds], capture_vs_oracle=capture_vs_oracle(r))
+    return row
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = arguments(__doc__, device="cpu", config="")
+    ap.add_argument("--draws", default="0,1,4,8,10", help="development draw indices (comma-separated)")
+    ap.add_argument("--bars", type=int, default=40_000)
+    ap.add_argument("--train", type=int, default=20_000)
+    ap.add_argument("--val", type=int, default=5_000)
+    ap.add_argument("--folds", type=int, default=3)
+    ap.add_argument("--ensemble", type=int, default=3)
+    ap.add_argument("--grid", default="0.5, 0.9, 0.98")
+    ap.add_argument("--variant", action="append", default=[], help="NAME=section.key=v;section.key=v (repeatable)")
+    args = parse(ap, argv)
+    if args.quick:
+        args.bars, args.train, args.val, args.folds, args.draws = 2_600, 1_200, 400, 2, "0"
+        args.overrides = [*args.overrides, "train.epochs=2", "dqn.rounds_per_epoch=2", "train.abstain=false"]
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    base = tomllib.loads(Path(args.config).read_text() if args.config else DEFAULT_TRAIN_TOML)
+    layout = Layout(args.bars, args.train, args.val, args.folds)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in [int(i) for i in args.draws.split(",")]:
+            for name, ov in variants(args).items():
+                rows.append(score(index, name, ov, base, layout, args, Path(tmp) / f"d{index}"))
+                r = rows[-1]
+                print(f"draw {index} {r['form']:<11} {r['interval']:<6} h {r['horizon'] or 0:>7.0f} {name:<8} agent {r['agent_sharpe']:+6.2f} "
+                      f"quant {r['quant_sharpe']:+6.2f} oracle {r['oracle_sharpe'] or 0:+6.2f} trades/1k {r['trades_per_1000']:6.1f} "
+                      f"gamma {r['gamma']} flat {r['flat']} ({r['walk_forward_s']:.0f} s)", flush=True)
+    dev = "cuda" if args.device.startswith("cuda") else "cpu"
+    save(args, f"gamma_grid_{dev}" + ("_quick" if args.quick else ""), {"config": args.config or "<built-in train defaults>", "overrides": args.overrides,
+                                     "layout": layout.__dict__, "variants": variants(args), "rows": rows,
+                                     "machine": machine(torch.device(dev))})
+
+
+if __name__ == "__main__":
+    main()
