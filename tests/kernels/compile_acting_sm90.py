@@ -35,7 +35,7 @@ VARIANTS = {"online": (True, False, True), "target": (False, True, False)}
 
 def compile_acting(stores: tuple[bool, bool, bool], precision: str = "bf16", n_actions: int = 5, dims=DIMS,
                    block_m: int | None = None, bn: int | None = None, stages: int | None = None,
-                   n_div16: bool = True):
+                   n_div16: bool = True, num_warps: int | None = None):
     """The CompiledKernel ``fused_dueling_q`` would launch for these outputs (STORE_Q, STORE_MAX, STORE_ARG)."""
     fn = k._dueling_q_kernel
     if type(fn).__name__ != "JITFunction":
@@ -54,7 +54,7 @@ def compile_acting(stores: tuple[bool, bool, bool], precision: str = "bf16", n_a
     aligned = list(ptrs) + (["n_rows"] if n_div16 else [])
     attrs = {(fn.arg_names.index(n),): [["tt.divisibility", 16]] for n in aligned}
     return triton.compile(ASTSource(fn, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                          options=dict(num_warps=cfg["num_warps"])), consts
+                          options=dict(num_warps=num_warps or cfg["num_warps"])), consts
 
 
 def launch_layout(stores, n: int, obs_dim: int, dims=DIMS, n_actions: int = 5, wbytes: int = 2, short_obs_rows: int = 0):

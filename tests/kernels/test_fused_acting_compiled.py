@@ -109,3 +109,33 @@ def test_the_compiled_acting_ptx_computes_the_network_and_has_no_shared_memory_r
         else:
             assert 0 <= float(dm) < 5e-3, (name, n_actions, dm)
         assert bad == "-", (name, n_actions, bad)
+
+
+WARPS = """
+import sys
+sys.path.insert(0, {root!r}); sys.path.insert(0, {root!r} + "/src")
+from foxhunt.kernels.acting.kernel import launch_warps
+from tests.kernels.compile_acting_sm90 import VARIANTS, compile_acting, launch_layout
+from tests.kernels.ptx_bounds import check_ptx
+dims = (64, 64, 32, 32, 64)  # DuelingQNet(54, 45, [48, 32], 16) packed: the case that faulted on the H200
+stores = VARIANTS["online"]
+for warps in (launch_warps(64, "bf16"), 8):
+    kern, consts = compile_acting(stores, n_actions=45, dims=dims, block_m=64, num_warps=warps)
+    params, tensors = launch_layout(stores, 256, 54, dims=dims, n_actions=45)
+    rep = check_ptx(kern.asm["ptx"], 4, 32 * kern.metadata.num_warps, params, tensors, kern.metadata.shared)
+    kinds = sorted(set(text.split(" at ")[0] for text, _ in rep.issues))
+    print("WARPS", warps, len(rep.issues), "|".join(kinds).replace(" ", "_") or "-", flush=True)
+"""
+
+
+@pytest.mark.slow
+def test_a_64_row_program_launches_one_warpgroup_whose_wgmma_operands_stay_in_its_tensors():
+    """BLOCK_M 64 (a 45-action net, the launch that faulted on the H200): the launcher's warps
+    (``launch_warps``: 4, one warpgroup for 64 rows) compile to PTX whose every access stays inside
+    its tensors; the uncapped 8 warps (two warpgroups over 64 rows) leave a wgmma B-operand
+    descriptor the checker cannot place in any tensor, which is what the cap exists for."""
+    lines = [line.split() for line in run_interpreter_off(WARPS.format(root=str(ROOT))) if line.startswith("WARPS")]
+    assert [int(w) for _, w, *_ in lines] == [4, 8], lines
+    (_, _, capped, _), (_, _, uncapped, kinds) = lines
+    assert capped == "0", lines
+    assert uncapped != "0" and "wgmma_B_descriptor" in kinds, lines

@@ -186,6 +186,21 @@ def _out(arg: torch.Tensor | bool, shape: tuple[int, ...], dtype: torch.dtype, d
     return arg
 
 
+def launch_warps(block_m: int, precision: str, num_warps: int | None = None, interpreted: bool = False) -> int:
+    """The warps a program of ``block_m`` rows launches with: ``num_warps`` (default ``DEFAULTS``),
+    capped on a GPU's tensor-core paths so that every warpgroup (4 warps) owns >= 64 rows.
+
+    Why: a Hopper wgmma is issued per warpgroup over 64 rows. At BLOCK_M 64 with 8 warps (the default
+    for nets wider than 256, and any explicit block_m = 64) two warpgroups share 64 rows; Triton 3.6
+    compiled that launch of a 45-action net into an illegal memory access on the H200, and the PTX
+    check of tests/kernels/test_fused_acting_compiled.py finds a wgmma operand descriptor outside every
+    tensor there (none at 4 warps). docs/DESIGN.md, "Fused acting"."""
+    warps = num_warps or DEFAULTS[precision]["num_warps"]
+    if interpreted or precision == "ieee":
+        return warps
+    return min(warps, max(4, 4 * (block_m // 64)))
+
+
 def fused_dueling_q(
     net: DuelingWeights, obs: torch.Tensor, *, precision: str = "bf16",
     q: torch.Tensor | bool = True, q_max: torch.Tensor | bool = False, argmax: torch.Tensor | bool = False,
@@ -220,12 +235,7 @@ def fused_dueling_q(
                    else max(16, cfg["block_m"] * 256 // max(256, H1, H3)))
     if block_m < 16 or block_m & (block_m - 1):
         raise ValueError(f"block_m = {block_m}: must be a power of two >= 16 (tl.dot's smallest M)")
-    warps = num_warps or cfg["num_warps"]
-    if not interp and precision != "ieee":
-        # A warpgroup (4 warps) of a Hopper wgmma owns 64 rows: with fewer than 64 rows per warpgroup
-        # (BLOCK_M = 64 at 8 warps) Triton 3.6 lays the warps out wrongly, and on the H200 that launch
-        # hit an illegal memory access (a 45-action net at BLOCK_M 64; docs/DESIGN.md, "Fused acting").
-        warps = min(warps, max(4, 4 * (block_m // 64)))
+    warps = launch_warps(block_m, precision, num_warps, interp)
     bn = min(bn or cfg["bn"], H2)
     if bn < 16 or bn & (bn - 1):
         raise ValueError(f"bn = {bn}: must be a power of two >= 16")
@@ -246,4 +256,4 @@ def fused_dueling_q(
     return FusedQ(*outs)
 
 
-__all__ = ["DEFAULTS", "MIN_HEAD", "PRECISIONS", "FusedQ", "fused_dueling_q", "is_interpreted"]
+__all__ = ["DEFAULTS", "MIN_HEAD", "PRECISIONS", "FusedQ", "fused_dueling_q", "is_interpreted", "launch_warps"]
