@@ -60,17 +60,21 @@ def test_long_momentum_columns_follow_the_spec_columns_and_are_named_in_the_spec
     assert long_momentum_in(fs.names, N_FEATURES) == ()
 
 
-def test_a_model_trained_with_long_momentum_is_backtested_on_the_same_columns(tmp_path) -> None:
-    """`foxhunt train` with features.long_momentum writes models over 51 + 1 columns, and
-    `foxhunt backtest --model` on another bar file rebuilds that column (fresh processes)."""
+@pytest.mark.parametrize("extra, columns, spec", [
+    ("long_momentum = [120]", ("mom_vol_adj_120",), "+mom_vol_adj_120"),
+    ("ema_horizons = [50, 500]", ("ema_mom_50", "ema_vol_50", "ema_mom_500", "ema_vol_500"), "+ema_mom_50,ema_vol_50,ema_mom_500,ema_vol_500"),
+])
+def test_a_model_trained_with_extra_columns_is_backtested_on_the_same_columns(tmp_path, extra, columns, spec) -> None:
+    """`foxhunt train` with features.long_momentum / ema_horizons writes models over 51 + the extra
+    columns, and `foxhunt backtest --model` on another bar file rebuilds them (fresh processes)."""
     cfg = tiny_config(tmp_path, epochs=1, every=0)
-    cfg.write_text(cfg.read_text().replace("[features]\n", "[features]\nlong_momentum = [120]\n", 1))
-    res = run_cli(tmp_path, "train", "--config", str(cfg), "--name", "lm")
+    cfg.write_text(cfg.read_text().replace("[features]\n", f"[features]\n{extra}\n", 1))
+    res = run_cli(tmp_path, "train", "--config", str(cfg), "--name", "x")
     assert res.returncode == 0, res.stdout + res.stderr
-    model = next((tmp_path / "runs" / "lm" / "folds").glob("fold_*/model.safetensors"))
+    model = next((tmp_path / "runs" / "x" / "folds").glob("fold_*/model.safetensors"))
     _, _, meta = load_model(model)
-    assert meta.feature_names[N_FEATURES:] == ("mom_vol_adj_120",)
-    assert meta.spec_version == FEATURE_SPEC_VERSION + "+mom_vol_adj_120"
+    assert meta.feature_names[N_FEATURES:] == columns
+    assert meta.spec_version == FEATURE_SPEC_VERSION + spec
     bars = write_bars(generate_bars(1_000, seed=5), tmp_path / "bars.parquet")
     out = tmp_path / "bt"
     res = run_cli(tmp_path, "backtest", "--model", str(model), "--data", str(bars), "--out", str(out), "--device", "cpu",
@@ -137,20 +141,6 @@ def test_ema_horizon_columns_follow_the_spec_and_long_momentum_and_are_read_back
     assert out.spec_version == FEATURE_SPEC_VERSION + "+mom_vol_adj_120+ema_mom_30,ema_vol_30,ema_mom_3000,ema_vol_3000"
     assert extras_in(out.names, N_FEATURES) == ((120,), (30, 3000))
     assert extras_in(with_extras(fs, [], [5]).names, N_FEATURES) == ((), (5,))
-
-
-def test_a_model_trained_with_ema_horizons_is_backtested_on_the_same_columns(tmp_path) -> None:
-    cfg = tiny_config(tmp_path, epochs=1, every=0)
-    cfg.write_text(cfg.read_text().replace("[features]\n", "[features]\nema_horizons = [50, 500]\n", 1))
-    res = run_cli(tmp_path, "train", "--config", str(cfg), "--name", "ema")
-    assert res.returncode == 0, res.stdout + res.stderr
-    model = next((tmp_path / "runs" / "ema" / "folds").glob("fold_*/model.safetensors"))
-    _, _, meta = load_model(model)
-    assert meta.feature_names[N_FEATURES:] == ("ema_mom_50", "ema_vol_50", "ema_mom_500", "ema_vol_500")
-    bars = write_bars(generate_bars(1_000, seed=5), tmp_path / "bars.parquet")
-    res = run_cli(tmp_path, "backtest", "--model", str(model), "--data", str(bars), "--out", str(tmp_path / "bt"), "--device", "cpu",
-                  "--cache-dir", str(tmp_path / "cache"))
-    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_bad_ema_horizons_are_refused_in_one_line_with_exit_2(tmp_path) -> None:
