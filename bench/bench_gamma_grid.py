@@ -4,13 +4,14 @@ cannot see, without losing the short-horizon edges or trading the no-edge draws?
 
     PYTHONPATH=src:. python -m bench.bench_gamma_grid --draws 0,1,4,8,10 --bars 40000 --train 20000 --val 5000
     PYTHONPATH=src:. python -m bench.bench_gamma_grid --config configs/h200-fast.toml --device cuda \
-        --draws 0,1,2,3,4,5,6,7,8,9,10,11 --bars 300000 --train 150000 --val 40000
+        --size gpu --ensemble 4 --grid "0.5, 0.95" --draws 0,1,4,8,10      (scripts/gpu.sh, step ggrid)
 
 Every variant is the configuration under test plus its own overrides (``--variant NAME=k=v;k=v``,
 repeatable; default: ``single`` = train.ensemble K with the config's γ, and ``grid`` = the same K
 members over ``--grid``), so both spend the same agents on each fold and differ only in γ. Draws are
 the DEVELOPMENT family's (``foxhunt.scorecard.family``), at one layout for every interval
-(``--bars/--train/--val/--folds``); the held-out family is never run here. Per draw and variant: the
+(``--bars/--train/--val/--folds``, or ``--size``: the family's own layouts of that scorecard size); the
+held-out family is never run here. Per draw and variant: the
 agent's mean validation Sharpe, the quant rule's (chosen on each fold's training window) and the
 oracle's, capture vs both, trades a 1,000 bars, each fold's chosen γ and whether it abstained, and the
 walk-forward seconds. JSON: bench/results/gamma_grid_<device>.json; the last lines print the table.
@@ -42,9 +43,10 @@ def variants(args: Any) -> dict[str, list[str]]:
     return {"single": common, "grid": common + [f"train.gamma_grid=[{args.grid}]"]}
 
 
-def score(index: int, name: str, overrides: list[str], base: dict[str, Any], layout: Layout, args: Any, out: Path) -> dict[str, Any]:
-    sc = draw("dev", index, "cpu", layout=layout)
-    size = size_for(SIZES["cpu"], sc)
+def score(index: int, name: str, overrides: list[str], base: dict[str, Any], layout: Layout | None, args: Any,
+          out: Path) -> dict[str, Any]:
+    sc = draw("dev", index, args.size or "cpu", layout=layout)
+    size = size_for(SIZES[args.size or "cpu"], sc)
     size = type(size)(**{**size.__dict__, "epochs": None})  # the configuration's own epochs
     dev = [f'run.device="{args.device}"'] if args.device != "auto" else []
     r = run_scenario(sc, base, size, [*overrides, *args.overrides, *dev], out / name, args.config or "<built-in train defaults>",
@@ -61,6 +63,8 @@ def score(index: int, name: str, overrides: list[str], base: dict[str, Any], lay
 def main(argv: list[str] | None = None) -> None:
     ap = arguments(__doc__, device="cpu", config="")
     ap.add_argument("--draws", default="0,1,4,8,10", help="development draw indices (comma-separated)")
+    ap.add_argument("--size", default=None, help="the family's own layouts of this scorecard size (tiny | cpu | gpu) "
+                    "instead of --bars/--train/--val/--folds")
     ap.add_argument("--bars", type=int, default=40_000)
     ap.add_argument("--train", type=int, default=20_000)
     ap.add_argument("--val", type=int, default=5_000)
@@ -75,7 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     base = tomllib.loads(Path(args.config).read_text() if args.config else DEFAULT_TRAIN_TOML)
-    layout = Layout(args.bars, args.train, args.val, args.folds)
+    layout = None if args.size else Layout(args.bars, args.train, args.val, args.folds)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for index in [int(i) for i in args.draws.split(",")]:
@@ -87,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
                       f"gamma {r['gamma']} flat {r['flat']} ({r['walk_forward_s']:.0f} s)", flush=True)
     dev = "cuda" if args.device.startswith("cuda") else "cpu"
     save(args, f"gamma_grid_{dev}" + ("_quick" if args.quick else ""), {"config": args.config or "<built-in train defaults>", "overrides": args.overrides,
-                                     "layout": layout.__dict__, "variants": variants(args), "rows": rows,
+                                     "layout": layout.__dict__ if layout else f"family {args.size}", "variants": variants(args), "rows": rows,
                                      "machine": machine(torch.device(dev))})
 
 

@@ -14,6 +14,8 @@
 # | sc_fast   | foxhunt scorecard --size gpu, configs/h200-fast.toml (SC_SCEN: scenario subset)        | 5-7 min |
 # | sc_ppo    | the same for configs/h200-ppo.toml                                      | 5-8 min    |
 # | family    | foxhunt scorecard --family ${FAMILY:-dev} --draws ${DRAWS:-12} for both configs        | 10+ min |
+# | ggrid     | bench/bench_gamma_grid.py on development draws ${GG_DRAWS:-0,1,4,8,10} at the family's gpu layouts, | 15+ min |
+# |           | both configs: one discount vs train.gamma_grid at the same ensemble size  |            |
 # | bench     | the benchmarks BENCHMARKS.md cites (BENCH: a subset of bench_*.py names) | 10+ min   |
 #
 # Extra arguments for a step: SC_SET / FAMILY_SET ("--set k=v ..."), T_<STEP> (its timeout, seconds).
@@ -59,6 +61,12 @@ run_step() {
       for c in h200-fast h200-ppo; do
         T_SC=${T_FAMILY:-900} scorecard "family_${FAMILY:-dev}_${c#h200-}${SC_TAG:+_$SC_TAG}" configs/$c.toml --family ${FAMILY:-dev} \
           --draws ${DRAWS:-12} --baselines quant ${FAMILY_SET:-} || rc=$?
+      done; return $rc ;;
+    ggrid) local rc=0 c g
+      for c in h200-fast h200-ppo; do
+        g="0.5, 0.95"; [ "$c" = h200-ppo ] && g="0.97, 0.995"
+        step ${T_GGRID:-900} python3 -m bench.bench_gamma_grid --config configs/$c.toml --device cuda --draws "${GG_DRAWS:-0,1,4,8,10}" \
+          --size gpu --ensemble 4 --grid "$g" --name "gamma_grid_cuda_${c#h200-}" || rc=$?
       done; return $rc ;;
     bench) local rc=0 b; for b in ${BENCH:-bench_env bench_env_fused bench_dqn bench_ppo bench_replay bench_backtest bench_train}; do
         step ${T_BENCH:-600} python3 -m bench.$b || rc=$?; done; return $rc ;;
