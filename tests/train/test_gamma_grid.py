@@ -71,8 +71,8 @@ def test_a_bad_gamma_grid_is_refused_in_one_line_with_exit_2_and_nothing_written
 
 
 # ---------------------------------------------------------------------- runs, each a fresh process
-def _config(d: Path, seed: int, text: str) -> Path:
-    cfg = tiny_config(d, seed=seed, epochs=3, every=0, cache=d.parent / "cache", select="inner", abstain=True)
+def _config(d: Path, seed: int, text: str, report: bool = False) -> Path:
+    cfg = tiny_config(d, seed=seed, epochs=2, every=0, cache=d.parent / "cache", select="inner", abstain=True, report=report)
     cfg.write_text(cfg.read_text().replace("[train]\n", "[train]\n" + text, 1))
     return cfg
 
@@ -89,7 +89,7 @@ def _metrics(run: Path, k: int) -> dict:
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict[str, tuple[Path, str]]:
     base = tmp_path_factory.mktemp("gamma_grid")
-    team = _config(base / "team", 0, f"ensemble = 2\ngamma_grid = {GRID}\n")
+    team = _config(base / "team", 0, f"ensemble = 2\ngamma_grid = {GRID}\n", report=True)
     alone = [_config(base / f"s{k}", k, "") for k in (0, 1)]
     for k, cfg in enumerate(alone):  # plain runs: no abstention, so that their own model is scored
         text = cfg.read_text().replace("abstain = true\n", "abstain = false\n", 1)
@@ -102,6 +102,8 @@ def test_each_fold_keeps_the_discount_whose_member_scored_best_and_abstains_on_i
     team, out = runs["team"]
     assert "discounts 0.5, 0.9 (train.gamma_grid)" in out
     summary = json.loads((team / "summary.json").read_text())
+    page = (team / "report.html").read_text()
+    assert "<th>γ (held-back choice)</th>" in page
     for k in (0, 1):
         got = _metrics(team, k)["selection"]
         alone = [_metrics(runs[f"s{s}"][0], k) for s in (0, 1)]
@@ -113,6 +115,7 @@ def test_each_fold_keeps_the_discount_whose_member_scored_best_and_abstains_on_i
         record = got["abstain"]
         assert record["z"] == pytest.approx(adjusted_z(3.0, 2)) and record["inner_sharpes"] == [scores[best]]
         assert f"γ {GRID[best]:g}" in out and summary["folds"][k]["gamma"] == GRID[best]
+        assert f"<td>{GRID[best]:g}</td>" in page
         # the fold's network is the chosen member's: what the flat fold replaced scores what that run scored
         chosen = alone[best]["agent"]
         if record["flat"]:

@@ -72,8 +72,10 @@ def fold_table_html(results: list[dict[str, Any]]) -> str:
     head = "".join(f"<th>{label}</th>" for _, label, _ in TABLE_COLS)
     notes = [abstain_cell(r) for r in results]
     extra = any(n is not None for n in notes)
+    gammas = [(r.get("selection") or {}).get("gamma") for r in results]  # train.gamma_grid: each fold's discount
+    with_gamma = any(g is not None for g in gammas)
     rows = []
-    for r, note in zip(results, notes):
+    for r, note, gamma in zip(results, notes, gammas):
         f = r["fold"]
         a, b = r["agent"], r.get("buy_and_hold") or {}
         cells = "".join(f"<td>{cell(a, k, fmt)}</td>" for k, _, fmt in TABLE_COLS)
@@ -81,10 +83,12 @@ def fold_table_html(results: list[dict[str, Any]]) -> str:
         better = beats(a, b)  # a flat fold counts as Sharpe 0
         rows.append(
             f"<tr><td>{f['fold']}</td><td>{f['train_end'] - f['train_start']}</td><td>{f['val_end'] - f['val_start']}</td>"
-            f"{cells}{bcells}<td>{'yes' if better else 'no'}</td>{f'<td>{note or chr(8211)}</td>' if extra else ''}</tr>"
+            f"{cells}{bcells}<td>{'yes' if better else 'no'}</td>"
+            f"{f'<td>{gamma:g}</td>' if with_gamma and gamma is not None else '<td>–</td>' if with_gamma else ''}"
+            f"{f'<td>{note or chr(8211)}</td>' if extra else ''}</tr>"
         )
     bh = "".join(f"<th>B&amp;H {label}</th>" for _, label, _ in TABLE_COLS[:3])
-    last = "<th>abstention</th>" if extra else ""
+    last = ("<th>γ (held-back choice)</th>" if with_gamma else "") + ("<th>abstention</th>" if extra else "")
     return (f"<table><tr><th>fold</th><th>train bars</th><th>val bars</th>{head}{bh}<th>agent Sharpe &gt; B&amp;H</th>{last}</tr>"
             + "".join(rows) + "</table>")
 
