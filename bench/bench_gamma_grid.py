@@ -56,6 +56,10 @@ def score(index: int, name: str, overrides: list[str], base: dict[str, Any], lay
     sel = [json.loads(p.read_text()).get("selection") or {} for p in folds]
     row.update(variant=name, overrides=overrides, gamma=[s.get("gamma") for s in sel],
                flat=[bool((s.get("abstain") or {}).get("flat")) for s in sel],
+               gamma_groups=[s.get("gamma_groups") for s in sel],
+               member_inner_sharpes=[[m.get("inner_sharpe") for m in s.get("members", [])] for s in sel],
+               abstain_bar=[(s.get("abstain") or {}).get("bar") for s in sel],
+               flat_alternative_sharpe=[((s.get("abstain") or {}).get("all_members") or {}).get("sharpe") for s in sel],
                agent_fold_sharpes=[f.sharpe for f in r.agent.folds], capture_vs_oracle=capture_vs_oracle(r))
     return row
 
@@ -89,10 +93,12 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"draw {index} {r['form']:<11} {r['interval']:<6} h {r['horizon'] or 0:>7.0f} {name:<8} agent {r['agent_sharpe']:+6.2f} "
                       f"quant {r['quant_sharpe']:+6.2f} oracle {r['oracle_sharpe'] or 0:+6.2f} trades/1k {r['trades_per_1000']:6.1f} "
                       f"gamma {r['gamma']} flat {r['flat']} ({r['walk_forward_s']:.0f} s)", flush=True)
-    dev = "cuda" if args.device.startswith("cuda") else "cpu"
-    save(args, f"gamma_grid_{dev}" + ("_quick" if args.quick else ""), {"config": args.config or "<built-in train defaults>", "overrides": args.overrides,
-                                     "layout": layout.__dict__ if layout else f"family {args.size}", "variants": variants(args), "rows": rows,
-                                     "machine": machine(torch.device(dev))})
+                dev = "cuda" if args.device.startswith("cuda") else "cpu"
+                # written after every row: a run stopped early keeps what it measured
+                save(args, f"gamma_grid_{dev}" + ("_quick" if args.quick else ""),
+                     {"config": args.config or "<built-in train defaults>", "overrides": args.overrides,
+                      "layout": layout.__dict__ if layout else f"family {args.size}", "variants": variants(args),
+                      "draws": args.draws, "rows": rows, "machine": machine(torch.device(dev))})
 
 
 if __name__ == "__main__":
