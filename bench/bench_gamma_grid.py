@@ -59,6 +59,9 @@ def score(index: int, name: str, overrides: list[str], base: dict[str, Any], lay
                gamma_groups=[s.get("gamma_groups") for s in sel],
                member_inner_sharpes=[[m.get("inner_sharpe") for m in s.get("members", [])] for s in sel],
                abstain_bar=[(s.get("abstain") or {}).get("bar") for s in sel],
+               abstain_se=[(s.get("abstain") or {}).get("standard_error") for s in sel],
+               quant_fold_sharpes=[f.sharpe for f in r.baselines["quant"].folds] if "quant" in r.baselines else None,
+               oracle_fold_sharpes={k: [f.sharpe for f in v.folds] for k, v in r.references.items()},
                flat_alternative_sharpe=[((s.get("abstain") or {}).get("all_members") or {}).get("sharpe") for s in sel],
                agent_fold_sharpes=[f.sharpe for f in r.agent.folds], capture_vs_oracle=capture_vs_oracle(r))
     return row

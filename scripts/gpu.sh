@@ -16,6 +16,8 @@
 # | family    | foxhunt scorecard --family ${FAMILY:-dev} --draws ${DRAWS:-12} for both configs        | 10+ min |
 # | ggrid     | bench/bench_gamma_grid.py on development draws ${GG_DRAWS:-0,1,4,8,10} at the family's gpu layouts, | 15+ min |
 # |           | both configs: one discount vs train.gamma_grid at the same ensemble size  |            |
+# | devgrid   | bench/bench_gamma_grid.py, one variant (GG_CONFIG + GG_SET overrides) on development draws   | ~8 min  |
+# |           | ${GG_DRAWS:-0..11} split over ${GG_PAR:-2} processes on the one GPU; rows merge into gamma_grid_cuda_${GG_TAG}.json |  |
 # | bench     | the benchmarks BENCHMARKS.md cites (BENCH: a subset of bench_*.py names) | 10+ min   |
 #
 # Extra arguments for a step: SC_SET / FAMILY_SET ("--set k=v ..."), T_<STEP> (its timeout, seconds).
@@ -68,6 +70,15 @@ run_step() {
         step ${T_GGRID:-900} python3 -m bench.bench_gamma_grid --config configs/$c.toml --device cuda --draws "${GG_DRAWS:-0,1,4,8,10}" \
           --size gpu --ensemble 4 --grid "$g" --name "gamma_grid_cuda_${c#h200-}" || rc=$?
       done; return $rc ;;
+    devgrid) local rc=0 i p=${GG_PAR:-2} d; local -a parts=(); local all=${GG_DRAWS:-0,1,2,3,4,5,6,7,8,9,10,11}
+      for ((i = 0; i < p; i++)); do parts[i]=$(echo "$all" | tr ',' '\n' | awk -v p="$p" -v i="$i" '(NR - 1) % p == i' | paste -sd,); done
+      for ((i = 0; i < p; i++)); do
+        timeout ${T_DEVGRID:-540} python3 -m bench.bench_gamma_grid --config ${GG_CONFIG:-configs/h200-fast.toml} --device cuda \
+          --size gpu --draws "${parts[i]}" --variant "${GG_TAG:-cand}=${GG_SET:-train.ensemble=1}" \
+          --name "gamma_grid_cuda_${GG_TAG:-cand}_part$i" > "$OUT/devgrid_$i.log" 2>&1 &
+      done; wait || rc=$?
+      python3 -m bench.merge_parts "gamma_grid_cuda_${GG_TAG:-cand}" || rc=$?
+      tail -n 14 "$OUT"/devgrid_*.log; return $rc ;;
     bench) local rc=0 b; for b in ${BENCH:-bench_env bench_env_fused bench_dqn bench_ppo bench_replay bench_backtest bench_train}; do
         step ${T_BENCH:-600} python3 -m bench.$b || rc=$?; done; return $rc ;;
     *) echo "=== unknown step: $1 (see the table at the top of scripts/gpu.sh)"; return 2 ;;

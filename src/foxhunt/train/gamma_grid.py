@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from statistics import NormalDist
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from foxhunt.config import Config
 from foxhunt.train.abstain import mean_sharpe
@@ -76,3 +76,14 @@ def describe_choice(gamma: float, rows: Sequence[dict[str, Any]]) -> str:
     parts = ", ".join(f"{r['gamma']:g}: {r['mean_inner_sharpe']:+.2f}" if math.isfinite(r["mean_inner_sharpe"]) else f"{r['gamma']:g}: –"
                       for r in rows)
     return f"γ {gamma:g} (held-back {parts})"
+
+
+def add_group_validations(rows: Sequence[dict[str, Any]], validate: Callable[[list[int]], dict[str, float]],
+                          keys: Sequence[str]) -> None:
+    """Add to every discount group's row what that group's ensemble alone scores on the validation
+    window (``validation``: the metrics ``keys`` of ``validate(member indices)``, its greedy
+    backtest). Reporting only, as abstention's ``all_members``: nothing is chosen on it. It lets one
+    grid run say what each single discount would have scored on the same folds and seeds."""
+    for row in rows:
+        metrics = validate(list(row["members"]))
+        row["validation"] = {k: metrics[k] for k in keys}

@@ -126,12 +126,19 @@ class WalkForwardRunner:
         return [self.members[i] for i in self._active] if self._active else self.members
 
     def _alternative(self, fold: FoldRange, selection: dict[str, Any] | None) -> None:
-        """A flat fold's record gets the members' ensemble's validation score (``abstain.add_alternative``)."""
+        """Reporting only: a flat fold's record gets the members' ensemble's validation score
+        (``abstain.add_alternative``); with ``train.gamma_grid`` every discount group's row gets its own."""
+        n = fold.val_len - 1
+
+        def validate(members: list[Any]) -> dict[str, float]:
+            return self.backtester.run([fold.val_start], [n], GreedyPolicy(ensemble_net(members)), backend=self.plan.eval).metrics[0]
+
         record = (selection or {}).get("abstain")
         if record is not None:
-            n = fold.val_len - 1
-            abstain.add_alternative(record, lambda: self.backtester.run(
-                [fold.val_start], [n], GreedyPolicy(ensemble_net(self._team())), backend=self.plan.eval).metrics[0])
+            abstain.add_alternative(record, lambda: validate(self._team()))
+        if (selection or {}).get("gamma_groups"):
+            gamma_grid.add_group_validations(selection["gamma_groups"], lambda idx: validate([self.members[i] for i in idx]),
+                                             abstain.ALTERNATIVE_METRICS)
 
     def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
         """Sharpe of ``policy`` on the held-back window (the epoch selector's score; one readback).

@@ -1,0 +1,32 @@
+"""Merge the part files of one benchmark run split over processes (``scripts/gpu.sh`` step devgrid):
+STEM_part0.json, STEM_part1.json, … → STEM.json, their ``rows`` concatenated (sorted by draw), every
+other key from part 0, and the part files removed.
+
+    python -m bench.merge_parts gamma_grid_cuda_cand
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from bench.common import RESULTS, write_result
+
+
+def merge(name: str) -> Path:
+    """Merge bench/results/NAME_part*.json into bench/results/NAME.json; returns its path."""
+    parts = sorted(RESULTS.glob(name + "_part*.json"))
+    if not parts:
+        raise SystemExit(f"no part files {RESULTS}/{name}_part*.json")
+    docs = [json.loads(p.read_text()) for p in parts]
+    rows = sorted((r for d in docs for r in d.get("rows", [])), key=lambda r: (r.get("index", 0), r.get("variant", "")))
+    out = {**docs[0], "rows": rows, "draws": ",".join(str(d.get("draws", "")) for d in docs), "parts": len(parts)}
+    path = write_result(name, out)
+    for p in parts:
+        p.unlink()
+    return path
+
+
+if __name__ == "__main__":
+    print(merge(sys.argv[1]))
