@@ -75,10 +75,10 @@ run_step() {
       for ((i = 0; i < p; i++)); do
         timeout ${T_DEVGRID:-540} python3 -m bench.bench_gamma_grid --config ${GG_CONFIG:-configs/h200-fast.toml} --device cuda \
           --size gpu --draws "${parts[i]}" --variant "${GG_TAG:-cand}=${GG_SET:-train.ensemble=1}" \
-          --name "gamma_grid_cuda_${GG_TAG:-cand}_part$i" > "$OUT/devgrid_$i.log" 2>&1 &
+          --name "gamma_grid_cuda_${GG_TAG:-cand}_part$i" > "$OUT/devgrid_${GG_TAG:-cand}_$i.log" 2>&1 &
       done; wait || rc=$?
       python3 -m bench.merge_parts "gamma_grid_cuda_${GG_TAG:-cand}" || rc=$?
-      tail -n 14 "$OUT"/devgrid_*.log; return $rc ;;
+      tail -n 14 "$OUT"/devgrid_${GG_TAG:-cand}_*.log; return $rc ;;
     bench) local rc=0 b; for b in ${BENCH:-bench_env bench_env_fused bench_dqn bench_ppo bench_replay bench_backtest bench_train}; do
         step ${T_BENCH:-600} python3 -m bench.$b || rc=$?; done; return $rc ;;
     *) echo "=== unknown step: $1 (see the table at the top of scripts/gpu.sh)"; return 2 ;;

@@ -50,6 +50,7 @@ class TrainConfig(Section):
     inner_fraction: float = Field(0.2, gt=0.0, lt=0.9, description="select = inner: the fraction of each fold's training bars held back (after a purge gap of folds.purge bars) to score the epochs on")
     abstain: bool = Field(True, description="select = inner: a fold whose members' mean selected held-back Sharpe is not above abstain_z standard errors of that window gets a flat model (foxhunt.train.abstain)")
     gamma_grid: list[float] = Field(default_factory=list, max_length=8, description="select = inner, ensemble >= len: member k trains with gamma = grid[k mod len] (dqn.gamma or ppo.gamma), and each fold keeps the gamma whose members score best on the held-back window; abstention's bar is raised for the choice (foxhunt.train.gamma_grid). Empty: every member uses the agent section's gamma")
+    gamma_grid_normalise: bool = Field(True, description="gamma_grid: member k's env.reward_scale is multiplied by (1 - gamma_k) / (1 - the grid's smallest gamma), so every member's Q-values (or values) have the scale of the shortest discount's; the greedy policy of each member is unchanged by a positive reward scale, its optimisation is not (foxhunt.train.gamma_grid)")
     abstain_z: float = Field(3.0, ge=0.0, le=10.0, description="abstain: the bar in standard errors of the held-back Sharpe, SE = sqrt(bars per year / held-back bars); 3: on the H200 the planted-edge, regime and leak folds scored >= 4.7 SE, the no-edge and real-data folds <= 2.3 (docs/LEARNING.md §13)")
 
     @model_validator(mode="before")

@@ -9,7 +9,13 @@ ours, so the choice is made where the other fold-level choices are: on the inner
 which lies inside the fold's training data (``train.select = "inner"``).
 
 Member k of a K-agent ensemble trains with γ = grid[k mod g] (and seed run.seed + k, as always), so
-each of the g discounts gets K / g members. At the fold's end every member has kept its own best
+each of the g discounts gets K / g members. A return discounted by γ sums ~1 / (1 − γ) rewards, so
+with one reward scale a member at γ 0.99 must fit Q-values ~50 times those at γ 0.5, with the same
+learning rate, Huber threshold and gradient clip: on the H200 development family its members at 0.99
+learned a constant position where those at 0.5 and 0.9 learned the edge or abstained
+(docs/LEARNING.md). ``train.gamma_grid_normalise`` (on by default) multiplies member k's reward scale
+by (1 − γ_k) / (1 − the grid's smallest γ), so every member's values have the shortest discount's
+scale; a positive reward scale leaves each member's optimal policy unchanged. At the fold's end every member has kept its own best
 epoch (``EpochSelector``); the discount groups are ranked by their members' mean selected held-back
 Sharpe, and the fold's model is the mean-Q (PPO: mean-logit) network of the best group alone
 (Q-values of different γ have different scales, 1 / (1 − γ), and are never averaged). Abstention
@@ -36,12 +42,26 @@ def member_gamma(cfg: Config, k: int) -> float | None:
     return float(grid[k % len(grid)]) if grid else None
 
 
+def reward_factor(cfg: Config, k: int) -> float:
+    """Member k's reward-scale factor under ``train.gamma_grid_normalise``: (1 − γ_k) / (1 − min(grid))
+    (1.0 without a grid, without normalisation, or for the grid's shortest discount)."""
+    gamma = member_gamma(cfg, k)
+    if gamma is None or not cfg.train.gamma_grid_normalise:
+        return 1.0
+    return (1.0 - gamma) / (1.0 - min(float(g) for g in cfg.train.gamma_grid))
+
+
 def with_member_gamma(cfg: Config, k: int) -> Config:
-    """``cfg`` with member k's discount in its agent's section (``dqn.gamma`` or ``ppo.gamma``)."""
+    """``cfg`` with member k's discount in its agent's section (``dqn.gamma`` or ``ppo.gamma``) and,
+    with ``train.gamma_grid_normalise``, its reward scale times ``reward_factor``."""
     gamma = member_gamma(cfg, k)
     if gamma is None:
         return cfg
-    return cfg.replace(**{cfg.train.agent: {"gamma": gamma}})
+    changes: dict[str, Any] = {cfg.train.agent: {"gamma": gamma}}
+    factor = reward_factor(cfg, k)
+    if factor != 1.0:
+        changes["env"] = {"reward_scale": float(cfg.env.reward_scale) * factor}
+    return cfg.replace(**changes)
 
 
 def adjusted_z(z: float, groups: int) -> float:
