@@ -208,6 +208,20 @@ def test_auto_checks_the_network_that_will_be_evaluated_dqns_or_ppos_actor():
 
 
 @needs_triton
+def test_compiled_fused_acting_keeps_nets_wider_than_its_128_row_tiles_hold_in_torch():
+    """The compiled acting kernel runs only 128-row tiles (64 gave wrong Q on the H200), which hold
+    trunk layers and head pairs of at most ACTING_MAX_WIDTH units: wider nets act in torch under auto
+    (noted) and a named fused acting is refused in one line; the interpreter (a CPU) is not limited."""
+    plan = resolve(AccelConfig(), dqn(hidden=(512, 64), head_hidden=32), CUDA)
+    assert plan.acting == "torch" and "128-row tiles" in plan.notes["acting"] and plan.eval == "fused"
+    plan = resolve(AccelConfig(), dqn(hidden=(64, 64), head_hidden=256), CUDA)
+    assert plan.acting == "torch" and "2 × head_hidden: 512" in plan.notes["acting"]
+    assert resolve(AccelConfig(), dqn(hidden=(256, 256), head_hidden=128), CUDA).acting == "fused"
+    with pytest.raises(ConfigError, match="accel.acting = 'fused' on cuda: dqn: the compiled fused acting kernel runs 128-row tiles"):
+        resolve(AccelConfig(acting="fused"), dqn(hidden=(512, 64)), CUDA)
+
+
+@needs_triton
 def test_auto_picks_every_fused_part_on_cuda_the_acting_kernel_included():
     """Auto runs what is tested on the device: with the acting kernel's head padded to MIN_HEAD (its
     H200 fault fixed) every part of a DQN plan is fused and no part is held back (NOT_AUTO is empty)."""

@@ -104,7 +104,8 @@ def test_obs_with_a_row_stride_and_preallocated_outputs_are_written_in_place():
     obs = wide[:, 2:9]  # row stride 11, contiguous columns: read in place, no copy
     q = torch.full((37, 5), float("nan"), device=DEV)
     arg = torch.full((37,), -1, dtype=torch.int64, device=DEV)
-    out = dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="tf32", q=q, argmax=arg, block_m=16)
+    block_m = 16 if dmf.is_interpreted() else None  # compiled tensor-core tiles keep >= 128 rows (MIN_COMPILED_BLOCK_M)
+    out = dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="tf32", q=q, argmax=arg, block_m=block_m)
     assert out.q is q and out.argmax is arg and out.q_max is None
     tol = 1e-5 if dmf.is_interpreted() else 1e-2  # compiled tf32: 10-bit mantissa inputs
     with torch.no_grad():
@@ -117,7 +118,8 @@ def test_bf16_kernel_equals_a_torch_emulation_with_bf16_weights_and_layer_inputs
     obs_dim, n_actions, hidden, head = case
     net = varied_net(obs_dim, n_actions, hidden, head, seed=11)
     obs = torch.randn(200, obs_dim, generator=torch.Generator().manual_seed(11)).to(DEV)
-    out = dmf.fused_dueling_q(pk.pack_net(net, "bf16"), obs, precision="bf16", q_max=True, argmax=True, block_m=64)
+    block_m = 64 if dmf.is_interpreted() else None  # compiled: the 128-row tile (64 gave wrong Q on the H200)
+    out = dmf.fused_dueling_q(pk.pack_net(net, "bf16"), obs, precision="bf16", q_max=True, argmax=True, block_m=block_m)
     ref = bf16_q(net, obs)
     scale = float(ref.abs().max())
     # Interpreted, the same roundings in another summation order; compiled, a tensor-core sum may
@@ -140,6 +142,32 @@ def test_bad_arguments_raise_a_clear_error():
         dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="tf32", q=torch.empty(4, 6, device=DEV))
     with pytest.raises(ValueError, match="block_m"):
         dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="tf32", block_m=24)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "tf32"])
+@pytest.mark.parametrize("block_m", [16, 32, 64])
+def test_compiled_tensor_core_launches_of_fewer_than_128_rows_are_refused(monkeypatch, precision, block_m):
+    # On the H200 a 64-row bf16 tile of a 45-action net gave wrong Q (bench/results/sanitizer_cuda.json):
+    # the compiled paths refuse such tiles before launching anything; checked here without a GPU by
+    # taking the compiled branch of the launcher (the refusal comes before any kernel launch).
+    net = varied_net(54, 45, (48, 32), 16, seed=3)
+    obs = torch.randn(8, 54, generator=torch.Generator().manual_seed(3)).to(DEV)
+    monkeypatch.setattr(dmf, "is_interpreted", lambda: False)
+    with pytest.raises(ValueError, match=f"block_m = {block_m}: the compiled {precision} kernel runs tiles of at least 128 rows"):
+        dmf.fused_dueling_q(pk.pack_net(net, precision), obs, precision=precision, block_m=block_m)
+
+
+def test_nets_wider_than_the_compiled_tile_allows_are_refused_by_default(monkeypatch):
+    # A 512-wide trunk's default tile has 64 rows: refused when compiled, so the resolver keeps such
+    # nets' acting in torch (accel.backend.ACTING_MAX_WIDTH, the same width as the kernel's).
+    from foxhunt.accel.backend import ACTING_MAX_WIDTH
+
+    assert ACTING_MAX_WIDTH == dmf.MAX_COMPILED_WIDTH == 256
+    net = varied_net(7, 5, (512, 32), 16, seed=4)
+    obs = torch.randn(4, 7, generator=torch.Generator().manual_seed(4)).to(DEV)
+    monkeypatch.setattr(dmf, "is_interpreted", lambda: False)
+    with pytest.raises(ValueError, match="cannot have"):
+        dmf.fused_dueling_q(pk.pack_net(net, "bf16"), obs, precision="bf16")
 
 
 @pytest.mark.parametrize("precision", ["ieee", "bf16"])

@@ -71,6 +71,9 @@ PPO_IMPLEMENTATIONS: dict[str, tuple[str, ...]] = {
     "replay": ("torch",),  # no replay: "torch" stands for "nothing to accelerate"
     "eval": ("torch", "fused"),
 }
+ACTING_MAX_WIDTH = 256
+"""Widest trunk layer / pair of heads the compiled fused acting kernel runs (``kernels.acting.kernel.
+MAX_COMPILED_WIDTH``, the same number: a test keeps them equal; Triton is not imported here)."""
 FUSED_MAX_WIDTH = 512
 """Widest layer the fused dueling-MLP kernels hold on chip ([BLOCK, width] tiles): acting
 (``kernels.acting``) and backtest (``kernels.backtest``) alike; the network rules
@@ -142,6 +145,17 @@ def _net_reason(net: Any, obs_dim: int | None = None, n_actions: int | None = No
     return None
 
 
+def _acting_width_reason(net: Any) -> str | None:
+    """Why the compiled fused acting kernel cannot run a network of these widths: its trunk layers and
+    pair of heads (2 · head_hidden) must be at most ``ACTING_MAX_WIDTH`` units, so that its tiles keep
+    the 128 rows the H200 has shown right (``kernels.acting.kernel.MIN_COMPILED_BLOCK_M``)."""
+    widest = max([int(h) for h in net.hidden] + [2 * int(net.head_hidden)])
+    if widest > ACTING_MAX_WIDTH:
+        return (f"the compiled fused acting kernel runs 128-row tiles, which hold layers of at most {ACTING_MAX_WIDTH} "
+                f"units (hidden / 2 × head_hidden: {widest})")
+    return None
+
+
 def fall_back(plan: ExecutionPlan, part: str, reason: str | None) -> ExecutionPlan:
     """``plan`` with ``part`` on torch because its fused implementation cannot run what this run
     gives it (``reason``; None, or a part already on torch: ``plan`` unchanged). A ConfigError when
@@ -194,7 +208,11 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
 
     def net_reason(part: str) -> str | None:
         # eval runs the fold's model: with train.ensemble = K, the members merged K times as wide
-        return None if net is None else _net_reason(net, obs_dim, n_actions, ensemble if part == "eval" else 1)
+        if net is None:
+            return None
+        if part == "acting" and cuda and (why := _acting_width_reason(net)) is not None:
+            return why
+        return _net_reason(net, obs_dim, n_actions, ensemble if part == "eval" else 1)
 
     choice: dict[str, str] = {}
     named: list[str] = []

@@ -186,6 +186,19 @@ def _out(arg: torch.Tensor | bool, shape: tuple[int, ...], dtype: torch.dtype, d
     return arg
 
 
+MIN_COMPILED_BLOCK_M = 128
+"""Fewest rows a program may own on a GPU's tensor-core paths (bf16, tf32): the only tiles the H200 has
+shown right for every tested net. At 64 rows the kernel's own test of a 45-action net (hidden 48 / 32,
+heads of 16) gave wrong bf16 Q on the H200 (Triton 3.6; 97.8 % of the values off, by up to 24) at 4
+warps, and an illegal memory access at 8 (bench/results/sanitizer_cuda.json, BENCHMARKS.md); 128 rows
+at 8 warps (two warpgroups, 64 rows each) is the launch of every shipped network. ``fused_dueling_q``
+refuses fewer rows there rather than compute them; the interpreter and "ieee" take any block."""
+MAX_COMPILED_WIDTH = 256 * DEFAULTS["bf16"]["block_m"] // MIN_COMPILED_BLOCK_M
+"""Widest trunk layer / pair of heads (2 · head_hidden) whose default tile keeps MIN_COMPILED_BLOCK_M
+rows (wider nets get fewer rows: see ``fused_dueling_q``); the backend resolver keeps wider nets'
+acting in torch (``foxhunt.accel.backend``)."""
+
+
 def launch_warps(block_m: int, precision: str, num_warps: int | None = None, interpreted: bool = False) -> int:
     """The warps a program of ``block_m`` rows launches with: ``num_warps`` (default ``DEFAULTS``),
     capped on a GPU's tensor-core paths so that every warpgroup (4 warps) owns >= 64 rows.
@@ -235,6 +248,10 @@ def fused_dueling_q(
                    else max(16, cfg["block_m"] * 256 // max(256, H1, H3)))
     if block_m < 16 or block_m & (block_m - 1):
         raise ValueError(f"block_m = {block_m}: must be a power of two >= 16 (tl.dot's smallest M)")
+    if not interp and precision != "ieee" and block_m < MIN_COMPILED_BLOCK_M:
+        raise ValueError(f"block_m = {block_m}: the compiled {precision} kernel runs tiles of at least "
+                         f"{MIN_COMPILED_BLOCK_M} rows (64 gave wrong Q on the H200; MIN_COMPILED_BLOCK_M), "
+                         f"which a net wider than {MAX_COMPILED_WIDTH} units (here {max(H1, H3)}) cannot have")
     warps = launch_warps(block_m, precision, num_warps, interp)
     bn = min(bn or cfg["bn"], H2)
     if bn < 16 or bn & (bn - 1):
@@ -256,4 +273,5 @@ def fused_dueling_q(
     return FusedQ(*outs)
 
 
-__all__ = ["DEFAULTS", "MIN_HEAD", "PRECISIONS", "FusedQ", "fused_dueling_q", "is_interpreted", "launch_warps"]
+__all__ = ["DEFAULTS", "MAX_COMPILED_WIDTH", "MIN_COMPILED_BLOCK_M", "MIN_HEAD", "PRECISIONS", "FusedQ", "fused_dueling_q",
+           "is_interpreted", "launch_warps"]
