@@ -59,14 +59,18 @@ def test_family_gates_pool_the_edge_draws_captures_clipped_and_judge_every_draw(
     g = {x["name"]: x for x in block["gates"]}
     assert g["capture vs quant"]["value"] == pytest.approx((0.75 + CAPTURE_CLIP[1]) / 2) and g["capture vs quant"]["draws"] == 2
     assert g["capture vs quant"]["passed"] is True
-    assert g["capture vs oracle"]["value"] == pytest.approx((0.5 + 0.75 + 0.5) / 3) and g["capture vs oracle"]["passed"] is False
+    # capture vs oracle is the goal, reported and never gated
+    assert g["capture vs oracle"]["value"] == pytest.approx((0.5 + 0.75 + 0.5) / 3) and g["capture vs oracle"]["passed"] is None
+    assert g["capture vs oracle"]["goal"] is True and g["capture vs oracle"]["met"] is False
     assert g["not below flat"]["passed"] is True and g["no-edge flat"]["passed"] is True
-    assert block["passed"] is False and block["edge_draws"] == 3 and block["no_edge_draws"] == 1
+    assert block["passed"] is True and block["edge_draws"] == 3 and block["no_edge_draws"] == 1
+    sunk = family_block(results + [_draw("dev04_drift", "edge", agent=-5.0, quant=1.0, oracle=2.0, index=4)], "dev", "tiny")
+    assert sunk["passed"] is False and {x["name"]: x for x in sunk["gates"]}["not below flat"]["passed"] is False
     rows = {r["scenario"]: r for r in block["rows"]}
     assert rows["dev02_mean_revert"]["capture_vs_quant"] == pytest.approx(30.0)  # the row keeps the raw ratio
     assert rows["dev00_drift"]["quant_rules"] == ["mom100", "mom100_band"] and rows["dev00_drift"]["oracle_sharpe"] == 3.0
     lines = gate_lines(block)
-    assert lines[0].startswith("PASS  capture vs quant") and lines[1].startswith("FAIL  capture vs oracle")
+    assert lines[0].startswith("PASS  capture vs quant") and lines[1].startswith("GOAL not met  capture vs oracle")
     assert not family_block(results[1:2], "heldout", "tiny")["gates"][0]["passed"]  # None: no edge draw to judge
     assert family_block(results[1:2], "heldout", "tiny")["rule"] == "HELD_OUT scores are reported, never optimised"
 
@@ -75,7 +79,7 @@ def test_the_family_block_reaches_the_json_the_console_and_the_html(tmp_path):
     results = [_draw("dev00_drift", "edge", agent=1.5, quant=2.0, index=0), _draw("dev01_no_edge", "no_edge", agent=0.0, quant=0.2, index=1)]
     block = family_block(results, "dev", "tiny")
     card = scorecard_dict(results, {"size": "tiny"}, block)
-    assert card["passed"] is False and card["family"]["set"] == "dev"  # capture vs oracle 37.5 % < 60 %
+    assert card["passed"] is True and card["family"]["set"] == "dev"  # capture vs oracle 37.5 % < 60 %: a goal, not gated
     write_json(tmp_path / "scorecard.json", card)
     back = json.loads((tmp_path / "scorecard.json").read_text())
     assert back["family"]["rows"][0]["capture_vs_quant"] == pytest.approx(0.75)

@@ -33,6 +33,14 @@ def test_member_k_trains_with_the_grids_k_mod_g_discount_and_seed_plus_k():
     assert member_gamma(plain, 1) is None and member_config(plain, 1).dqn.gamma == plain.dqn.gamma
 
 
+def test_gamma_grid_normalise_scales_each_members_reward_by_one_minus_gamma_over_the_shortest_discounts():
+    base = ["train.select=inner", "train.ensemble=3", "train.gamma_grid=[0.9, 0.5, 0.99]", "env.reward_scale=100"]
+    raw = default_train_config(base)  # off by default: every member keeps the run's reward scale
+    assert [member_config(raw, k).env.reward_scale for k in range(3)] == [100.0, 100.0, 100.0]
+    norm = default_train_config([*base, "train.gamma_grid_normalise=true"])
+    assert [member_config(norm, k).env.reward_scale for k in range(3)] == pytest.approx([20.0, 100.0, 2.0])
+
+
 @pytest.mark.parametrize("z", [1.0, 2.0, 3.0])
 def test_the_abstention_bar_for_the_best_of_g_groups_divides_the_tail_by_g(z):
     tail = 1.0 - NormalDist().cdf(z)
@@ -112,6 +120,8 @@ def test_each_fold_keeps_the_discount_whose_member_scored_best_and_abstains_on_i
         best = 0 if scores[0] >= scores[1] else 1
         assert got["gamma"] == GRID[best]
         assert [r["members"] for r in got["gamma_groups"]] == [[0], [1]]
+        for row, solo in zip(got["gamma_groups"], alone):  # each group's own validation (reporting only) = its solo run's
+            assert (row["validation"]["sharpe"], row["validation"]["trade_count"]) == (solo["agent"]["sharpe"], solo["agent"]["trade_count"])
         record = got["abstain"]
         assert record["z"] == pytest.approx(adjusted_z(3.0, 2)) and record["inner_sharpes"] == [scores[best]]
         assert f"γ {GRID[best]:g}" in out and summary["folds"][k]["gamma"] == GRID[best]

@@ -11,8 +11,10 @@ Gates (``family_block``), the same for the development and the held-out set:
   of agent Sharpe / quant Sharpe >= ``CAPTURE_VS_QUANT_GATE`` (50 %; the goal is 100 %). Each
   draw's ratio enters the mean clipped to ``CAPTURE_CLIP`` so that a draw where the quant rule
   barely earns cannot carry (or sink) the mean alone; the rows keep the raw ratio.
-* ``capture vs oracle``: the same mean against the best oracle rule >= ``CAPTURE_VS_ORACLE_GATE`` (60 %,
-  the named scenarios' capture gate).
+* ``capture vs oracle`` (a goal, reported and not gated): the same mean against the best oracle rule
+  >= ``CAPTURE_VS_ORACLE_GOAL`` (60 %). The oracle knows the latent state; on minute draws its
+  Sharpe is often above what any causal rule can show on a validation window (the named scenarios'
+  capture gate is against the best *reference*, a different measure).
 * ``not below flat``: no draw's agent Sharpe below flat (0) by more than the noise bar, 2 SE of the
   draw's mean fold Sharpe (``ScenarioResult.standard_error``).
 * ``no-edge flat``: every no-edge draw's agent Sharpe >= -tol (``ScenarioResult.tolerance``) and its
@@ -33,7 +35,7 @@ from foxhunt.scorecard.run import MAX_NO_EDGE_TURNOVER, ScenarioResult, pct
 
 CAPTURE_VS_QUANT_GATE = 0.5
 CAPTURE_VS_QUANT_GOAL = 1.0
-CAPTURE_VS_ORACLE_GATE = 0.6
+CAPTURE_VS_ORACLE_GOAL = 0.6
 CAPTURE_CLIP = (-1.0, 2.0)
 
 
@@ -93,9 +95,9 @@ def family_block(results: Sequence[ScenarioResult], family: str, size: str) -> d
                           f"{len(vq)} of {len(edge)} edge draws with a quant Sharpe > 0; each ratio clipped to {list(CAPTURE_CLIP)})"})
     vo = [c for c in (capture_vs_oracle(r) for r in edge) if c is not None]
     mo = _mean_capture(vo)
-    gates.append({"name": "capture vs oracle", "passed": None if mo is None else bool(mo >= CAPTURE_VS_ORACLE_GATE), "value": mo,
-                  "draws": len(vo),
-                  "rule": f"edge draws: mean capture vs the oracle {pct(mo)} >= {CAPTURE_VS_ORACLE_GATE:.0%} ({len(vo)} of {len(edge)} edge draws)"})
+    gates.append({"name": "capture vs oracle", "passed": None, "goal": True, "met": None if mo is None else bool(mo >= CAPTURE_VS_ORACLE_GOAL),
+                  "value": mo, "draws": len(vo),
+                  "rule": f"edge draws: mean capture vs the oracle {pct(mo)} >= {CAPTURE_VS_ORACLE_GOAL:.0%} ({len(vo)} of {len(edge)} edge draws)"})
     below = [r.name for r in results if (_sharpe(r.agent) or 0.0) < -2.0 * r.standard_error()]
     gates.append({"name": "not below flat", "passed": bool(not below) if results else None, "value": len(below), "draws": len(results),
                   "rule": f"every draw: agent Sharpe >= flat 0 - 2 SE: {len(results) - len(below)} of {len(results)}"
@@ -114,7 +116,8 @@ def family_block(results: Sequence[ScenarioResult], family: str, size: str) -> d
 def gate_lines(block: dict[str, Any]) -> list[str]:
     """One line per family gate: "PASS|FAIL|not gated  <name>: <rule>"."""
     word = {True: "PASS", False: "FAIL", None: "not gated"}
-    return [f"{word[g['passed']]}  {g['name']}: {g['rule']}" for g in block["gates"]]
+    goal = {True: "GOAL met", False: "GOAL not met", None: "GOAL n/a"}
+    return [f"{goal[g.get('met')] if g.get('goal') else word[g['passed']]}  {g['name']}: {g['rule']}" for g in block["gates"]]
 
 
 def _f(x: Any, fmt: str = "{:+.2f}") -> str:
