@@ -33,7 +33,7 @@ def _compile(fn, sig: dict, consts: dict, num_warps: int):
 
 def compile_find_prefix(dtype: str = "fp32", s: int = 16, depth: int = 20, block: int = 128, num_warps: int = 4):
     """The descent kernel as ``find_prefix`` launches it; returns (kernel, seconds)."""
-    sig = dict(tree_p=f"*{dtype}", incl_p="*fp64", prefix_p="*fp64", out_p="*i64", value_p="*fp64", n="i32")
+    sig = dict(tree_p=f"*{dtype}", incl_p="*fp64", next_p="*i64", prefix_p="*fp64", out_p="*i64", value_p="*fp64", n="i32")
     return _compile(sf._find_prefix_kernel, sig, dict(S=s, DEPTH=depth, HAS_VALUE=True, BLOCK=block), num_warps)
 
 

@@ -62,6 +62,48 @@ def hard_prefixes(tree: SegmentTree, g: torch.Generator, n: int) -> torch.Tensor
 
 
 # ---------------------------------------------------------------------------------------------- descent
+def scan_with_ulps(monkeypatch, bumped: list[int]) -> None:
+    """Make torch's float64 cumsum raise the running sum at ``bumped`` indices by one ulp, as CUDA's
+    parallel scan may (a zero node's sum can then exceed its left neighbour's): both paths read it."""
+    real = torch.cumsum
+
+    def cumsum(x, dim, *args, **kw):
+        out = real(x, dim, *args, **kw)
+        if out.dtype == torch.float64 and out.dim() == 1:
+            for i in (i for i in bumped if i < out.shape[0]):
+                out[i] = torch.nextafter(out[i], torch.tensor(float("inf"), dtype=out.dtype, device=out.device))
+        return out
+
+    monkeypatch.setattr(torch, "cumsum", cumsum)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_a_running_sum_an_ulp_high_never_sends_a_prefix_to_an_empty_leaf(monkeypatch, dtype):
+    # The H200 found this (bench/results/sanitizer_cuda.json): a zero leaf whose running sum lies an
+    # ulp above its neighbour's owned the prefix at that boundary. Both paths now take the next leaf
+    # with mass at the searchsorted level, and never descend into an empty left child.
+    leaves = torch.tensor([1.0, 0.0, 2.0, 0.0, 0.0, 2.0, 3.0, 1.0], dtype=dtype, device=DEV)
+    scan_with_ulps(monkeypatch, [1, 3])  # level 3 (the leaves): zero leaves 1 and 3 an ulp wide
+    for search_level, u, want in ((3, 1.0, 2), (3, 3.0, 5), (1, 3.0, 5)):  # level 1: [3, 6], its sum 9 + ulp
+        for tree in tree_pair(8, "sum", dtype, search_level):
+            tree.assign(torch.arange(8, device=DEV), leaves)
+            tree.rebuild_full()
+            got = tree.find_prefix(torch.tensor([u], dtype=torch.float64, device=DEV))
+            assert int(got[0]) == want and float(leaves[want]) > 0
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_remainder_rounded_below_zero_does_not_enter_an_empty_left_child(monkeypatch, fused):
+    # Level 1 = [2, 6]; its running sum 8 + ulp makes node 1's start 2 + ulp, so the prefix 2.0 enters
+    # node 1 with a remainder of -ulp: the old descent went left into leaf 4 (priority 0).
+    leaves = torch.tensor([1.0, 1.0, 0.0, 0.0, 0.0, 2.0, 3.0, 1.0], dtype=torch.float64, device=DEV)
+    scan_with_ulps(monkeypatch, [1])
+    tree = tree_pair(8, "sum", torch.float64, 1)[int(fused)]
+    tree.assign(torch.arange(8, device=DEV), leaves)
+    tree.rebuild_full()
+    assert int(tree.find_prefix(torch.tensor([2.0], dtype=torch.float64, device=DEV))[0]) == 5
+
+
 @pytest.mark.parametrize("capacity", CAPACITIES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("search_level", [0, 3, 16])

@@ -52,6 +52,15 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, int(n) - 1).bit_length()
 
 
+def next_positive(level: torch.Tensor) -> torch.Tensor:
+    """[n] int64: for each node i of ``level`` ([n], >= 0 or NaN), the first index k >= i with
+    level[k] > 0, or n where none is (a reversed running minimum; no host reads)."""
+    n = level.shape[0]
+    idx = torch.arange(n, device=level.device)
+    pos = torch.where(level > 0, idx, torch.full_like(idx, n))
+    return torch.flip(torch.cummin(torch.flip(pos, (0,)), 0).values, (0,))
+
+
 class SegmentTree:
     """Sum or min tree over ``capacity`` leaves; see the module docstring for the layout.
 
@@ -169,6 +178,11 @@ class SegmentTree:
         when rounding pushes a prefix to (or past) a node's total, so a zero-priority leaf (an
         empty slot) is never returned while the root is > 0.
 
+        Rounding never sends a prefix to an empty slot: a node of the searchsorted level with zero
+        mass is replaced by the next node with mass (CUDA's float64 cumsum is a parallel scan, so a
+        zero node's running sum can exceed its left neighbour's by an ulp: on the H200 a prefix at that
+        boundary found a zero leaf), and the descent never enters an empty left child.
+
         search_level s (default ``self.search_level``): the top s levels are resolved at once by
         ``searchsorted`` over the float64 running sum of level s (2**s nodes, one small cumsum),
         and the binary descent covers the remaining depth - s levels. Every level costs a fixed
@@ -196,6 +210,8 @@ class SegmentTree:
             j = torch.searchsorted(incl, u, right=True)  # first node whose running sum exceeds u
             last = torch.searchsorted(incl, incl[-1:], right=False)  # last node with positive mass
             j = torch.minimum(j, last)  # u >= the level's total (rounding): stay in positive mass
+            # a zero node can own an ulp of a parallel scan's sum (capped: an all-zero level has no next node)
+            j = next_positive(level).index_select(0, j).clamp_max_(level.shape[0] - 1)
             u.sub_((incl - level).index_select(0, j))
             node = j + (1 << s)
         else:
@@ -203,7 +219,9 @@ class SegmentTree:
         for _ in range(self.depth - s):
             kids = self.pairs.index_select(0, node)  # [B, 2]: the children of node
             left = kids[:, 0]
-            go_right = torch.ge(u, left).logical_and_(kids[:, 1] > 0)
+            # right iff u reaches the left sum or the left child is empty (a remainder pushed below 0
+            # by rounding must not enter it), and the right child has mass
+            go_right = torch.ge(u, left).logical_or_(left <= 0).logical_and_(kids[:, 1] > 0)
             u.sub_(left * go_right)
             node = torch.add(go_right, node, alpha=2)  # 2·node + go_right
         leaf = node - self.n_leaves

@@ -16,9 +16,10 @@ unused. Sum trees hold priorities (unitless, >= 0), min trees the same leaves wi
     one kernel does, per sample, torch's own searchsorted binary search (``cus_upper_bound`` /
     ``cus_lower_bound``: mid = lo + ((hi - lo) >> 1), the tests ``!(mid > u)`` / ``!(mid >= u)``,
     s + 1 masked steps; so even a cumsum that is not monotone, or a NaN, lands where torch's
-    does), the clamp to the last node with positive mass, u -= incl[j] - level[j], and the
-    remaining depth - s levels with the reference's float ops: go right iff u >= left (compared in
-    float64) and right > 0, u -= float64(left · go) (the product in the tree dtype, as torch's
+    does), the clamp to the last node with positive mass, then to the next node with mass (a
+    zero node can own an ulp of a parallel scan's running sum), u -= incl[j] - level[j], and the
+    remaining depth - s levels with the reference's float ops: go right iff (u >= left, compared in
+    float64, or the left child is empty) and right > 0, u -= float64(left · go) (the product in the tree dtype, as torch's
     ``left * go_right``). One lane per sample, BLOCK samples per program.
     Determinism: torch documents ``cumsum`` of a floating CUDA tensor as nondeterministic (CUB's
     decoupled look-back scan may associate a tile's prefix differently from run to run), so for
@@ -97,7 +98,7 @@ def _search(incl_p, val, N: tl.constexpr, STEPS: tl.constexpr, RIGHT: tl.constex
 
 
 @triton.jit
-def _find_prefix_kernel(tree_p, incl_p, prefix_p, out_p, value_p, n,
+def _find_prefix_kernel(tree_p, incl_p, next_p, prefix_p, out_p, value_p, n,
                         S: tl.constexpr, DEPTH: tl.constexpr, HAS_VALUE: tl.constexpr, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n
@@ -111,6 +112,7 @@ def _find_prefix_kernel(tree_p, incl_p, prefix_p, out_p, value_p, n,
         j = tl.minimum(j, last)
         # Memory safety only: j = TOP needs a NaN total, where torch's index_select raises instead.
         j = tl.minimum(j, TOP - 1)
+        j = tl.minimum(tl.load(next_p + j), TOP - 1)  # the next node with mass (the reference's next_positive)
         excl = tl.load(incl_p + j) - tl.load(tree_p + TOP + j).to(tl.float64)  # (incl - level)[j]
         u = u - excl
         node = j + TOP
@@ -119,7 +121,7 @@ def _find_prefix_kernel(tree_p, incl_p, prefix_p, out_p, value_p, n,
     for _ in range(DEPTH - S):
         left = tl.load(tree_p + 2 * node)
         right = tl.load(tree_p + 2 * node + 1)
-        go = (u >= left.to(tl.float64)) & (right > 0)
+        go = ((u >= left.to(tl.float64)) | (left <= 0)) & (right > 0)  # never into an empty left child
         # torch: u.sub_(left * go_right): the product in the tree dtype (inf · 0 = NaN included).
         u = u - (left * go.to(left.dtype)).to(tl.float64)
         node = 2 * node + go.to(tl.int64)
@@ -202,14 +204,17 @@ def find_prefix(tree: torch.Tensor, prefix: torch.Tensor, out: torch.Tensor, *, 
         raise ValueError("find_prefix: tree, out and value_out ([B] float64) must be contiguous")
     prefix = prefix.contiguous()
     s = min(int(depth), int(search_level))
-    if s > 0:  # the reference's expression, so the running sum has its bits
-        incl = torch.cumsum(tree[1 << s: 2 << s].to(torch.float64), 0)
+    if s > 0:  # the reference's expressions, so the running sum has its bits
+        level = tree[1 << s: 2 << s]
+        incl = torch.cumsum(level.to(torch.float64), 0)
+        idx = torch.arange(level.shape[0], device=level.device)  # next node with mass (sum_tree.next_positive)
+        nxt = torch.flip(torch.cummin(torch.flip(torch.where(level > 0, idx, torch.full_like(idx, level.shape[0])), (0,)), 0).values, (0,))
     else:
-        incl = prefix  # unused
+        incl = nxt = prefix  # unused
     if is_interpreted():  # one program: the interpreter's cost is per program and per operation
         block = max(16, triton.next_power_of_2(n))
     _find_prefix_kernel[(triton.cdiv(n, block),)](
-        tree, incl, prefix, out, value_out if value_out is not None else out, n,
+        tree, incl, nxt, prefix, out, value_out if value_out is not None else out, n,
         S=s, DEPTH=int(depth), HAS_VALUE=value_out is not None, BLOCK=block,
         num_warps=num_warps, num_stages=1, enable_fp_fusion=False,
     )
