@@ -62,13 +62,13 @@ run_step() {
         T_SC=${T_FAMILY:-900} scorecard "family_${FAMILY:-dev}_${c#h200-}${SC_TAG:+_$SC_TAG}" configs/$c.toml --family ${FAMILY:-dev} \
           --draws ${DRAWS:-12} --baselines quant ${FAMILY_SET:-} || rc=$?
       done; return $rc ;;
-    devgrid) local rc=0 i p=${GG_PAR:-2} d; local -a parts=(); local all=${GG_DRAWS:-0,1,2,3,4,5,6,7,8,9,10,11}
+    devgrid) local rc=0 i p=${GG_PAR:-2} pid; local -a parts=() pids=(); local all=${GG_DRAWS:-0,1,2,3,4,5,6,7,8,9,10,11}
       for ((i = 0; i < p; i++)); do parts[i]=$(echo "$all" | tr ',' '\n' | awk -v p="$p" -v i="$i" '(NR - 1) % p == i' | paste -sd,); done
       for ((i = 0; i < p; i++)); do
         timeout ${T_DEVGRID:-540} python3 -m bench.bench_gamma_grid --config ${GG_CONFIG:-configs/h200-fast.toml} --device cuda \
           --size gpu --draws "${parts[i]}" --variant "${GG_TAG:-cand}=${GG_SET:-train.ensemble=1}" \
-          --name "gamma_grid_cuda_${GG_TAG:-cand}_part$i" > "$OUT/devgrid_${GG_TAG:-cand}_$i.log" 2>&1 &
-      done; wait || rc=$?
+          --name "gamma_grid_cuda_${GG_TAG:-cand}_part$i" > "$OUT/devgrid_${GG_TAG:-cand}_$i.log" 2>&1 & pids+=($!)
+      done; for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
       python3 -m bench.merge_parts "gamma_grid_cuda_${GG_TAG:-cand}" || rc=$?
       tail -n 14 "$OUT"/devgrid_${GG_TAG:-cand}_*.log; return $rc ;;
     bench) local rc=0 b; for b in ${BENCH:-bench_env bench_env_fused bench_dqn bench_ppo bench_replay bench_backtest bench_train}; do

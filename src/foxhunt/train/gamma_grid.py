@@ -16,8 +16,9 @@ mostly held one position where those at 0.5 and 0.9 traded the edge or abstained
 ``train.gamma_grid_normalise`` multiplies member k's reward scale by (1 − γ_k) / (1 − the grid's
 smallest γ), so every member's values have the shortest discount's scale (a positive reward scale
 leaves each member's optimal policy unchanged). It is off by default: on the same draws it made the
-0.99 members trade thousands of times a fold and lose (docs/LEARNING.md, "Generalisation"). At the fold's end every member has kept its own best
-epoch (``EpochSelector``); the discount groups are ranked by their members' mean selected held-back
+0.99 members trade thousands of times a fold and lose (docs/LEARNING.md, "Generalisation").
+
+At the fold's end every member has kept its own best epoch (``EpochSelector``); the discount groups are ranked by their members' mean selected held-back
 Sharpe, and the fold's model is the mean-Q (PPO: mean-logit) network of the best group alone
 (Q-values of different γ have different scales, 1 / (1 − γ), and are never averaged). Abstention
 then judges that group, with its bar raised for the choice among g groups: the one-sided tail

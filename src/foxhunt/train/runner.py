@@ -125,20 +125,26 @@ class WalkForwardRunner:
         """The members whose ensemble is the fold's model: all, or the chosen discount's (``train.gamma_grid``)."""
         return [self.members[i] for i in self._active] if self._active else self.members
 
-    def _alternative(self, fold: FoldRange, selection: dict[str, Any] | None) -> None:
+    def _alternative(self, fold: FoldRange, selection: dict[str, Any] | None, agent: Any) -> None:
         """Reporting only: a flat fold's record gets the members' ensemble's validation score
-        (``abstain.add_alternative``); with ``train.gamma_grid`` every discount group's row gets its own."""
+        (``abstain.add_alternative``); with ``train.gamma_grid`` every discount group's row gets its own.
+        Each ensemble is backtested once: a trading fold's model is the chosen group's, already in ``agent``."""
         n = fold.val_len - 1
+        team = tuple(self._active or range(len(self.members)))  # the fold's members (``_team``), as indices
+        done: dict[tuple[int, ...], dict[str, float]] = {} if self._flat else {team: agent.metrics[0]}
 
-        def validate(members: list[Any]) -> dict[str, float]:
-            return self.backtester.run([fold.val_start], [n], GreedyPolicy(ensemble_net(members)), backend=self.plan.eval).metrics[0]
+        def validate(idx: Any) -> dict[str, float]:
+            key = tuple(idx)
+            if key not in done:
+                net = ensemble_net([self.members[i] for i in key])
+                done[key] = self.backtester.run([fold.val_start], [n], GreedyPolicy(net), backend=self.plan.eval).metrics[0]
+            return done[key]
 
         record = (selection or {}).get("abstain")
         if record is not None:
-            abstain.add_alternative(record, lambda: validate(self._team()))
+            abstain.add_alternative(record, lambda: validate(team))
         if (selection or {}).get("gamma_groups"):
-            gamma_grid.add_group_validations(selection["gamma_groups"], lambda idx: validate([self.members[i] for i in idx]),
-                                             abstain.ALTERNATIVE_METRICS)
+            gamma_grid.add_group_validations(selection["gamma_groups"], validate, abstain.ALTERNATIVE_METRICS)
 
     def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
         """Sharpe of ``policy`` on the held-back window (the epoch selector's score; one readback).
@@ -335,7 +341,7 @@ class WalkForwardRunner:
                     selection = self._end_fold()
                     t0 = time.perf_counter()
                     agent, bh = self.evaluate(fold)
-                    self._alternative(fold, selection)
+                    self._alternative(fold, selection, agent)
                     eval_s = time.perf_counter() - t0
                     timings = {"transition_s": transition, "train_s": train_s, "eval_s": eval_s, "mid_fold_checkpoint_s": ckpt_s,
                                "resumed_at_epoch": start_epoch if k == first_fold and resumed_mid else None}

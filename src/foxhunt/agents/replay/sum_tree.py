@@ -43,6 +43,7 @@ import torch
 
 from foxhunt.agents.replay.fused import check_backend
 from foxhunt.agents.replay.fused import kernels as fused_kernels
+from foxhunt.kernels.rules.prefix import next_positive
 
 Op = Literal["sum", "min"]
 
@@ -50,15 +51,6 @@ Op = Literal["sum", "min"]
 def next_pow2(n: int) -> int:
     """Smallest power of two >= max(n, 1)."""
     return 1 << max(0, int(n) - 1).bit_length()
-
-
-def next_positive(level: torch.Tensor) -> torch.Tensor:
-    """[n] int64: for each node i of ``level`` ([n], >= 0 or NaN), the first index k >= i with
-    level[k] > 0, or n where none is (a reversed running minimum; no host reads)."""
-    n = level.shape[0]
-    idx = torch.arange(n, device=level.device)
-    pos = torch.where(level > 0, idx, torch.full_like(idx, n))
-    return torch.flip(torch.cummin(torch.flip(pos, (0,)), 0).values, (0,))
 
 
 class SegmentTree:

@@ -241,6 +241,7 @@ def fused_dueling_q(
     cfg = DEFAULTS[precision]
     interp = is_interpreted()
     D, H1, H2, H3, A = net.dims
+    default_tile = block_m is None
     if block_m is None:
         # The interpreter's cost is per program and per operation, not per row: few big programs.
         # On the GPU, registers hold [BLOCK_M, width] tiles: wider nets get fewer rows.
@@ -249,9 +250,10 @@ def fused_dueling_q(
     if block_m < 16 or block_m & (block_m - 1):
         raise ValueError(f"block_m = {block_m}: must be a power of two >= 16 (tl.dot's smallest M)")
     if not interp and precision != "ieee" and block_m < MIN_COMPILED_BLOCK_M:
+        why = (f"; a net wider than {MAX_COMPILED_WIDTH} units (here {max(H1, H3)}) gets fewer by default: run its "
+               "acting in torch") if default_tile else ""
         raise ValueError(f"block_m = {block_m}: the compiled {precision} kernel runs tiles of at least "
-                         f"{MIN_COMPILED_BLOCK_M} rows (64 gave wrong Q on the H200; MIN_COMPILED_BLOCK_M), "
-                         f"which a net wider than {MAX_COMPILED_WIDTH} units (here {max(H1, H3)}) cannot have")
+                         f"{MIN_COMPILED_BLOCK_M} rows (64-row tiles gave wrong Q on the H200; MIN_COMPILED_BLOCK_M){why}")
     warps = launch_warps(block_m, precision, num_warps, interp)
     bn = min(bn or cfg["bn"], H2)
     if bn < 16 or bn & (bn - 1):

@@ -72,6 +72,7 @@ import triton
 import triton.language as tl
 
 from foxhunt.kernels._triton import is_interpreted
+from foxhunt.kernels.rules.prefix import next_positive
 
 OPS = {"sum": 0, "min": 1}
 MAX_REBUILD_BLOCK = 4096
@@ -112,7 +113,7 @@ def _find_prefix_kernel(tree_p, incl_p, next_p, prefix_p, out_p, value_p, n,
         j = tl.minimum(j, last)
         # Memory safety only: j = TOP needs a NaN total, where torch's index_select raises instead.
         j = tl.minimum(j, TOP - 1)
-        j = tl.minimum(tl.load(next_p + j), TOP - 1)  # the next node with mass (the reference's next_positive)
+        j = tl.minimum(tl.load(next_p + j), TOP - 1)  # the next node with mass (rules.prefix.next_positive)
         excl = tl.load(incl_p + j) - tl.load(tree_p + TOP + j).to(tl.float64)  # (incl - level)[j]
         u = u - excl
         node = j + TOP
@@ -207,8 +208,7 @@ def find_prefix(tree: torch.Tensor, prefix: torch.Tensor, out: torch.Tensor, *, 
     if s > 0:  # the reference's expressions, so the running sum has its bits
         level = tree[1 << s: 2 << s]
         incl = torch.cumsum(level.to(torch.float64), 0)
-        idx = torch.arange(level.shape[0], device=level.device)  # next node with mass (sum_tree.next_positive)
-        nxt = torch.flip(torch.cummin(torch.flip(torch.where(level > 0, idx, torch.full_like(idx, level.shape[0])), (0,)), 0).values, (0,))
+        nxt = next_positive(level)  # the next node with mass, as the reference reads it
     else:
         incl = nxt = prefix  # unused
     if is_interpreted():  # one program: the interpreter's cost is per program and per operation
