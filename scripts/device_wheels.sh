@@ -15,6 +15,7 @@ pkgs=(
   optuna==5.0.0 alembic colorlog sqlalchemy mako greenlet
   arch==8.0.0
   stable-baselines3==2.9.2
+  pytest-xdist==3.8.0 execnet==2.1.2   # ktests: Triton's compile time spread over the GPU machine's cores
   cmaes   # optuna's CMA-ES sampler (foxhunt tune); scikit-learn, joblib, scipy: already in the GPU image
 )
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

@@ -8,7 +8,7 @@
 # | step      | what it runs                                                            | ~H200 time |
 # |-----------|-------------------------------------------------------------------------|------------|
 # | tests     | pytest -m gpu outside tests/kernels (learners, replay, env, accel)      | 2-4 min    |
-# | ktests    | every test of tests/kernels on CUDA (small shapes and the -m gpu ones)  | > 200 s    |
+# | ktests    | every test of tests/kernels on CUDA (small shapes and the -m gpu ones), ${KT_WORKERS:-8} xdist workers | ~2-4 min |
 # | sanitize  | every Triton kernel under compute-sanitizer memcheck (scripts/sanitize_kernels.py) | 2-4 min |
 # | noedge    | foxhunt train with configs/h200-fast.toml and h200-ppo.toml on a 1 M-bar no-edge file | 4 min |
 # | sc_fast   | foxhunt scorecard --size gpu, configs/h200-fast.toml (SC_SCEN: scenario subset)        | 5-7 min |
@@ -45,7 +45,8 @@ write_bars(no_edge(1_000_000).bars, '/tmp/noedge.parquet')"; }
 run_step() {
   case "$1" in
     tests) TAILN=12 step ${T_TESTS:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels ;;
-    ktests) TAILN=25 step ${T_KTESTS:-480} python3 -m pytest -q -p no:cacheprovider tests/kernels ;;
+    ktests) local n=(); python3 -c 'import xdist' 2>/dev/null && n=(-n "${KT_WORKERS:-8}" --dist loadfile)  # compile-bound: spread over cores
+            TAILN=25 step ${T_KTESTS:-480} python3 -m pytest -q -p no:cacheprovider "${n[@]}" tests/kernels ;;
     sanitize) TAILN=30 step ${T_SANITIZE:-420} python3 scripts/sanitize_kernels.py --tools memcheck --workers 8 \
                 --out bench/results/sanitizer_cuda.json ;;
     noedge) noedge_file; local rc=0 c
