@@ -44,8 +44,10 @@ def variants(args: Any) -> dict[str, list[str]]:
 
 
 def score(index: int, name: str, overrides: list[str], base: dict[str, Any], layout: Layout | None, args: Any,
-          out: Path) -> dict[str, Any]:
-    sc = draw("dev", index, args.size or "cpu", layout=layout)
+          out: Path, family: str = "dev") -> dict[str, Any]:
+    """Draw ``index`` of ``family`` walk-forward under the configuration + ``overrides``: the family row
+    (``draw_row``) with each fold's selection (γ, abstention, held-back scores) and the fold Sharpes."""
+    sc = draw(family, index, args.size or "cpu", layout=layout)
     size = size_for(SIZES[args.size or "cpu"], sc)
     size = type(size)(**{**size.__dict__, "epochs": None})  # the configuration's own epochs
     dev = [f'run.device="{args.device}"'] if args.device != "auto" else []

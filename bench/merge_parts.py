@@ -1,6 +1,6 @@
-"""Merge the part files of one benchmark run split over processes (``scripts/gpu.sh`` step devgrid):
+"""Merge the part files of one benchmark run split over processes (``scripts/gpu.sh`` step fampar):
 STEM_part0.json, STEM_part1.json, … → STEM.json, their ``rows`` concatenated (sorted by draw), every
-other key from part 0, and the part files removed.
+other key from part 0 (a family run's gates recomputed over the merged rows), and the part files removed.
 
     python -m bench.merge_parts gamma_grid_cuda_cand
 """
@@ -22,6 +22,10 @@ def merge(name: str) -> Path:
     docs = [json.loads(p.read_text()) for p in parts]
     rows = sorted((r for d in docs for r in d.get("rows", [])), key=lambda r: (r.get("index", 0), r.get("variant", "")))
     out = {**docs[0], "rows": rows, "draws": ",".join(str(d.get("draws", "")) for d in docs), "parts": len(parts)}
+    if "family_gates" in out:  # bench/bench_family.py: the gates pool every part's draws
+        from foxhunt.scorecard.family.gates import block_from_rows
+
+        out["family_gates"] = block_from_rows(rows, out["family_set"], out["size"])["gates"]
     path = write_result(name, out)
     for p in parts:
         p.unlink()

@@ -14,8 +14,9 @@
 # | sc_fast   | foxhunt scorecard --size gpu, configs/h200-fast.toml (SC_SCEN: scenario subset)        | 5-7 min |
 # | sc_ppo    | the same for configs/h200-ppo.toml                                      | 5-8 min    |
 # | family    | foxhunt scorecard --family ${FAMILY:-dev} --draws ${DRAWS:-12} for both configs        | 10+ min |
-# | devgrid   | bench/bench_gamma_grid.py, one variant (GG_CONFIG + GG_SET overrides) on development draws   | ~8 min  |
-# |           | ${GG_DRAWS:-0..11} split over ${GG_PAR:-2} processes on the one GPU; rows merge into gamma_grid_cuda_${GG_TAG}.json |  |
+# | fampar    | bench/bench_family.py: each run of FAM_RUNS ("TAG|CONFIG|k=v;k=v|PROCESSES", space-separated) on the ${FAMILY:-heldout} | ~9 min |
+# |           | draws ${FAM_DRAWS:-0..11}, split over its processes, every process side by side on the one GPU; each run's rows |  |
+# |           | merge into family_<FAMILY>_cuda_<TAG>.json with the family gates over all its draws (held-out: report only)   |  |
 # | bench     | the benchmarks BENCHMARKS.md cites (BENCH: a subset of bench_*.py names) | 10+ min   |
 #
 # Extra arguments for a step: SC_SET / FAMILY_SET ("--set k=v ..."), T_<STEP> (its timeout, seconds).
@@ -63,15 +64,20 @@ run_step() {
         T_SC=${T_FAMILY:-900} scorecard "family_${FAMILY:-dev}_${c#h200-}${SC_TAG:+_$SC_TAG}" configs/$c.toml --family ${FAMILY:-dev} \
           --draws ${DRAWS:-12} --baselines quant ${FAMILY_SET:-} || rc=$?
       done; return $rc ;;
-    devgrid) local rc=0 i p=${GG_PAR:-2} pid; local -a parts=() pids=(); local all=${GG_DRAWS:-0,1,2,3,4,5,6,7,8,9,10,11}
-      for ((i = 0; i < p; i++)); do parts[i]=$(echo "$all" | tr ',' '\n' | awk -v p="$p" -v i="$i" '(NR - 1) % p == i' | paste -sd,); done
-      for ((i = 0; i < p; i++)); do
-        timeout ${T_DEVGRID:-540} python3 -m bench.bench_gamma_grid --config ${GG_CONFIG:-configs/h200-fast.toml} --device cuda \
-          --size gpu --draws "${parts[i]}" --variant "${GG_TAG:-cand}=${GG_SET:-train.ensemble=1}" \
-          --name "gamma_grid_cuda_${GG_TAG:-cand}_part$i" > "$OUT/devgrid_${GG_TAG:-cand}_$i.log" 2>&1 & pids+=($!)
+    fampar) local rc=0 spec tag cfg set par i pid kv x; local -a pids=() tags=() sets=(); local all=${FAM_DRAWS:-0,1,2,3,4,5,6,7,8,9,10,11}
+      local fam=${FAMILY:-heldout} dv=${FAM_DEVICE:-cuda}; dv=${dv%%:*}; echo "=== fampar: family $fam, draws $all, runs: ${FAM_RUNS:?FAM_RUNS is empty}"
+      for spec in $FAM_RUNS; do IFS='|' read -r tag cfg set par <<< "$spec"; tags+=("$tag"); sets=()
+        IFS=';' read -ra kv <<< "$set"; for x in "${kv[@]}"; do [ -n "$x" ] && sets+=(--set "$x"); done
+        for ((i = 0; i < par; i++)); do
+          local part; part=$(echo "$all" | tr ',' '\n' | awk -v p="$par" -v i="$i" '(NR - 1) % p == i' | paste -sd,)
+          [ -z "$part" ] && continue
+          OMP_NUM_THREADS=2 timeout ${T_FAMPAR:-540} python3 -m bench.bench_family --family "$fam" --config "$cfg" --device "${FAM_DEVICE:-cuda}" \
+            --size "${FAM_SIZE:-gpu}" --draws "$part" --tag "$tag" "${sets[@]}" ${FAM_ARGS:-} --name "family_${fam}_${dv}_${tag}_part$i" \
+            > "$OUT/fampar_${tag}_$i.log" 2>&1 & pids+=($!)
+        done
       done; for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
-      python3 -m bench.merge_parts "gamma_grid_cuda_${GG_TAG:-cand}" || rc=$?
-      tail -n 14 "$OUT"/devgrid_${GG_TAG:-cand}_*.log; return $rc ;;
+      for tag in "${tags[@]}"; do python3 -m bench.merge_parts "family_${fam}_${dv}_${tag}" || rc=$?; tail -n 5 "$OUT"/fampar_${tag}_*.log; done
+      return $rc ;;
     bench) local rc=0 b; for b in ${BENCH:-bench_env bench_env_fused bench_dqn bench_ppo bench_replay bench_backtest bench_train}; do
         step ${T_BENCH:-600} python3 -m bench.$b || rc=$?; done; return $rc ;;
     *) echo "=== unknown step: $1 (see the table at the top of scripts/gpu.sh)"; return 2 ;;

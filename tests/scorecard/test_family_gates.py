@@ -8,7 +8,7 @@ import math
 import pytest
 from rich.console import Console
 
-from foxhunt.scorecard.family.gates import CAPTURE_CLIP, family_block, gate_lines, rich_family_table
+from foxhunt.scorecard.family.gates import CAPTURE_CLIP, block_from_rows, draw_row, family_block, gate_lines, rich_family_table
 from foxhunt.scorecard.report import rich_table, scorecard_dict, write_html, write_json
 from foxhunt.scorecard.run import MAX_NO_EDGE_TURNOVER, judge
 from tests.scorecard.test_gates import _policy, _result
@@ -73,6 +73,17 @@ def test_family_gates_pool_the_edge_draws_captures_clipped_and_judge_every_draw(
     assert lines[0].startswith("PASS  capture vs quant") and lines[1].startswith("GOAL not met  capture vs oracle")
     assert not family_block(results[1:2], "heldout", "tiny")["gates"][0]["passed"]  # None: no edge draw to judge
     assert family_block(results[1:2], "heldout", "tiny")["rule"] == "HELD_OUT scores are reported, never optimised"
+
+
+def test_gates_from_rows_scored_in_separate_parts_equal_the_gates_of_one_run():
+    results = [_draw("dev00_drift", "edge", agent=1.5, quant=2.0, oracle=3.0, index=0),
+               _draw("dev01_no_edge", "no_edge", agent=-0.1, quant=0.2, turnover=2 * MAX_NO_EDGE_TURNOVER, index=1),
+               _draw("dev02_mean_revert", "edge", agent=-5.0, quant=0.5, oracle=1.0, index=2)]
+    whole = family_block(results, "heldout", "gpu")
+    parts = [json.loads(json.dumps(draw_row(r))) for r in (results[2], results[0], results[1])]  # through JSON, any order
+    pooled = block_from_rows(sorted(parts, key=lambda r: r["index"]), "heldout", "gpu")
+    assert pooled == json.loads(json.dumps(whole))
+    assert [g["passed"] for g in pooled["gates"]] == [False, None, False, False]
 
 
 def test_the_family_block_reaches_the_json_the_console_and_the_html(tmp_path):

@@ -72,7 +72,7 @@ def draw_row(r: ScenarioResult) -> dict[str, Any]:
         "buy_and_hold_sharpe": _sharpe(r.references.get("buy_and_hold")), "agent_sharpe": _sharpe(r.agent),
         "capture_vs_quant": r.capture_vs_quant(), "capture_vs_oracle": capture_vs_oracle(r),
         "trades_per_1000": a["trades_per_1000"], "turnover": a["turnover"], "walk_forward_s": r.train_s,
-        "sharpe_standard_error": r.standard_error(), "gate": r.gate.get("passed"),
+        "sharpe_standard_error": r.standard_error(), "sharpe_tolerance": r.tolerance(), "gate": r.gate.get("passed"),
     }
 
 
@@ -82,35 +82,47 @@ def _mean_capture(values: Sequence[float]) -> float | None:
 
 def family_block(results: Sequence[ScenarioResult], family: str, size: str) -> dict[str, Any]:
     """scorecard.json's "family": the set, its rows and its gates (see the module docstring)."""
-    rows = [draw_row(r) for r in results]
-    edge = [r for r in results if r.params.get("kind") == "edge"]
-    no_edge = [r for r in results if r.params.get("kind") == "no_edge"]
+    return block_from_rows([draw_row(r) for r in results], family, size)
+
+
+def block_from_rows(rows: Sequence[dict[str, Any]], family: str, size: str) -> dict[str, Any]:
+    """The family block from ``draw_row`` rows alone (so rows scored in separate processes can be
+    pooled: ``bench/bench_family.py`` parts, merged by ``bench/merge_parts.py``)."""
+    gates = family_gates(rows)
+    judged = [g["passed"] for g in gates if g["passed"] is not None]
+    return {"set": family, "size": size, "draws": len(rows), "edge_draws": sum(r["kind"] == "edge" for r in rows),
+            "no_edge_draws": sum(r["kind"] == "no_edge" for r in rows),
+            "rule": "HELD_OUT scores are reported, never optimised" if family == "heldout" else "development draws (tuning allowed)",
+            "rows": list(rows), "gates": gates, "passed": bool(all(judged)) if judged else None}
+
+
+def family_gates(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The four gates (see the module docstring) over ``draw_row`` rows."""
+    edge = [r for r in rows if r["kind"] == "edge"]
+    no_edge = [r for r in rows if r["kind"] == "no_edge"]
     gates = []
-    vq = [c for c in (r.capture_vs_quant() for r in edge) if c is not None]
+    vq = [r["capture_vs_quant"] for r in edge if r["capture_vs_quant"] is not None]
     mq = _mean_capture(vq)
     gates.append({"name": "capture vs quant", "passed": None if mq is None else bool(mq >= CAPTURE_VS_QUANT_GATE), "value": mq,
                   "draws": len(vq),
                   "rule": f"edge draws: mean capture vs the quant rule {pct(mq)} >= {CAPTURE_VS_QUANT_GATE:.0%} "
                           f"(goal {CAPTURE_VS_QUANT_GOAL:.0%}: {'met' if mq is not None and mq >= CAPTURE_VS_QUANT_GOAL else 'not met'}; "
                           f"{len(vq)} of {len(edge)} edge draws with a quant Sharpe > 0; each ratio clipped to {list(CAPTURE_CLIP)})"})
-    vo = [c for c in (capture_vs_oracle(r) for r in edge) if c is not None]
+    vo = [r["capture_vs_oracle"] for r in edge if r["capture_vs_oracle"] is not None]
     mo = _mean_capture(vo)
     gates.append({"name": "capture vs oracle", "passed": None, "goal": True, "met": None if mo is None else bool(mo >= CAPTURE_VS_ORACLE_GOAL),
                   "value": mo, "draws": len(vo),
                   "rule": f"edge draws: mean capture vs the oracle {pct(mo)} >= {CAPTURE_VS_ORACLE_GOAL:.0%} ({len(vo)} of {len(edge)} edge draws)"})
-    below = [r.name for r in results if (_sharpe(r.agent) or 0.0) < -2.0 * r.standard_error()]
-    gates.append({"name": "not below flat", "passed": bool(not below) if results else None, "value": len(below), "draws": len(results),
-                  "rule": f"every draw: agent Sharpe >= flat 0 - 2 SE: {len(results) - len(below)} of {len(results)}"
+    below = [r["scenario"] for r in rows if (r["agent_sharpe"] or 0.0) < -2.0 * r["sharpe_standard_error"]]
+    gates.append({"name": "not below flat", "passed": bool(not below) if rows else None, "value": len(below), "draws": len(rows),
+                  "rule": f"every draw: agent Sharpe >= flat 0 - 2 SE: {len(rows) - len(below)} of {len(rows)}"
                           + (f" (below: {', '.join(below)})" if below else "")})
-    bad = [r.name for r in no_edge
-           if (_sharpe(r.agent) or 0.0) < -r.tolerance() or r.agent.summary()["turnover"] > MAX_NO_EDGE_TURNOVER]
+    bad = [r["scenario"] for r in no_edge
+           if (r["agent_sharpe"] or 0.0) < -r["sharpe_tolerance"] or r["turnover"] > MAX_NO_EDGE_TURNOVER]
     gates.append({"name": "no-edge flat", "passed": bool(not bad) if no_edge else None, "value": len(bad), "draws": len(no_edge),
                   "rule": f"no-edge draws: Sharpe >= -tol and turnover <= {MAX_NO_EDGE_TURNOVER}: {len(no_edge) - len(bad)} of {len(no_edge)}"
                           + (f" (failed: {', '.join(bad)})" if bad else "")})
-    judged = [g["passed"] for g in gates if g["passed"] is not None]
-    return {"set": family, "size": size, "draws": len(results), "edge_draws": len(edge), "no_edge_draws": len(no_edge),
-            "rule": "HELD_OUT scores are reported, never optimised" if family == "heldout" else "development draws (tuning allowed)",
-            "rows": rows, "gates": gates, "passed": bool(all(judged)) if judged else None}
+    return gates
 
 
 def gate_lines(block: dict[str, Any]) -> list[str]:
