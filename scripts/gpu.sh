@@ -10,6 +10,7 @@
 # | tests     | pytest -m gpu outside tests/kernels (learners, replay, env, accel)      | 2-4 min    |
 # | ktests    | every test of tests/kernels on CUDA (small shapes and the -m gpu ones), ${KT_WORKERS:-8} xdist workers | ~2-4 min |
 # | sanitize  | every Triton kernel under compute-sanitizer memcheck (scripts/sanitize_kernels.py) | 2-4 min |
+# | acting    | the acting kernel's Q over a grid of net shapes and launches (scripts/acting_shape_sweep.py) | ~1 min |
 # | noedge    | foxhunt train with configs/h200-fast.toml and h200-ppo.toml on a 1 M-bar no-edge file | 4 min |
 # | sc_fast   | foxhunt scorecard --size gpu, configs/h200-fast.toml (SC_SCEN: scenario subset)        | 5-7 min |
 # | sc_ppo    | the same for configs/h200-ppo.toml                                      | 5-8 min    |
@@ -50,6 +51,7 @@ run_step() {
             TAILN=25 step ${T_KTESTS:-480} python3 -m pytest -q -p no:cacheprovider "${n[@]}" tests/kernels ;;
     sanitize) TAILN=30 step ${T_SANITIZE:-420} python3 scripts/sanitize_kernels.py --tools memcheck --workers 8 \
                 --out bench/results/sanitizer_cuda.json ;;
+    acting) TAILN=140 step ${T_ACTING:-150} python3 scripts/acting_shape_sweep.py --workers 12 --out bench/results/acting_shapes_cuda.json ;;
     noedge) noedge_file; local rc=0 c
       for c in h200-fast h200-ppo; do rm -rf /tmp/runs_$c
         TAILN=14 step ${T_NOEDGE:-300} python3 -m foxhunt.cli train --config configs/$c.toml --data /tmp/noedge.parquet \
