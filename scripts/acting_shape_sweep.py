@@ -34,7 +34,8 @@ SHAPES = {  # name: (obs_dim, n_actions, hidden, head_hidden, min_head)
     "h64_32": (54, 5, (64, 32), 32, 64),
     "default_256": (54, 45, (256, 256), 128, 64),
 }
-LAUNCHES = [None] + [dict(stages=s, bn=b, num_warps=w) for s, b, w in itertools.product((1, 3), (16, 32), (4, 8))]
+LAUNCHES = [None, dict(min_width=64), dict(min_width=64, bn=64)] + [
+    dict(stages=s, bn=b, num_warps=w) for s, b, w in itertools.product((1, 3), (16, 32), (4, 8))]
 
 
 def one(job: tuple[str, str, dict | None]) -> dict:
@@ -46,14 +47,18 @@ def one(job: tuple[str, str, dict | None]) -> dict:
 
     name, precision, launch = job
     obs_dim, n_act, hidden, head, min_head = SHAPES[name]
+    launch = dict(launch or {})
+    min_width = launch.pop("min_width", 16)  # a packing choice, not a launch parameter
+    if min_width != 16:
+        min_head = max(min_head, min_width)
     dev = torch.device("cpu" if dmf.is_interpreted() else "cuda")
     net = varied_net(obs_dim, n_act, hidden, head, seed=11)
     n = 256 if dmf.is_interpreted() else 4096
     obs = torch.randn(n, obs_dim, generator=torch.Generator().manual_seed(11)).to(dev)
-    row = {"shape": name, "dims": list(pk.pack_net(net, precision, min_head).dims), "precision": precision, "launch": launch or "default"}
+    packed = pk.pack_net(net, precision, min_head, min_width)
+    row = {"shape": name, "dims": list(packed.dims), "precision": precision, "min_width": min_width, "launch": launch or "default"}
     try:
-        out = dmf.fused_dueling_q(pk.pack_net(net, precision, min_head), obs, precision=precision, argmax=True,
-                                  **({} if launch is None else launch))
+        out = dmf.fused_dueling_q(packed, obs, precision=precision, argmax=True, **launch)
         with torch.no_grad():
             ref = bf16_q(net, obs) if precision == "bf16" else net(obs)
         torch.cuda.synchronize() if dev.type == "cuda" else None
@@ -71,13 +76,17 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=8)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    jobs = [(s, p, l) for s in SHAPES for p in ("bf16", "tf32") for l in (LAUNCHES if p == "bf16" else LAUNCHES[:1])]
+    probe = ("test_case1", "h200_fast")  # every launch variant only for these (the failing test and the shipped net)
+    jobs = [(s, p, l) for s in SHAPES for p in ("bf16", "tf32")
+            for l in (LAUNCHES if p == "bf16" and s in probe else LAUNCHES[:3] if p == "bf16" else LAUNCHES[:2])]
     import multiprocessing as mp
 
-    with ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn")) as ex:
+    # one process per job: a launch that faults (illegal address) poisons its CUDA context, not the next job's
+    with ProcessPoolExecutor(args.workers, mp_context=mp.get_context("spawn"), max_tasks_per_child=1) as ex:
         rows = list(ex.map(one, jobs))
     for r in rows:
-        l = r["launch"] if isinstance(r["launch"], str) else "s{stages} bn{bn} w{num_warps}".format(**r["launch"])
+        l = r["launch"] if isinstance(r["launch"], str) else " ".join(f"{k}{v}" for k, v in r["launch"].items())
+        l = (f"w{r['min_width']} " if r["min_width"] != 16 else "") + l
         print(f"{r['shape']:<14} {str(r['dims']):<24} {r['precision']:<5} {l:<14} "
               + (f"rel {r['rel_err']:.2e} argmax {r['argmax_agree']:.3f} {'ok' if r['ok'] else 'WRONG'}" if r["ok"] is not None
                  else r["error"]))

@@ -47,13 +47,15 @@ def pow2_at_least(n: int, floor: int = 16) -> int:
 
 def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tuple[torch.Tensor, torch.Tensor]],
                  advantage: list[tuple[torch.Tensor, torch.Tensor]], slope: float,
-                 dtype: torch.dtype = torch.float32, min_head: int = 16) -> DuelingWeights:
+                 dtype: torch.dtype = torch.float32, min_head: int = 16, min_width: int = 16) -> DuelingWeights:
     """Pack (weight [out, in], bias [out]) pairs of nn.Linear layers: two trunk layers, the value
     head (hidden, 1 output) and the advantage head (hidden, n_actions outputs). min_head: the
     smallest padded output block A (a power of two >= 16; the acting kernel asks for more, see
-    ``foxhunt.kernels.acting.kernel.MIN_HEAD``)."""
-    if min_head < 16 or min_head & (min_head - 1):
-        raise ValueError(f"pack_dueling: min_head = {min_head} must be a power of two >= 16")
+    ``foxhunt.kernels.acting.kernel.MIN_HEAD``); min_width: the smallest padded input and hidden
+    block D, H1, H2, H3 (the same rule; ``foxhunt.kernels.acting.kernel.MIN_WIDTH``)."""
+    for name, v in (("min_head", min_head), ("min_width", min_width)):
+        if v < 16 or v & (v - 1):
+            raise ValueError(f"pack_dueling: {name} = {v} must be a power of two >= 16")
     if len(trunk) != 2 or len(value) != 2 or len(advantage) != 2:
         raise ValueError("pack_dueling: expected 2 trunk layers and 2 layers per head")
     (t1w, t1b), (t2w, t2b) = trunk
@@ -63,7 +65,8 @@ def pack_dueling(trunk: list[tuple[torch.Tensor, torch.Tensor]], value: list[tup
     if (t2w.shape[1] != h1 or v1w.shape[1] != h2 or a1w.shape != (hh, h2) or v2w.shape != (1, hh)
             or a2w.shape[1] != hh):
         raise ValueError("pack_dueling: layer shapes do not chain")
-    D, H1, H2, H3, A = pow2_at_least(obs_dim), pow2_at_least(h1), pow2_at_least(h2), pow2_at_least(2 * hh), pow2_at_least(n_act + 1, min_head)
+    D, H1, H2, H3 = (pow2_at_least(n, min_width) for n in (obs_dim, h1, h2, 2 * hh))
+    A = pow2_at_least(n_act + 1, min_head)
     dev = t1w.device
     f32 = dict(dtype=torch.float32, device=dev)
     w1 = torch.zeros(D, H1, **f32)
@@ -95,10 +98,10 @@ def dueling_pairs(net: torch.nn.Module) -> tuple[list, list, list, float]:
     return lin(net.trunk), lin(net.value), lin(net.advantage), float(slope)
 
 
-def pack_net(net: torch.nn.Module, precision: str, min_head: int = 16) -> DuelingWeights:
+def pack_net(net: torch.nn.Module, precision: str, min_head: int = 16, min_width: int = 16) -> DuelingWeights:
     """``pack_dueling`` of a DuelingQNet-shaped module in the weight dtype of ``precision``."""
     trunk, value, adv, slope = dueling_pairs(net)
-    return pack_dueling(trunk, value, adv, slope, torch.bfloat16 if precision == "bf16" else torch.float32, min_head)
+    return pack_dueling(trunk, value, adv, slope, torch.bfloat16 if precision == "bf16" else torch.float32, min_head, min_width)
 
 
 @torch.no_grad()
