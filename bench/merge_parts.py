@@ -21,7 +21,10 @@ def merge(name: str) -> Path:
         raise SystemExit(f"no part files {RESULTS}/{name}_part*.json")
     docs = [json.loads(p.read_text()) for p in parts]
     rows = sorted((r for d in docs for r in d.get("rows", [])), key=lambda r: (r.get("index", 0), r.get("variant", "")))
-    out = {**docs[0], "rows": rows, "draws": ",".join(str(d.get("draws", "")) for d in docs), "parts": len(parts)}
+    # the draws the rows hold (a part stopped by its time limit lists draws it never scored)
+    draws = list(dict.fromkeys(r["index"] for r in rows)) if all("index" in r for r in rows) else [d.get("draws", "") for d in docs]
+    out = {**docs[0], "rows": rows, "draws": ",".join(map(str, draws)), "parts": len(parts),
+           "revisions": sorted({str((d.get("machine") or {}).get("git_revision")) for d in docs})}
     if "family_gates" in out:  # bench/bench_family.py: the gates pool every part's draws
         from foxhunt.scorecard.family.gates import block_from_rows
 
