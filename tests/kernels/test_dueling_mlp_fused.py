@@ -67,6 +67,15 @@ def bf16_q(net: DuelingQNet, obs: torch.Tensor) -> torch.Tensor:
         return v + a - a.mean(dim=-1, keepdim=True)
 
 
+def acting_pack(net: DuelingQNet, precision: str) -> pk.DuelingWeights:
+    """The pack the kernel runs here: compiled, every block padded to MIN_WIDTH and the head to
+    MIN_HEAD (what the collector packs; narrower blocks are refused there); in the interpreter the
+    narrow pack, so that CI covers odd block widths of the kernel's code."""
+    if dmf.is_interpreted():
+        return pk.pack_net(net, precision)
+    return pk.pack_net(net, precision, dmf.MIN_HEAD, dmf.MIN_WIDTH)
+
+
 def _check_max_argmax(out: dmf.FusedQ) -> None:
     assert torch.equal(out.argmax, out.q.argmax(dim=1))
     assert torch.equal(out.q_max, out.q.amax(dim=1))
@@ -105,7 +114,7 @@ def test_obs_with_a_row_stride_and_preallocated_outputs_are_written_in_place():
     q = torch.full((37, 5), float("nan"), device=DEV)
     arg = torch.full((37,), -1, dtype=torch.int64, device=DEV)
     block_m = 16 if dmf.is_interpreted() else None  # compiled tensor-core tiles keep >= 128 rows (MIN_COMPILED_BLOCK_M)
-    out = dmf.fused_dueling_q(pk.pack_net(net, "tf32"), obs, precision="tf32", q=q, argmax=arg, block_m=block_m)
+    out = dmf.fused_dueling_q(acting_pack(net, "tf32"), obs, precision="tf32", q=q, argmax=arg, block_m=block_m)
     assert out.q is q and out.argmax is arg and out.q_max is None
     tol = 1e-5 if dmf.is_interpreted() else 1e-2  # compiled tf32: 10-bit mantissa inputs
     with torch.no_grad():
@@ -119,7 +128,7 @@ def test_bf16_kernel_equals_a_torch_emulation_with_bf16_weights_and_layer_inputs
     net = varied_net(obs_dim, n_actions, hidden, head, seed=11)
     obs = torch.randn(200, obs_dim, generator=torch.Generator().manual_seed(11)).to(DEV)
     block_m = 64 if dmf.is_interpreted() else None  # compiled: the 128-row tile (64 gave wrong Q on the H200)
-    out = dmf.fused_dueling_q(pk.pack_net(net, "bf16"), obs, precision="bf16", q_max=True, argmax=True, block_m=block_m)
+    out = dmf.fused_dueling_q(acting_pack(net, "bf16"), obs, precision="bf16", q_max=True, argmax=True, block_m=block_m)
     ref = bf16_q(net, obs)
     scale = float(ref.abs().max())
     # Interpreted, the same roundings in another summation order; compiled, a tensor-core sum may
@@ -155,6 +164,39 @@ def test_compiled_tensor_core_launches_of_fewer_than_128_rows_are_refused(monkey
     monkeypatch.setattr(dmf, "is_interpreted", lambda: False)
     with pytest.raises(ValueError, match=f"block_m = {block_m}: the compiled {precision} kernel runs tiles of at least 128 rows"):
         dmf.fused_dueling_q(pk.pack_net(net, precision), obs, precision=precision, block_m=block_m)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "tf32"])
+def test_compiled_launches_of_a_pack_with_a_block_under_64_or_a_one_stage_loop_are_refused(monkeypatch, precision):
+    # On the H200 the 32-wide layer-2 block of this net gave wrong bf16 Q at the default launch, and the
+    # shipped [64, 64] net did with a 1-stage chunk loop (bench/results/acting_shapes_cuda.json); the
+    # compiled paths refuse both before launching (the compiled branch, taken here without a GPU).
+    net = varied_net(54, 45, (48, 32), 16, seed=3)
+    obs = torch.randn(8, 54, generator=torch.Generator().manual_seed(3)).to(DEV)
+    monkeypatch.setattr(dmf, "is_interpreted", lambda: False)
+    narrow = pk.pack_net(net, precision)
+    assert narrow.dims == (64, 64, 32, 32, 64)
+    with pytest.raises(ValueError, match=r"^the compiled %s kernel needs every block at least 64 wide and the head 64 "
+                                         r"\(this pack: D, H1, H2, H3, A = 64, 64, 32, 32, 64; " % precision):
+        dmf.fused_dueling_q(narrow, obs, precision=precision)
+    wide = pk.pack_net(net, precision, dmf.MIN_HEAD, dmf.MIN_WIDTH)
+    assert wide.dims == (64, 64, 64, 64, 64)
+    with pytest.raises(ValueError, match=f"^stages = 1: the compiled {precision} kernel pipelines its chunk loop over at least 2"):
+        dmf.fused_dueling_q(wide, obs, precision=precision, stages=1)
+    five = pk.pack_net(varied_net(54, 5, (64, 64), 32), precision)  # the 5-action head alone: A = 16
+    with pytest.raises(ValueError, match=r"A = 64, 64, 64, 64, 16;"):
+        dmf.fused_dueling_q(five, obs, precision=precision)
+
+
+def test_the_padded_pack_computes_the_narrow_packs_q_in_the_interpreter():
+    # Padding adds zero rows / columns only: the same Q (the interpreter runs any pack).
+    net = varied_net(54, 45, (48, 32), 16, seed=5)
+    obs = torch.randn(40, 54, generator=torch.Generator().manual_seed(5)).to(DEV)
+    if not dmf.is_interpreted():
+        pytest.skip("the interpreter runs the narrow pack; compiled, it is refused")
+    narrow = dmf.fused_dueling_q(pk.pack_net(net, "ieee"), obs, precision="ieee").q
+    wide = dmf.fused_dueling_q(pk.pack_net(net, "ieee", dmf.MIN_HEAD, dmf.MIN_WIDTH), obs, precision="ieee").q
+    torch.testing.assert_close(wide, narrow, rtol=1e-6, atol=1e-6 * float(narrow.abs().max()))
 
 
 def test_nets_wider_than_the_compiled_tile_allows_are_refused_by_default(monkeypatch):
@@ -302,7 +344,7 @@ def test_gpu_default_net_at_64k_rows_agrees_with_torch(precision):
         emu = bf16_q(net, obs) if precision == "bf16" else None
     finally:
         torch.backends.cuda.matmul.allow_tf32 = tf32
-    out = dmf.fused_dueling_q(pk.pack_net(net, precision), obs, precision=precision, q_max=True, argmax=True)
+    out = dmf.fused_dueling_q(acting_pack(net, precision), obs, precision=precision, q_max=True, argmax=True)
     torch.cuda.synchronize()
     _check_max_argmax(out)
     scale = float(ref.abs().max())
@@ -355,7 +397,7 @@ def test_gpu_captured_round_with_fused_acting_replays_like_eager(precision):
         tr._round()  # one more (replayed) round after the last train steps: its refresh packs the final weights
         torch.cuda.synchronize()
         c = tr.collector
-        fresh = pk.pack_net(tr.learner.online, precision)
+        fresh = pk.pack_net(tr.learner.online, precision, dmf.MIN_HEAD, dmf.MIN_WIDTH)  # the collector's padding
         for name in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4"):
             assert torch.equal(getattr(c._fused.online, name), getattr(fresh, name)), (graphs, name)
         res.append((tr.learner.flat.data.clone(), tr.replay.storage.reward.clone(),

@@ -101,7 +101,7 @@ def test_after_the_selector_loads_an_earlier_epoch_the_next_round_acts_with_its_
     sel.begin_fold(0, 10)
     tr.train_epoch()
     sel.observe(1)
-    epoch1 = pack_net(tr.learner.online, tr.collector._fused.precision)
+    epoch1 = pack_net(tr.learner.online, tr.collector._fused.precision, dmf.MIN_HEAD, dmf.MIN_WIDTH)  # the collector's padding
     ptrs = {k: getattr(tr.collector._fused.online, k).data_ptr() for k in PACKED}
     tr.train_epoch()
     sel.observe(2)

@@ -29,7 +29,7 @@ from foxhunt.kernels.acting import kernel as dmf  # noqa: E402
 from foxhunt.kernels.rules.dueling import dueling_argmax, row_max  # noqa: E402
 from foxhunt.kernels.rules import packing as pk  # noqa: E402
 from tests.agents.dqn_helpers import small_market, small_trainer  # noqa: E402
-from tests.kernels.test_dueling_mlp_fused import DEV, varied_net  # noqa: E402
+from tests.kernels.test_dueling_mlp_fused import DEV, acting_pack, varied_net  # noqa: E402
 
 NAN = float("nan")
 
@@ -54,7 +54,7 @@ def test_a_nan_q_row_gets_torchs_greedy_action_and_a_nan_max(reduction_order, pr
     obs[3, 7] = NAN  # one NaN feature: the whole Q row is NaN
     obs[5] = NAN
     obs[9, 54] = float("inf")  # an infinite input: inf − inf inside the net, NaN again
-    out = dmf.fused_dueling_q(pk.pack_net(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
+    out = dmf.fused_dueling_q(acting_pack(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
     nan_rows = out.q.isnan().any(1)
     assert nan_rows[[3, 5, 9]].all() and int(nan_rows.sum()) == 3
     assert int(out.argmax.max()) < 5  # never a padding column
@@ -122,7 +122,7 @@ def test_gpu_default_net_nan_rows_get_in_range_greedy_actions(precision):
     net = DuelingQNet(55, 5, (256, 256), 128).cuda()
     obs = torch.randn(4096, 55, device="cuda")
     obs[::97, 11] = NAN
-    out = dmf.fused_dueling_q(pk.pack_net(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
+    out = dmf.fused_dueling_q(acting_pack(net, precision), obs, precision=precision, q=True, q_max=True, argmax=True)
     nan_rows = out.q.isnan().any(1)
     assert int(nan_rows.sum()) == len(range(0, 4096, 97))
     assert int(out.argmax.max()) < 5 and torch.equal(out.argmax, out.q.argmax(dim=1))

@@ -51,8 +51,9 @@ class FusedActing:
         self.k = k
         self.learner = learner
         self.precision = PRECISION[precision]
-        self.online = pack_net(learner.online, self.precision, k.MIN_HEAD)  # the head block the kernel is safe with
-        self.target = pack_net(learner.target, self.precision, k.MIN_HEAD)
+        # the head and hidden blocks the compiled kernel is right with (kernels.acting.kernel.MIN_WIDTH)
+        self.online = pack_net(learner.online, self.precision, k.MIN_HEAD, k.MIN_WIDTH)
+        self.target = pack_net(learner.target, self.precision, k.MIN_HEAD, k.MIN_WIDTH)
         dev = learner.device
         self.q = torch.zeros((n, n_actions), dtype=torch.float32, device=dev)
         self.greedy = torch.zeros(n, dtype=torch.int64, device=dev)

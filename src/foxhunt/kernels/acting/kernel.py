@@ -84,6 +84,15 @@ MIN_HEAD = 64
 the 5-action nets pack to A = 16 by default (a 16-wide last ``tl.dot``), which on the H200 (Triton
 3.6) gave wrong bf16 Q and an illegal memory access; 45-action nets (A = 64) were right (docs/DESIGN.md,
 "Fused acting")."""
+MIN_WIDTH = 64
+"""The smallest padded input and hidden block (D, H1, H2, H3) of a net on the compiled tensor-core
+paths (``pack_net(..., min_width=MIN_WIDTH)``). On the H200 (Triton 3.6) a 32-wide layer-2 block gave
+wrong bf16 Q at the default launch (its chunk loop then runs once and is not pipelined), and any
+64-wide one did with a 1-stage loop; every net padded to 64 was right at the default launch
+(bench/results/acting_shapes_cuda.json, scripts/acting_shape_sweep.py; docs/DESIGN.md, "Fused acting")."""
+MIN_COMPILED_STAGES = 2
+"""Fewest software-pipeline stages of the layer-2 chunk loop on the compiled paths: 1 stage gave
+wrong bf16 Q for the shipped [64, 64] net on the H200 (the same sweep)."""
 DEFAULTS: dict[str, dict[str, int]] = {
     "bf16": dict(block_m=128, num_warps=8, bn=32, stages=3),
     "tf32": dict(block_m=128, num_warps=8, bn=32, stages=2),
@@ -258,6 +267,15 @@ def fused_dueling_q(
     bn = min(bn or cfg["bn"], H2)
     if bn < 16 or bn & (bn - 1):
         raise ValueError(f"bn = {bn}: must be a power of two >= 16")
+    stages = stages or cfg["stages"]
+    if not interp and precision != "ieee":
+        if min(D, H1, H2, H3) < MIN_WIDTH or A < MIN_HEAD:
+            raise ValueError(f"the compiled {precision} kernel needs every block at least {MIN_WIDTH} wide and the head "
+                             f"{MIN_HEAD} (this pack: D, H1, H2, H3, A = {D}, {H1}, {H2}, {H3}, {A}; narrower blocks gave "
+                             f"wrong Q on the H200): pack with pack_net(..., min_head=MIN_HEAD, min_width=MIN_WIDTH)")
+        if stages < MIN_COMPILED_STAGES:
+            raise ValueError(f"stages = {stages}: the compiled {precision} kernel pipelines its chunk loop over at least "
+                             f"{MIN_COMPILED_STAGES} stages (1 gave wrong Q on the H200; MIN_COMPILED_STAGES)")
     if n == 0:
         return FusedQ(*outs)
     dummy = obs  # never written: the STORE_* flags are off for missing outputs
@@ -267,7 +285,7 @@ def fused_dueling_q(
         outs[0] if outs[0] is not None else dummy, outs[1] if outs[1] is not None else dummy,
         outs[2] if outs[2] is not None else dummy,
         N_ACTIONS=net.n_actions, D=D, H1=H1, H2=H2, H3=H3, A=A, BLOCK_M=block_m, BN=bn,
-        STAGES=stages or cfg["stages"], PREC="ieee" if precision == "bf16" else precision,
+        STAGES=stages, PREC="ieee" if precision == "bf16" else precision,
         F32_DOT=want == torch.float32 or interp, ROUND=want == torch.bfloat16,
         STORE_Q=outs[0] is not None, STORE_MAX=outs[1] is not None, STORE_ARG=outs[2] is not None,
         num_warps=warps,
@@ -275,5 +293,5 @@ def fused_dueling_q(
     return FusedQ(*outs)
 
 
-__all__ = ["DEFAULTS", "MAX_COMPILED_WIDTH", "MIN_COMPILED_BLOCK_M", "MIN_HEAD", "PRECISIONS", "FusedQ", "fused_dueling_q",
+__all__ = ["DEFAULTS", "MAX_COMPILED_WIDTH", "MIN_COMPILED_BLOCK_M", "MIN_COMPILED_STAGES", "MIN_HEAD", "MIN_WIDTH", "PRECISIONS", "FusedQ", "fused_dueling_q",
            "is_interpreted", "launch_warps"]
