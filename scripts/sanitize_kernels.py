@@ -121,7 +121,10 @@ def main() -> int:
         rows = list(pool.map(lambda j: run_one(sanitizer, j[0], j[1], a.timeout), jobs))
     version = subprocess.run([sanitizer, "--version"], capture_output=True, text=True).stdout.strip().splitlines()
     if a.out is not None:
-        a.out.write_text(json.dumps({"sanitizer": version[-1] if version else sanitizer, "runs": rows}, indent=1) + "\n")
+        from foxhunt.provenance import git_revision
+
+        a.out.write_text(json.dumps({"sanitizer": version[-1] if version else sanitizer, "git_revision": git_revision(ROOT),
+                                     "runs": rows}, indent=1) + "\n")
     bad = False
     print(f"{'kernel (label)':24s} {'tool':10s} {'errors':>6s} {'s':>6s}  tests / first report")
     for r in rows:
