@@ -59,7 +59,7 @@ def score(index: int, name: str, overrides: list[str], base: dict[str, Any], lay
     row.update(variant=name, overrides=overrides, gamma=[s.get("gamma") for s in sel],
                flat=[bool((s.get("abstain") or {}).get("flat")) for s in sel],
                gamma_groups=[s.get("gamma_groups") for s in sel],
-               member_inner_sharpes=[[m.get("inner_sharpe") for m in s.get("members", [])] for s in sel],
+               member_inner_sharpes=[[m.get("inner_sharpe") for m in s.get("members", [])] or [s.get("inner_sharpe")] for s in sel],
                abstain_bar=[(s.get("abstain") or {}).get("bar") for s in sel],
                abstain_se=[(s.get("abstain") or {}).get("standard_error") for s in sel],
                quant_fold_sharpes=[f.sharpe for f in r.baselines["quant"].folds] if "quant" in r.baselines else None,

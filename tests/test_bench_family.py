@@ -24,3 +24,20 @@ def test_two_parts_of_a_heldout_run_merge_into_one_file_with_the_gates_of_all_it
     assert merged["family_gates"] == json.loads(json.dumps(block_from_rows(merged["rows"], "heldout", "tiny")["gates"]))
     assert {g["name"]: g["draws"] for g in merged["family_gates"]}["not below flat"] == 2
     assert not list(tmp_path.glob("*_part*.json"))  # the parts are gone once merged
+
+
+def test_the_baselines_bench_scores_each_baseline_in_the_agents_place_with_the_family_gates(tmp_path, monkeypatch):
+    from bench.bench_family_baselines import BASELINES
+    from bench.bench_family_baselines import main as baselines_main
+
+    monkeypatch.setattr(bench.common, "RESULTS", tmp_path)
+    baselines_main(["--quick", "--family", "heldout", "--draws", "0", "--sb3-steps", "64", "--name", "fb"])
+    doc = json.loads((tmp_path / "fb.json").read_text())
+    rows = doc["rows"][0]["rows"]
+    assert set(rows) == set(BASELINES) and doc["sb3_steps_per_fold"] == 64
+    assert rows["quant"]["capture_vs_quant"] in (1.0, None)  # the quant rule against itself
+    for name, row in rows.items():  # the same draw, references and quant rule under every baseline
+        assert row["scenario"] == "heldout00_drift" and row["quant_sharpe"] == rows["quant"]["agent_sharpe"]
+        assert row["oracle_sharpe"] == rows["quant"]["oracle_sharpe"]
+        assert set(doc["pooled"][name]) == {"capture vs quant", "capture vs oracle", "not below flat", "no-edge flat"}
+    assert doc["rule"] == "HELD_OUT scores are reported, never optimised"
