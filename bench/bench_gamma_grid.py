@@ -54,7 +54,8 @@ def score(index: int, name: str, overrides: list[str], base: dict[str, Any], lay
     r = run_scenario(sc, base, size, [*overrides, *args.overrides, *dev], out / name, args.config or "<built-in train defaults>",
                      baselines=("quant",))
     row = draw_row(r)
-    folds = sorted((out / name / "runs" / sc.name).glob("folds/fold_*/metrics.json"))
+    run = out / name / "runs" / sc.name
+    folds = sorted(run.glob("folds/fold_*/metrics.json"))
     sel = [json.loads(p.read_text()).get("selection") or {} for p in folds]
     row.update(variant=name, overrides=overrides, gamma=[s.get("gamma") for s in sel],
                flat=[bool((s.get("abstain") or {}).get("flat")) for s in sel],
@@ -65,8 +66,23 @@ def score(index: int, name: str, overrides: list[str], base: dict[str, Any], lay
                quant_fold_sharpes=[f.sharpe for f in r.baselines["quant"].folds] if "quant" in r.baselines else None,
                oracle_fold_sharpes={k: [f.sharpe for f in v.folds] for k, v in r.references.items()},
                flat_alternative_sharpe=[((s.get("abstain") or {}).get("all_members") or {}).get("sharpe") for s in sel],
-               agent_fold_sharpes=[f.sharpe for f in r.agent.folds], capture_vs_oracle=capture_vs_oracle(r))
+               agent_fold_sharpes=[f.sharpe for f in r.agent.folds], capture_vs_oracle=capture_vs_oracle(r),
+               inner_curves=inner_curves(run / "metrics.jsonl"))
     return row
+
+
+def inner_curves(metrics: Path) -> list[list[list[float | None]]]:
+    """Every member's held-back Sharpe after every epoch, [fold][epoch][member], from the run's
+    metrics.jsonl (None: the network never traded on the window; [] without train.select = "inner")."""
+    from foxhunt.train.logs import read_metrics
+
+    out: dict[int, list[list[float | None]]] = {}
+    for row in read_metrics(metrics) if metrics.is_file() else []:
+        if "inner_sharpe" not in row:
+            continue
+        vals = [row["inner_sharpe"], *(m.get("inner_sharpe") for m in row.get("members", []))]
+        out.setdefault(int(row["fold"]), []).append([v if isinstance(v, (int, float)) and v == v else None for v in vals])
+    return [out[k] for k in sorted(out)]
 
 
 def main(argv: list[str] | None = None) -> None:
