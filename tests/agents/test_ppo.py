@@ -190,3 +190,19 @@ def test_the_fused_env_step_trains_like_the_torch_step():
     # Same results to float32 rounding: a rare flipped draw moves a few envs' paths, not the statistics.
     assert abs(res[1].reward_mean - res[0].reward_mean) < 0.1 * res[0].reward_std
     assert res[1]["skipped"] == 0 and res[1].loss_mean == pytest.approx(res[0].loss_mean, rel=0.2, abs=1e-3)
+
+
+def test_explore_hold_keeps_each_envs_previous_action_on_held_steps_and_decides_after_an_episode_ends():
+    tr = small_ppo(explore_hold=0.8, rollout_len=64, n_envs=32, iterations_per_epoch=1)
+    tr.train_epoch()
+    b = tr.rollout.buffer
+    decided = b.decided.bool()
+    held = ~decided
+    assert 0.7 < held.float().mean().item() < 0.9  # about explore_hold of the steps
+    # a held step repeats the env's action of the step before; the first step of an episode is decided
+    assert torch.equal(b.action[1:][held[1:]], b.action[:-1][held[1:]])
+    assert decided[0].all() and decided[1:][b.done[:-1]].all()
+    plain = small_ppo(iterations_per_epoch=1, rollout_len=64, n_envs=32)
+    plain.train_epoch()
+    assert plain.rollout.buffer.decided.bool().all()  # explore_hold = 0: every step sampled
+

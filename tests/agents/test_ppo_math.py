@@ -101,3 +101,37 @@ def test_explained_variance_is_one_for_perfect_values_and_zero_for_the_mean():
     ret = torch.randn(4, 6)
     assert explained_variance(ret, ret).item() == pytest.approx(1.0)
     assert explained_variance(torch.full_like(ret, ret.mean().item()), ret).item() == pytest.approx(0.0, abs=1e-6)
+
+
+@pytest.mark.parametrize("norm_adv", [True, False])
+def test_decided_rows_alone_drive_the_policy_terms_and_every_row_the_value_term(norm_adv):
+    # ppo.explore_hold: the policy-gradient, entropy and KL terms are the float64 reference on the
+    # decided rows only; the value term is the reference on every row.
+    g = torch.Generator().manual_seed(7 + int(norm_adv))
+    b, a = 41, 5
+    logits0, value0 = torch.randn(b, a, generator=g), torch.randn(b, generator=g)
+    action = torch.randint(0, a, (b,), generator=g)
+    old_logp = torch.log_softmax(logits0, 1).gather(1, action[:, None])[:, 0] + 0.4 * torch.randn(b, generator=g)
+    old_value = value0 + 0.3 * torch.randn(b, generator=g)
+    adv, ret = torch.randn(b, generator=g), torch.randn(b, generator=g)
+    decided = (torch.rand(b, generator=g) < 0.4).float()
+    keep = decided.bool()
+    kw = dict(clip_coef=0.2, clip_vloss=True, vf_coef=0.5, ent_coef=0.01, norm_adv=norm_adv)
+
+    logits, value = logits0.clone().requires_grad_(), value0.clone().requires_grad_()
+    out = ppo_loss(logits, value, action, old_logp, old_value, adv, ret, decided=decided, **kw)
+    out.loss.backward()
+
+    l64, v64 = logits0.double().requires_grad_(), value0.double().requires_grad_()
+    _, pg, _, ent = _loss_reference(l64[keep], v64[keep], action[keep], old_logp[keep].double(), old_value[keep].double(),
+                                    adv[keep].double(), ret[keep].double(), 0.2, True, 0.5, 0.01, norm_adv)
+    _, _, v, _ = _loss_reference(l64, v64, action, old_logp.double(), old_value.double(), adv.double(), ret.double(),
+                                 0.2, True, 0.5, 0.01, norm_adv)
+    (pg - 0.01 * ent + 0.5 * v).backward()
+    assert (out.pg_loss.item(), out.v_loss.item(), out.entropy.item()) == pytest.approx((pg.item(), v.item(), ent.item()), rel=1e-5, abs=1e-6)
+    np.testing.assert_allclose(logits.grad.numpy(), l64.grad.numpy(), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(value.grad.numpy(), v64.grad.numpy(), rtol=1e-4, atol=1e-6)
+    assert not logits.grad[~keep].any()  # a held row moves no logit
+    ones = ppo_loss(logits0, value0, action, old_logp, old_value, adv, ret, decided=torch.ones(b), **kw)
+    plain = ppo_loss(logits0, value0, action, old_logp, old_value, adv, ret, **kw)
+    assert ones.loss.item() == pytest.approx(plain.loss.item(), rel=1e-6)

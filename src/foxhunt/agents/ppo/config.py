@@ -34,6 +34,10 @@ class PPOConfig(Section):
     clip_vloss: bool = Field(True, description="clip the value prediction around the rollout's value (PPO2 style)")
     vf_coef: float = Field(0.5, ge=0.0, le=100.0)
     ent_coef: float = Field(0.01, ge=0.0, le=10.0)
+    explore_hold: float = Field(0.0, ge=0.0, le=0.99, description="at each rollout step, the probability that an env keeps its "
+                                "previous action instead of sampling a new one (exploration that holds positions, as a "
+                                "decision taken for a random stretch of bars); the policy gradient and entropy count only the "
+                                "steps where the policy chose, the value every step. 0: sample every step")
     norm_adv: bool = Field(True, description="normalise advantages per minibatch (mean 0, std 1)")
     target_kl: float | None = Field(None, gt=0.0, description="stop the rollout's update (mask the remaining minibatches) once a minibatch's approximate KL exceeds 1.5 × this")
     lr: float = Field(3e-4, gt=0.0, le=1.0)

@@ -83,7 +83,7 @@ class PPOLearner:
         logits, value = self.net(obs)
         out = ppo_loss(logits, value, pick(b.action), pick(b.logp), old_value, pick(b.advantage), ret,
                        clip_coef=cfg.clip_coef, clip_vloss=cfg.clip_vloss, vf_coef=cfg.vf_coef, ent_coef=cfg.ent_coef,
-                       norm_adv=cfg.norm_adv)
+                       norm_adv=cfg.norm_adv, decided=pick(b.decided) if cfg.explore_hold > 0.0 else None)
         self.flat.zero_grad()
         out.loss.backward()
         self._apply(out, value.detach(), ret)

@@ -51,7 +51,7 @@ class PPOLosses:
 
 def ppo_loss(logits: torch.Tensor, value: torch.Tensor, action: torch.Tensor, old_logp: torch.Tensor,
              old_value: torch.Tensor, adv: torch.Tensor, ret: torch.Tensor, *, clip_coef: float, clip_vloss: bool,
-             vf_coef: float, ent_coef: float, norm_adv: bool) -> PPOLosses:
+             vf_coef: float, ent_coef: float, norm_adv: bool, decided: torch.Tensor | None = None) -> PPOLosses:
     """The PPO objective of one minibatch (to be minimised).
 
     logits [B, A], value [B]: the current network on the minibatch; action [B] int64, old_logp [B],
@@ -63,15 +63,30 @@ def ppo_loss(logits: torch.Tensor, value: torch.Tensor, action: torch.Tensor, ol
         loss = pg − ent_coef · mean(entropy) + vf_coef · v
 
     approx_kl = mean((r − 1) − log r) (the low-variance estimator); clip_frac = mean(|r − 1| > c).
+
+    decided [B] (0 / 1, ``ppo.explore_hold``): the rows where the policy chose its action. Then pg,
+    entropy, approx_kl, clip_frac and the advantage normalisation are means over those rows only (a
+    held action was not sampled from the policy: no ratio of it is an estimate of anything); v stays
+    a mean over every row. None: every row (the plain means above).
     """
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(1, action.unsqueeze(1)).squeeze(1)
-    entropy = -(logp_all.exp() * logp_all).sum(-1).mean()
+    if decided is None:
+        mean = torch.mean
+    else:
+        n_decided = decided.sum().clamp_min(1.0)
+        mean = lambda x: (x * decided).sum() / n_decided  # noqa: E731
+    entropy = mean(-(logp_all.exp() * logp_all).sum(-1))
     log_ratio = logp - old_logp
     ratio = log_ratio.exp()
     if norm_adv:
-        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-    pg = torch.maximum(-adv * ratio, -adv * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef)).mean()
+        if decided is None:
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+        else:  # the decided rows' mean and (unbiased) std
+            mu = mean(adv)
+            sd = ((((adv - mu) ** 2) * decided).sum() / (n_decided - 1.0).clamp_min(1.0)).sqrt()
+            adv = (adv - mu) / (sd + 1e-8)
+    pg = mean(torch.maximum(-adv * ratio, -adv * ratio.clamp(1.0 - clip_coef, 1.0 + clip_coef)))
     if clip_vloss:
         v_clipped = old_value + (value - old_value).clamp(-clip_coef, clip_coef)
         v = 0.5 * torch.maximum((value - ret) ** 2, (v_clipped - ret) ** 2).mean()
@@ -79,8 +94,8 @@ def ppo_loss(logits: torch.Tensor, value: torch.Tensor, action: torch.Tensor, ol
         v = 0.5 * ((value - ret) ** 2).mean()
     loss = pg - ent_coef * entropy + vf_coef * v
     with torch.no_grad():
-        approx_kl = ((ratio - 1.0) - log_ratio).mean()
-        clip_frac = ((ratio - 1.0).abs() > clip_coef).float().mean()
+        approx_kl = mean((ratio - 1.0) - log_ratio)
+        clip_frac = mean(((ratio - 1.0).abs() > clip_coef).float())
     return PPOLosses(loss, pg.detach(), v.detach(), entropy.detach(), approx_kl, clip_frac)
 
 

@@ -34,6 +34,7 @@ class RolloutBuffer:
         self.next_bar, self.next_portfolio, self.next_value = buf(dtype=torch.int64), buf(n_portfolio), buf()
         self.trade_closed, self.trade_return = buf(dtype=torch.bool), buf()
         self.advantage, self.ret = buf(), buf()
+        self.decided = buf().fill_(1.0)  # 1.0 where the policy chose the action, 0.0 where the env kept its previous one
 
     @property
     def rows(self) -> int:
@@ -62,6 +63,10 @@ class Rollout:
         self.generator.manual_seed(seed + 2_000_003)
         n, rows = env.n_envs, buffer.rows
         self._u = torch.zeros((n, self.n_actions), dtype=torch.float32, device=dev)
+        # ppo.explore_hold: each env's previous action, and whether it has one (not after an episode's end)
+        self._u_hold = torch.zeros(n, dtype=torch.float32, device=dev)
+        self._prev = torch.zeros(n, dtype=torch.int64, device=dev)
+        self._has_prev = torch.zeros(n, dtype=torch.bool, device=dev)
         self._next_obs = torch.zeros((rows, env.obs_dim), dtype=torch.float32, device=dev)
         self.env_steps = torch.zeros((), dtype=torch.int64, device=dev)
         # Explained variance of each rollout's values vs returns (sum, count of finite ones).
@@ -70,6 +75,7 @@ class Rollout:
     def reset(self) -> None:
         self.env_steps.zero_()
         self.ev.zero_()
+        self._has_prev.zero_()
 
     @torch.no_grad()
     def step(self, k: int) -> None:
@@ -79,6 +85,11 @@ class Rollout:
         logits, value = self.net(obs)
         action = b.action[k]
         action.copy_(sample_actions(logits, self.generator, self._u))
+        if self.cfg.explore_hold > 0.0:  # keep the previous action with probability explore_hold
+            torch.rand(self._u_hold.shape, generator=self.generator, device=self._u_hold.device, out=self._u_hold)
+            hold = (self._u_hold < self.cfg.explore_hold) & self._has_prev
+            action.copy_(torch.where(hold, self._prev, action))
+            b.decided[k].copy_((~hold).float())
         b.logp[k].copy_(torch.log_softmax(logits, dim=-1).gather(1, action.unsqueeze(1)).squeeze(1))
         b.value[k].copy_(value)
         b.bar[k].copy_(env.state.bar)
@@ -89,6 +100,9 @@ class Rollout:
                          (b.next_portfolio, out.next_portfolio), (b.trade_closed, out.trade_closed),
                          (b.trade_return, out.trade_return)):
             dst[k].copy_(src)
+        if self.cfg.explore_hold > 0.0:
+            self._prev.copy_(action)
+            torch.logical_not(out.done, out=self._has_prev)  # a new episode starts with a choice
         self.env_steps.add_(1)
 
     @torch.no_grad()
