@@ -55,7 +55,7 @@ PARTS = ("env_step", "acting", "train_step", "replay", "eval")
 NOT_AUTO: dict[str, str] = {}
 """Fused parts ``auto`` does not pick (the rule: auto runs only what is tested on this device), with
 why; naming them (``accel.backend = "fused"`` or ``accel.<part> = "fused"``) still runs them. Empty:
-every fused part is tested on the H200 (the acting kernel since its head block is padded to
+every fused part is tested on the H200 (the acting kernel with its blocks padded to ``MIN_WIDTH`` and
 ``MIN_HEAD``; docs/DESIGN.md, "Fused acting")."""
 IMPLEMENTATIONS: dict[str, tuple[str, ...]] = {
     "env_step": ("torch", "compiled", "fused"),
