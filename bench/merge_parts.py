@@ -1,6 +1,6 @@
 """Merge the part files of one benchmark run split over processes (``scripts/gpu.sh`` step fampar):
 STEM_part0.json, STEM_part1.json, … → STEM.json, their ``rows`` concatenated (sorted by draw), every
-other key from part 0 (a family run's gates recomputed over the merged rows), and the part files removed.
+other key from part 0 (a family run's gates, or each baseline's, recomputed over the merged rows), and the part files removed.
 
     python -m bench.merge_parts gamma_grid_cuda_cand
 """
@@ -29,6 +29,11 @@ def merge(name: str) -> Path:
         from foxhunt.scorecard.family.gates import block_from_rows
 
         out["family_gates"] = block_from_rows(rows, out["family_set"], out["size"])["gates"]
+    if "pooled" in out:  # bench/bench_family_baselines.py: each baseline's gates over every part's draws
+        from foxhunt.scorecard.family.gates import family_gates
+
+        out["pooled"] = {name: {g["name"]: g["value"] for g in family_gates([r["rows"][name] for r in rows])}
+                         for name in out["pooled"]}
     path = write_result(name, out)
     for p in parts:
         p.unlink()

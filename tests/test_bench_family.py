@@ -8,7 +8,7 @@ import json
 import bench.common
 import bench.merge_parts
 from bench.bench_family import main
-from foxhunt.scorecard.family.gates import block_from_rows
+from foxhunt.scorecard.family.gates import block_from_rows, family_gates
 
 
 def test_two_parts_of_a_heldout_run_merge_into_one_file_with_the_gates_of_all_its_draws(tmp_path, monkeypatch):
@@ -41,3 +41,13 @@ def test_the_baselines_bench_scores_each_baseline_in_the_agents_place_with_the_f
         assert row["oracle_sharpe"] == rows["quant"]["oracle_sharpe"]
         assert set(doc["pooled"][name]) == {"capture vs quant", "capture vs oracle", "not below flat", "no-edge flat"}
     assert doc["rule"] == "HELD_OUT scores are reported, never optimised"
+    (tmp_path / "fb_part0.json").write_text(json.dumps(doc))
+    other = json.loads(json.dumps(doc))
+    other["rows"][0]["index"] = 5  # a second part's draw (the same rows, another index)
+    other["rows"][0]["rows"]["quant"]["agent_sharpe"] = -1.0  # …on which the quant rule lost
+    (tmp_path / "fb_part1.json").write_text(json.dumps(other))
+    monkeypatch.setattr(bench.merge_parts, "RESULTS", tmp_path)
+    merged = json.loads(bench.merge_parts.merge("fb").read_text())
+    assert merged["draws"] == "0,5" and set(merged["pooled"]) == set(BASELINES)
+    assert merged["pooled"]["quant"]["not below flat"] == json.loads(json.dumps(
+        {g["name"]: g["value"] for g in family_gates([d["rows"]["quant"] for d in merged["rows"]])}))["not below flat"]
