@@ -17,6 +17,7 @@ JSON: bench/results/family_baselines_<family>_<device>.json (``--name`` for a pa
 
 from __future__ import annotations
 
+import tempfile
 import time
 import tomllib
 from pathlib import Path
@@ -78,8 +79,6 @@ def main(argv: list[str] | None = None) -> None:
     base = tomllib.loads(Path(args.config).read_text() if args.config else DEFAULT_TRAIN_TOML)
     overrides = [*args.overrides, 'run.device="cpu"']
     draws: list[dict] = []
-    import tempfile
-
     with tempfile.TemporaryDirectory() as tmp:
         for index in [int(i) for i in args.draws.split(",")]:
             d = score_draw(args.family, index, args.size, base, overrides, args.sb3_steps, Path(tmp) / f"d{index}")

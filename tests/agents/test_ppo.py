@@ -206,3 +206,17 @@ def test_explore_hold_keeps_each_envs_previous_action_on_held_steps_and_decides_
     plain.train_epoch()
     assert plain.rollout.buffer.decided.bool().all()  # explore_hold = 0: every step sampled
 
+
+
+def test_with_explore_hold_a_restored_trainer_continues_bitwise_like_the_uninterrupted_one():
+    # the previous actions a held step repeats are state: a checkpoint carries them
+    a = small_ppo(seed=2, explore_hold=0.7)
+    a.train_epoch()
+    saved = {c: {k: v.clone() for k, v in g.items()} for c, g in a.state_dict().items()}
+    assert {"prev_action", "has_prev"} <= set(saved["rollout"]) and bool(saved["rollout"]["has_prev"].any())
+    a.train_epoch()
+    b = small_ppo(seed=2, explore_hold=0.7)
+    b.load_state_dict(saved)
+    b.train_epoch()
+    assert torch.equal(a.learner.flat.data, b.learner.flat.data)
+    assert torch.equal(a.rollout.buffer.action, b.rollout.buffer.action)

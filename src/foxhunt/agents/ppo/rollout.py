@@ -72,6 +72,11 @@ class Rollout:
         # Explained variance of each rollout's values vs returns (sum, count of finite ones).
         self.ev = torch.zeros(2, dtype=torch.float64, device=dev)
 
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The live tensors a checkpoint carries (``ppo.explore_hold``'s previous actions included, so that
+        a resumed run continues bit for bit)."""
+        return {"env_steps": self.env_steps, "prev_action": self._prev, "has_prev": self._has_prev}
+
     def reset(self) -> None:
         self.env_steps.zero_()
         self.ev.zero_()

@@ -98,7 +98,7 @@ class PPOTrainer(FoldTrainer):
         return {
             "learner": pack(self.learner.state_tensors(), generators={"minibatch_shuffle": self.learner.generator}),
             "env": self.env.state_dict(),
-            "rollout": pack({"env_steps": self.rollout.env_steps}, generators={"generator": self.rollout.generator}),
+            "rollout": pack(self.rollout.state_tensors(), generators={"generator": self.rollout.generator}),
             "trainer": self._host_state(),
         }
 
@@ -112,6 +112,6 @@ class PPOTrainer(FoldTrainer):
         load_part("learner", lambda st: unpack("PPOLearner", st, self.learner.state_tensors(), generators=gens),
                   state["learner"])
         load_part("env", self.env.load_state_dict, state["env"])
-        load_part("rollout", lambda st: unpack("RolloutBuffer", st, {"env_steps": self.rollout.env_steps},
+        load_part("rollout", lambda st: unpack("RolloutBuffer", st, self.rollout.state_tensors(),
                                                generators={"generator": self.rollout.generator}), state["rollout"])
         self._load_host_state(state["trainer"])
