@@ -158,11 +158,13 @@ def test_factored_actions_and_a_separate_critic_train():
 
 
 @pytest.mark.gpu
-def test_cuda_graph_replay_equals_eager_on_a_fixed_seed():
+@pytest.mark.parametrize("explore_hold", [0.0, 0.7])
+def test_cuda_graph_replay_equals_eager_on_a_fixed_seed(explore_hold):
     res = []
     for graphs in (False, True):
         m = small_market(device="cuda")
-        tr = small_ppo(m, seed=5, choice=ExecChoice(cuda_graphs=graphs, matmul_precision="fp32"), n_envs=128, target_kl=0.05)
+        tr = small_ppo(m, seed=5, choice=ExecChoice(cuda_graphs=graphs, matmul_precision="fp32"), n_envs=128, target_kl=0.05,
+                       explore_hold=explore_hold)
         for _ in range(3):
             tr.train_epoch()
         res.append((tr.learner.flat.data.clone(), tr.env.state.equity.clone(), tr.buffer.advantage.clone()))
@@ -171,8 +173,9 @@ def test_cuda_graph_replay_equals_eager_on_a_fixed_seed():
 
 
 @pytest.mark.gpu
-def test_cuda_epoch_runs_without_any_sync_except_the_readback():
-    tr = small_ppo(small_market(device="cuda"), n_envs=256, target_kl=0.05)
+@pytest.mark.parametrize("explore_hold", [0.0, 0.7])
+def test_cuda_epoch_runs_without_any_sync_except_the_readback(explore_hold):
+    tr = small_ppo(small_market(device="cuda"), n_envs=256, target_kl=0.05, explore_hold=explore_hold)
     tr.train_epoch()  # capture
     with cuda_sync_errors("cuda"):
         tr.run_epoch()
