@@ -20,7 +20,7 @@
 # |           | merge into family_<FAMILY>_cuda_<TAG>.json with the family gates over all its draws (held-out: report only)   |  |
 # | bench     | the benchmarks BENCHMARKS.md cites (BENCH: a subset of bench_*.py names) | 10+ min   |
 #
-# Subsets: KT_PATHS (ktests: test paths), SAN_KERNELS (sanitize: comma-separated kernel labels).
+# Subsets: T_PATHS (tests: test paths), KT_PATHS (ktests: test paths), SAN_KERNELS (sanitize: comma-separated kernel labels).
 # Extra arguments for a step: SC_SET / FAMILY_SET ("--set k=v ..."), T_<STEP> (its timeout, seconds).
 # Before the call: git rev-parse HEAD > bench/results/.revision (git-ignored, so carry it, with .whl): the
 # copy on the device has no .git and every JSON records this revision.
@@ -47,7 +47,7 @@ noedge_file() {  # the scorecard's no-edge market (GARCH-t martingale, minute ba
 write_bars(no_edge(1_000_000).bars, '/tmp/noedge.parquet')"; }
 run_step() {
   case "$1" in
-    tests) TAILN=12 step ${T_TESTS:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests --ignore=tests/kernels ;;
+    tests) TAILN=12 step ${T_TESTS:-300} python3 -m pytest -q -m gpu -p no:cacheprovider ${T_PATHS:-tests --ignore=tests/kernels} ;;
     ktests) local n=(); python3 -c 'import xdist' 2>/dev/null && n=(-n "${KT_WORKERS:-8}" --dist loadfile)  # compile-bound: spread over cores
             TAILN=25 step ${T_KTESTS:-480} python3 -m pytest -q -p no:cacheprovider "${n[@]}" ${KT_PATHS:-tests/kernels} ;;
     sanitize) TAILN=30 step ${T_SANITIZE:-420} python3 scripts/sanitize_kernels.py --tools memcheck --workers 8 ${SAN_KERNELS:+--kernels $SAN_KERNELS} \
