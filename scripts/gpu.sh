@@ -15,7 +15,7 @@
 # | sc_fast   | foxhunt scorecard --size gpu, configs/h200-fast.toml (SC_SCEN: scenario subset)        | 5-7 min |
 # | sc_ppo    | the same for configs/h200-ppo.toml                                      | 5-8 min    |
 # | family    | foxhunt scorecard --family ${FAMILY:-dev} --draws ${DRAWS:-12} for both configs        | 10+ min |
-# | fampar    | bench/bench_family.py: each run of FAM_RUNS ("TAG|CONFIG|k=v;k=v|PROCESSES", space-separated) on the ${FAMILY:-heldout} | ~9 min |
+# | fampar    | bench/bench_family.py: each run of FAM_RUNS ("TAG|CONFIG|k=v;k=v|PROCESSES[|DRAWS]", space-separated) on the ${FAMILY:-heldout} | ~9 min |
 # |           | draws ${FAM_DRAWS:-0..11}, split over its processes, every process side by side on the one GPU; each run's rows |  |
 # |           | merge into family_<FAMILY>_cuda_<TAG>.json with the family gates over all its draws (held-out: report only)   |  |
 # | bench     | the benchmarks BENCHMARKS.md cites (BENCH: a subset of bench_*.py names) | 10+ min   |
@@ -69,10 +69,10 @@ run_step() {
       done; return $rc ;;
     fampar) local rc=0 spec tag cfg set par i pid kv x; local -a pids=() tags=() sets=(); local all=${FAM_DRAWS:-0,1,2,3,4,5,6,7,8,9,10,11}
       local fam=${FAMILY:-heldout} dv=${FAM_DEVICE:-cuda}; dv=${dv%%:*}; echo "=== fampar: family $fam, draws $all, runs: ${FAM_RUNS:?FAM_RUNS is empty}"
-      for spec in $FAM_RUNS; do IFS='|' read -r tag cfg set par <<< "$spec"; tags+=("$tag"); sets=()
+      for spec in $FAM_RUNS; do IFS='|' read -r tag cfg set par draws <<< "$spec"; tags+=("$tag"); sets=()
         IFS=';' read -ra kv <<< "$set"; for x in "${kv[@]}"; do [ -n "$x" ] && sets+=(--set "$x"); done
         for ((i = 0; i < par; i++)); do
-          local part; part=$(echo "$all" | tr ',' '\n' | awk -v p="$par" -v i="$i" '(NR - 1) % p == i' | paste -sd,)
+          local part; part=$(echo "${draws:-$all}" | tr ',' '\n' | awk -v p="$par" -v i="$i" '(NR - 1) % p == i' | paste -sd,)
           [ -z "$part" ] && continue
           OMP_NUM_THREADS=2 timeout ${T_FAMPAR:-540} python3 -m bench.bench_family --family "$fam" --config "$cfg" --device "${FAM_DEVICE:-cuda}" \
             --size "${FAM_SIZE:-gpu}" --draws "$part" --tag "$tag" "${sets[@]}" ${FAM_ARGS:-} --name "family_${fam}_${dv}_${tag}_part$i" \
