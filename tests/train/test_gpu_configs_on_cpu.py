@@ -23,8 +23,7 @@ TINY = [  # sizes only: every other key is the configuration's own
     "dqn.n_envs=16", "dqn.buffer_capacity=2048", "dqn.warmup_transitions=64", "dqn.batch_size=32",
     "dqn.rounds_per_epoch=2", "dqn.train_steps_per_round=1", "dqn.rollout_len=4",
     "ppo.n_envs=16", "ppo.rollout_len=8", "ppo.iterations_per_epoch=2", "ppo.minibatches=2",
-    "env.episode_length=64", "train.epochs=2", "train.ensemble=3",  # 3: one member per discount of the grids
-    'accel.eval="torch"',
+    "env.episode_length=64", "train.epochs=2", "train.ensemble=2", 'accel.eval="torch"',
 ]
 
 
