@@ -21,7 +21,8 @@
 # | bench     | the benchmarks BENCHMARKS.md cites (BENCH: a subset of bench_*.py names) | 10+ min   |
 #
 # Subsets: T_PATHS (tests: test paths), KT_PATHS (ktests: test paths), SAN_KERNELS (sanitize: comma-separated kernel labels).
-# Extra arguments for a step: SC_SET / FAMILY_SET ("--set k=v ..."), T_<STEP> (its timeout, seconds).
+# Extra arguments for a step: SC_SET / FAMILY_SET ("--set k=v ..."), T_<STEP> (its timeout, seconds). BUDGET_S: the
+# call's own limit; every step's timeout is cut to fit in it (see step() below), so the call never dies mid-copy.
 # Before the call: git rev-parse HEAD > bench/results/.revision (git-ignored, so carry it, with .whl): the
 # copy on the device has no .git and every JSON records this revision.
 set -uo pipefail
@@ -36,7 +37,15 @@ export FOXHUNT_GIT_REV=$rev
 mkdir -p /tmp/bin && printf '#!/bin/sh\necho %s\n' "$rev" > /tmp/bin/git && chmod +x /tmp/bin/git  # answers `git rev-parse HEAD`
 export PATH=/tmp/bin:$PATH
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-step() { local t=$1; shift; echo "=== $* (limit ${t}s)"; local s=$(date +%s); timeout "$t" "$@" 2>&1 | tee -a "$OUT/gpu.log" | tail -${TAILN:-20}
+T0=$(date +%s)
+# step LIMIT CMD...: runs CMD under `timeout`. With BUDGET_S (the device call's limit, seconds), a step's limit is cut to
+# what is left of it minus CP_S (default 30 s, for copying results out), and a step with under 20 s left is skipped:
+# a call that runs out then still returns the steps that finished.
+cut() { local t=$1; [ -z "${BUDGET_S:-}" ] && { echo "$t"; return; }  # LIMIT -> the limit that fits in BUDGET_S
+        local left=$(( BUDGET_S - ${CP_S:-30} - ($(date +%s) - T0) )); [ "$t" -gt "$left" ] && t=$left; echo "$t"; }
+step() { local t; t=$(cut "$1"); shift
+         if [ "$t" -lt 20 ]; then echo "=== skipped (BUDGET_S: ${t}s left): $*"; return 124; fi
+         echo "=== $* (limit ${t}s)"; local s=$(date +%s); timeout "$t" "$@" 2>&1 | tee -a "$OUT/gpu.log" | tail -${TAILN:-20}
          local rc=${PIPESTATUS[0]}; echo "=== rc=$rc in $(( $(date +%s) - s ))s"; return $rc; }
 # scorecard NAME CONFIG [args...]: --size gpu, scorecard.json kept as bench/results/scorecard_cuda_NAME.json
 scorecard() { local name=$1 cfg=$2; shift 2; local d=/tmp/sc_$name; rm -rf "$d"
@@ -74,7 +83,7 @@ run_step() {
         for ((i = 0; i < par; i++)); do
           local part; part=$(echo "${draws:-$all}" | tr ',' '\n' | awk -v p="$par" -v i="$i" '(NR - 1) % p == i' | paste -sd,)
           [ -z "$part" ] && continue
-          OMP_NUM_THREADS=2 timeout ${T_FAMPAR:-540} python3 -m bench.bench_family --family "$fam" --config "$cfg" --device "${FAM_DEVICE:-cuda}" \
+          OMP_NUM_THREADS=2 timeout "$(cut ${T_FAMPAR:-540})" python3 -m bench.bench_family --family "$fam" --config "$cfg" --device "${FAM_DEVICE:-cuda}" \
             --size "${FAM_SIZE:-gpu}" --draws "$part" --tag "$tag" "${sets[@]}" ${FAM_ARGS:-} --name "family_${fam}_${dv}_${tag}_part$i" \
             > "$OUT/fampar_${tag}_$i.log" 2>&1 & pids+=($!)
         done
