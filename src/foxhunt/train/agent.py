@@ -29,13 +29,22 @@ class AgentTrainer(Protocol):
     def drain(self) -> list[EpochSummary]: ...
 
 
-def training_env(cfg: Config) -> Any:
-    """The training env's parameters: ``cfg.env`` with costs × ``train.train_cost_multiplier``
-    (validation always backtests with ``cfg.env``'s real costs)."""
-    k = cfg.train.train_cost_multiplier
+def training_env(cfg: Config, multiplier: float | None = None) -> Any:
+    """The training env's parameters: ``cfg.env`` with costs × ``multiplier`` (default
+    ``train.train_cost_multiplier``; validation always backtests with ``cfg.env``'s real costs)."""
+    k = cfg.train.train_cost_multiplier if multiplier is None else float(multiplier)
     if k == 1.0:
         return cfg.env
     return cfg.env.model_copy(update={"cost_bps": cfg.env.cost_bps * k, "spread_bps": cfg.env.spread_bps * k})
+
+
+def cost_multiplier(cfg: Config, epoch: int) -> float:
+    """The training cost multiplier of a fold's epoch ``epoch`` (0-based): ``train.train_cost_multiplier``,
+    or with ``train.cost_curriculum`` = N > 0 the ramp k · min(1, epoch / N), so that a learner first sees
+    what the market pays before the costs it must clear (a constant ×3 pinned PPO's greedy policy to flat
+    within its first epoch: docs/LEARNING.md)."""
+    k, n = float(cfg.train.train_cost_multiplier), int(cfg.train.cost_curriculum)
+    return k if n <= 0 else k * min(1.0, epoch / n)
 
 
 def env_steps_per_epoch(cfg: Config) -> int:

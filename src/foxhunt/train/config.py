@@ -45,6 +45,7 @@ class TrainConfig(Section):
     progress: bool = Field(True, description="rich progress bars (fed by the epoch readback only)")
     threads: int = Field(0, ge=0, le=1024, description="torch CPU threads (0: torch's default)")
     train_cost_multiplier: float = Field(1.0, ge=1.0, le=100.0, description="the training env charges env.cost_bps and env.spread_bps × this (validation uses the real costs): a regulariser against churning on noise (docs/LEARNING.md)")
+    cost_curriculum: int = Field(0, ge=0, le=1000, description="N > 0: the training cost multiplier ramps over each fold's first N epochs, train_cost_multiplier × e / N at epoch e (0-based: the first epoch trains without costs), then stays at train_cost_multiplier; 0: train_cost_multiplier from the start (foxhunt.train.agent.cost_multiplier)")
     select: Literal["last", "inner"] = Field("last", description="the network a fold ends with (evaluated, saved): the last epoch's, or (inner) the epoch with the best greedy Sharpe on a held-back tail of the training window: early stopping (foxhunt.train.selection)")
     ensemble: int = Field(1, ge=1, le=8, description="K > 1: train K agents on every fold (run.seed, run.seed + 1, …), each keeping its own selected epoch; the fold's model is their mean-Q (PPO: mean-logit) ensemble as one K-times-wider network (docs/LEARNING.md §10; foxhunt.train.team)")
     inner_fraction: float = Field(0.2, gt=0.0, lt=0.9, description="select = inner: the fraction of each fold's training bars held back (after a purge gap of folds.purge bars) to score the epochs on")

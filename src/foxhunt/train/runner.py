@@ -40,7 +40,7 @@ from foxhunt.pipeline import Prepared
 from foxhunt.train import abstain
 from foxhunt.train import checkpoint as ckpt
 from foxhunt.train import gamma_grid
-from foxhunt.train.agent import build_trainer, policy_net, trained_module
+from foxhunt.train.agent import build_trainer, cost_multiplier, policy_net, trained_module, training_env
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
 from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
 from foxhunt.train.run_dir import ResumePoint
@@ -79,7 +79,8 @@ class WalkForwardRunner:
             check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device,  # before allocating
                                copies=self.tcfg.ensemble)
         # train.ensemble = K: member k is the trainer a run with run.seed + k builds (foxhunt.train.team)
-        self.members = [build_trainer(self.market, member_config(cfg, k), self.plan) for k in range(self.tcfg.ensemble)]
+        self._member_cfgs = [member_config(cfg, k) for k in range(self.tcfg.ensemble)]
+        self.members = [build_trainer(self.market, c, self.plan) for c in self._member_cfgs]
         self.trainer = self.members[0]
         self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=self.plan.graphs,
                                      bars_per_year=cfg.backtest.bars_per_year)  # None: inferred from the data
@@ -193,6 +194,9 @@ class WalkForwardRunner:
     def _train_epoch(self, e: int) -> tuple[Any, list[Any], list[float]]:
         """Epoch e (0-based) of every member: (member 0's summary or None, the others' summaries from the
         same call (lagged mode: the previous epoch's, as member 0's), each member's held-back Sharpe)."""
+        if self.tcfg.cost_curriculum > 0:  # this epoch's training costs (in place: captured graphs stay valid)
+            for t, c in zip(self.members, self._member_cfgs):
+                t.env.set_params(training_env(c, cost_multiplier(c, e)))
         summaries = [t.train_epoch() for t in self.members]
         inner = [sel.observe(e + 1) for sel in self.selectors]  # before the summaries are emitted
         return summaries[0], summaries[1:], inner
