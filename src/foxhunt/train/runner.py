@@ -194,8 +194,8 @@ class WalkForwardRunner:
     def _train_epoch(self, e: int) -> tuple[Any, list[Any], list[float]]:
         """Epoch e (0-based) of every member: (member 0's summary or None, the others' summaries from the
         same call (lagged mode: the previous epoch's, as member 0's), each member's held-back Sharpe)."""
-        if self.tcfg.cost_curriculum > 0:  # this epoch's training costs (in place: captured graphs stay valid)
-            for t, c in zip(self.members, self._member_cfgs):
+        if self.tcfg.cost_curriculum > 0 and e <= self.tcfg.cost_curriculum:  # this epoch's training costs, in
+            for t, c in zip(self.members, self._member_cfgs):  # place (captured graphs stay valid); constant after
                 t.env.set_params(training_env(c, cost_multiplier(c, e)))
         summaries = [t.train_epoch() for t in self.members]
         inner = [sel.observe(e + 1) for sel in self.selectors]  # before the summaries are emitted
