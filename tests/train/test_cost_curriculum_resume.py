@@ -1,0 +1,36 @@
+"""train.cost_curriculum from the command line: a run killed after its first checkpoint (inside the ramp) and
+continued with `foxhunt train --resume` in a new process ends with the uninterrupted run's results bit for bit
+(the epoch's costs are a function of the epoch, set again by the resumed process)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from foxhunt.train import checkpoint as ckpt
+from tests.train.conftest import CLI, tiny_config
+from tests.train.test_kill_resume import _assert_same_result, _finish, _kill, _popen, _verify_committed, _wait
+
+
+def _curriculum_config(directory: Path) -> Path:
+    path = tiny_config(directory, epochs=3, every=1, cache=directory / "cache")
+    text = path.read_text()
+    assert "[train]\n" in text
+    path.write_text(text.replace("[train]\n", "[train]\ncost_curriculum = 2\ntrain_cost_multiplier = 3.0\n", 1))
+    return path
+
+
+@pytest.mark.slow
+def test_a_run_killed_inside_the_cost_ramp_and_resumed_gives_the_uninterrupted_result(tmp_path):
+    cfg = _curriculum_config(tmp_path)
+    _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
+    run = tmp_path / "runs" / "k"
+    proc = _popen(CLI + ["--config", str(cfg), "--name", "k"], pause=False)
+    _wait(proc, lambda: bool(ckpt.committed(run / "checkpoints")), "the first committed checkpoint")
+    _kill(proc)
+    first = _verify_committed(run)
+    assert first and first[-1].startswith("f000-")  # killed in fold 0, whose first epochs ramp the costs
+    out = _finish(_popen(CLI + ["--resume", str(run)], pause=False))
+    assert f"from checkpoint {first[-1]}" in out
+    _assert_same_result(run, tmp_path / "runs" / "ref")
