@@ -103,3 +103,75 @@ def test_switching_folds_on_cuda_allocates_nothing_proportional_to_the_data():
     peak_extra = torch.cuda.max_memory_allocated() - before
     # Bounded by the median sample's sort scratch (seen: 2.3 MB on the H200); the fold's slice is 180 MB.
     assert peak_extra < 16_000_000, peak_extra
+
+
+def _mirror_of(fs):
+    import dataclasses
+
+    return dataclasses.replace(fs, features=-fs.features, ohlc=fs.ohlc.flip(0).contiguous())
+
+
+def test_a_mirrored_market_holds_the_mirror_after_the_data_with_the_datas_normalisation_and_medians(device):
+    fs = random_feature_set(3_000, 4, seed=5)
+    plain, mirrored = MarketData(fs, device), MarketData(fs, device, mirror=_mirror_of(fs))
+    fold = FoldRange(0, 100, 1_500, 1_560, 2_000)
+    plain.set_fold(fold)
+    mirrored.set_fold(fold)
+    assert (mirrored.n_bars, mirrored.n_rows, mirrored.mirror_offset) == (3_000, 6_000, 3_000)
+    assert (plain.n_rows, plain.mirror_offset) == (3_000, 0)
+    torch.testing.assert_close(mirrored.features[3_000:], -plain.features)
+    assert float(mirrored.log_return[3_000]) == 0.0  # each copy's first bar has no return
+    torch.testing.assert_close(mirrored.log_return[3_001:], -plain.log_return[1:].flip(0), rtol=1e-6, atol=1e-7)
+    for name in ("norm_mean", "norm_inv_std", "median_abs_return", "median_range", "median_volume"):
+        assert torch.equal(getattr(mirrored, name), getattr(plain, name)), name
+
+
+def test_a_mirror_that_does_not_match_the_data_is_refused():
+    fs = random_feature_set(500, 4, seed=6)
+    with pytest.raises(ValueError, match="mirror: 400 bars"):
+        MarketData(fs, "cpu", mirror=random_feature_set(400, 4, seed=6))
+
+
+def test_starts_without_a_mirror_map_each_uniform_as_the_plain_draw_and_with_one_split_between_the_copies():
+    from foxhunt.env import EnvParams
+    from foxhunt.env.params import EnvTensors
+    from foxhunt.env.state import StartSampler
+
+    fs = random_feature_set(3_000, 4, seed=7)
+    fold = FoldRange(0, 100, 1_500, 1_560, 2_000)
+    n = 20_000
+    for mirror in (None, _mirror_of(fs)):
+        m = MarketData(fs, "cpu", mirror=mirror)
+        m.set_fold(fold)
+        params = EnvTensors.build(EnvParams(episode_length=64), n, "cpu")
+        sampler = StartSampler(n, "cpu", seed=3)
+        starts = sampler.draw(params, m).clone()
+        u = sampler.uniform
+        span = 1_500 - 64 - 100
+        if mirror is None:
+            assert torch.equal(starts, 100 + torch.clamp((u * span).long(), max=span - 1))
+            continue
+        in_mirror = starts >= 3_000
+        assert torch.equal(in_mirror, u >= 0.5)
+        base = torch.where(in_mirror, starts - 3_000, starts)
+        assert int(base.min()) >= 100 and int(base.max()) <= 100 + span - 1
+        assert 0.48 < float(in_mirror.double().mean()) < 0.52
+        # each copy's starts cover its training range evenly: ten equal bins within 5 binomial SD of their mean
+        for half in (in_mirror, ~in_mirror):
+            counts = torch.histc(base[half].double(), bins=10, min=100, max=100 + span)
+            assert float((counts - counts.mean()).abs().max()) < 5 * float(counts.mean().sqrt()), counts
+
+
+def test_an_epoch_reset_keeps_an_env_in_the_copy_it_was_in():
+    from foxhunt.env import EnvParams
+    from foxhunt.env.params import EnvTensors
+    from foxhunt.env.state import epoch_reset_starts
+
+    fs = random_feature_set(3_000, 4, seed=8)
+    m = MarketData(fs, "cpu", mirror=_mirror_of(fs))
+    m.set_fold(FoldRange(0, 100, 1_500, 1_560, 2_000))
+    params = EnvTensors.build(EnvParams(episode_length=64), 4, "cpu")
+    span = 1_500 - 64 - 100
+    bar = torch.tensor([200, 1_450, 3_200, 4_450])
+    got = epoch_reset_starts(bar, params, m)
+    assert got.tolist() == [200, 100 + (1_450 - 100) % span, 3_200, 3_100 + (4_450 - 3_100) % span]

@@ -29,6 +29,14 @@ STD_FLOOR = 1e-8
 """Features whose training-slice std is below this are treated as constant (normalised to 0)."""
 
 
+def _log_returns(fs: FeatureSet) -> torch.Tensor:
+    """[T] float64 log(close[t] / close[t-1]); 0 at t = 0."""
+    close64 = fs.ohlc[:, 3].to(torch.float64)
+    log_ret = torch.zeros_like(close64)
+    log_ret[1:] = torch.log(close64[1:] / close64[:-1])
+    return log_ret
+
+
 @dataclass(frozen=True)
 class NormStats:
     """Per-feature mean and std over a fold's training slice, float64 on the device. [F] each."""
@@ -40,13 +48,16 @@ class NormStats:
 class MarketData:
     """Device-resident market arrays and the current fold's statistics.
 
-    features:   [T, F] float32   causal features (raw, un-normalised)
-    targets:    [T, 4] float32   forward log returns (labels only)
-    ohlc:       [T, 4] float32   open/high/low/close
-    volume:     [T]    float32
-    log_return: [T]    float32   log(close[t] / close[t-1]); 0 at t = 0
-    bar_range:  [T]    float32   (high - low) / close, a per-bar spread / activity proxy
-    timestamps: [T]    int64     UTC ns
+    features:   [R, F] float32   causal features (raw, un-normalised)
+    targets:    [R, 4] float32   forward log returns (labels only)
+    ohlc:       [R, 4] float32   open/high/low/close
+    volume:     [R]    float32
+    log_return: [R]    float32   log(close[t] / close[t-1]); 0 at t = 0
+    bar_range:  [R]    float32   (high - low) / close, a per-bar spread / activity proxy
+    timestamps: [R]    int64     UTC ns
+
+    R = n_rows: the T = n_bars bars of the data, then (with a mirror) their T mirrored bars at
+    rows T … 2T − 1, which only training envs visit. Folds, backtests and normalisation use rows < T.
 
     Per-fold state (device tensors updated in place by ``set_fold``, so captured CUDA graphs that
     read them stay valid):
@@ -55,7 +66,9 @@ class MarketData:
     median_abs_return, median_range, median_volume: 0-d float32, over the training slice
     """
 
-    def __init__(self, fs: FeatureSet, device: torch.device | str = "cpu") -> None:
+    def __init__(self, fs: FeatureSet, device: torch.device | str = "cpu", mirror: FeatureSet | None = None) -> None:
+        """mirror: the features of the mirrored bars (``data.mirror``), appended after ``fs``'s rows
+        for training envs to start in (``train.mirror``); every index below ``n_bars`` is the real data."""
         dev = torch.device(device)
         if dev.type == "cuda" and dev.index is None:
             # Resolve "cuda" to "cuda:N" once, as tensors report it, so device checks can compare.
@@ -68,17 +81,28 @@ class MarketData:
         self.source_sha256 = fs.source_sha256
         self.n_bars = len(fs)
         self.n_features = fs.n_features
+        halves = [fs]
+        if mirror is not None:
+            if len(mirror) != len(fs) or mirror.names != fs.names:
+                raise ValueError(f"mirror: {len(mirror)} bars × {mirror.names} do not match {len(fs)} bars × {fs.names}")
+            halves.append(mirror)
+        self.mirror_offset = self.n_bars if mirror is not None else 0
+        """Row of the mirrored copy of bar 0 (0: no mirror). Training starts in [lo, hi) draw half of
+        the envs into [lo + offset, hi + offset) (``StartSampler``)."""
+        self.n_rows = self.n_bars * len(halves)
+        """Rows held on the device: the data, and its mirror when there is one."""
+
+        def cat(get) -> torch.Tensor:
+            return torch.cat([get(h) for h in halves]) if len(halves) > 1 else get(fs)
+
         # Upload once. float64 host arrays become float32 on the device.
-        self.features = fs.features.to(dev, torch.float32).contiguous()
-        self.targets = fs.targets.to(dev, torch.float32).contiguous()
-        self.ohlc = fs.ohlc.to(dev, torch.float32).contiguous()
-        self.volume = fs.volume.to(dev, torch.float32).contiguous()
-        self.timestamps = fs.timestamps.to(dev, torch.int64).contiguous()
-        close64 = fs.ohlc[:, 3].to(torch.float64)
-        log_ret = torch.zeros_like(close64)
-        log_ret[1:] = torch.log(close64[1:] / close64[:-1])
-        self.log_return = log_ret.to(dev, torch.float32)
-        self.bar_range = ((fs.ohlc[:, 1] - fs.ohlc[:, 2]) / fs.ohlc[:, 3]).to(dev, torch.float32)
+        self.features = cat(lambda h: h.features).to(dev, torch.float32).contiguous()
+        self.targets = cat(lambda h: h.targets).to(dev, torch.float32).contiguous()
+        self.ohlc = cat(lambda h: h.ohlc).to(dev, torch.float32).contiguous()
+        self.volume = cat(lambda h: h.volume).to(dev, torch.float32).contiguous()
+        self.timestamps = cat(lambda h: h.timestamps).to(dev, torch.int64).contiguous()
+        self.log_return = cat(_log_returns).to(dev, torch.float32)
+        self.bar_range = cat(lambda h: (h.ohlc[:, 1] - h.ohlc[:, 2]) / h.ohlc[:, 3]).to(dev, torch.float32)
         self.timestamps_host = fs.timestamps.numpy()
         # Per-fold state, preallocated.
         f = self.n_features

@@ -60,7 +60,7 @@ def prepare_market(
     if res.features.warmup != spec.WARMUP:  # the folds above were laid out after spec.WARMUP
         raise CacheError(f"feature cache {res.path}: warm-up {res.features.warmup} recorded, the spec's is {spec.WARMUP}")
     features = with_extras(res.features, cfg.features.long_momentum, cfg.features.ema_horizons)
-    market = MarketData(features, device)
+    market = MarketData(features, device, mirror=mirrored_features(cfg, bars, device) if cfg.train.mirror else None)
     if device.type == "cuda":
         import torch
 
@@ -69,3 +69,15 @@ def prepare_market(
     market.set_fold(folds[0])
     timings = {"load_s": t1 - t0, "features_s": t2 - t1, "upload_s": t3 - t2}
     return Prepared(cfg, bars, features, res.path, res.built, folds, market, timings)
+
+
+def mirrored_features(cfg: Config, bars: Bars, device: Any, extra: dict[str, Any] | None = None) -> FeatureSet:
+    """The features of ``bars``' mirror (``foxhunt.data.mirror``), through the same cache and extra
+    columns as the data's; ``extra``: a scenario's own columns, negated (they carry a direction)."""
+    from foxhunt.data.mirror import mirror_bars, mirror_extra
+    from foxhunt.features.cache import load_or_build
+    from foxhunt.features.extra import append_columns, with_extras
+
+    res = load_or_build(mirror_bars(bars), cfg.features.cache_dir, device=device)
+    fs = with_extras(res.features, cfg.features.long_momentum, cfg.features.ema_horizons)
+    return append_columns(fs, mirror_extra(extra)) if extra else fs

@@ -177,3 +177,21 @@ def action(e: int, o: int = 0, u: int = 1) -> int:
 
 def f(t) -> float:  # noqa: D103 - a 1-element tensor as a Python float
     return float(t.reshape(-1)[0])
+
+
+def mirrored_feature_set(fs: FeatureSet) -> FeatureSet:
+    """``fs`` with its prices reflected as ``foxhunt.data.mirror.mirror_bars`` reflects bars (c0² / p,
+    high and low swapped) and its features negated: what an env reads of a mirrored market."""
+    import dataclasses
+
+    o = fs.ohlc.to(torch.float64)
+    k = float(o[0, 3]) ** 2
+    ohlc = torch.stack([k / o[:, 0], k / o[:, 2], k / o[:, 1], k / o[:, 3]], dim=1).to(fs.ohlc.dtype)
+    return dataclasses.replace(fs, ohlc=ohlc, features=-fs.features, targets=-fs.targets)
+
+
+def mirrored_market(fs: FeatureSet, fold: FoldRange, device: torch.device | str = "cpu") -> MarketData:
+    """MarketData of ``fs`` with its mirror appended (``train.mirror``), ``fold`` set."""
+    m = MarketData(fs, device, mirror=mirrored_feature_set(fs))
+    m.set_fold(fold)
+    return m

@@ -42,6 +42,7 @@ from foxhunt.env.reference import ReferenceEnv, ReferenceMarket, decode_factored
 from foxhunt.features.featureset import FeatureSet
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
+from tests.env.env_helpers import mirrored_market
 
 N_BARS, TRAIN_END = 3_000, 2_600
 BAND = 0.006
@@ -219,9 +220,12 @@ def _device_rows(env: VecTradingEnv) -> dict[str, np.ndarray]:
 
 def run_parity(n_envs: int, steps: int, *, seed: int, action_mode: str = "factored", reward_mode: str = "return",
                has_volume: bool = True, flags_at: int | None = None, hold: float = 0.6, flat: float = 0.0,
-               curiosity_input: bool = True) -> Report:
-    """Step device env and oracles side by side; returns coverage, ties and mismatches."""
+               curiosity_input: bool = True, mirror: bool = False) -> Report:
+    """Step device env and oracles side by side; returns coverage, ties and mismatches. mirror: the
+    market's mirror appended (``train.mirror``), half of the episodes start in it."""
     market = parity_market(seed, has_volume, flat)
+    if mirror:
+        market = mirrored_market(parity_feature_set(seed, has_volume, flat=flat), market.fold)
     rmarket = ReferenceMarket.from_market(market)
     per_env = per_env_params(n_envs, seed + 1)
     env = VecTradingEnv(market, n_envs, EnvParams(action_mode=action_mode, reward_mode=reward_mode),
@@ -263,7 +267,10 @@ def run_parity(n_envs: int, steps: int, *, seed: int, action_mode: str = "factor
             _cover(rep.coverage, ref, a, q_before, info, action_mode)
             if done and dev_py["done"][i]:  # the device auto-reset: restart the oracle at its new start
                 start = int(dev_py["episode_start"][i])
-                assert 50 <= start <= TRAIN_END - int(ref.p["episode_length"]) - 1, f"start {start} outside the fold"
+                in_mirror = start >= N_BARS and mirror
+                rep.coverage["start_mirror" if in_mirror else "start_data"] += 1
+                base = start - N_BARS if in_mirror else start
+                assert 50 <= base <= TRAIN_END - int(ref.p["episode_length"]) - 1, f"start {start} outside the fold"
                 ref.reset(start)
             obs = ref.portfolio_features()
             row = {**_oracle_row(ref), **info, "exposure": info["next_portfolio"][0],
@@ -342,6 +349,13 @@ def test_factored_actions_match_the_float64_oracle_for_2000_steps():
 def test_exposure_mode_with_routing_matches_the_float64_oracle_for_2000_steps():
     rep = run_parity(24, 2_000, seed=3, action_mode="exposure")
     _check(rep, [f"action{a}" for a in range(5)] + ["fill0", "fill1", "fill2", "fill3", "reversal", "kelly_sized"], 24)
+
+
+def test_a_mirrored_market_matches_the_float64_oracle_and_restarts_in_both_copies():
+    rep = run_parity(24, 2_000, seed=4, action_mode="exposure", flags_at=900, mirror=True)
+    _check(rep, ["reversal", "fill1", "start_data", "start_mirror"], 24)
+    starts = rep.coverage["start_data"] + rep.coverage["start_mirror"]
+    assert 0.3 < rep.coverage["start_mirror"] / starts < 0.7, dict(rep.coverage)
 
 
 @pytest.mark.parametrize("reward_mode", ["dsr", "pnl"])

@@ -37,22 +37,28 @@ from foxhunt.accel.graphs import capture  # noqa: E402
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads  # noqa: E402
 from tests.helpers import capture_guards  # noqa: E402
 from tests.env.test_parity import N_BARS, TRAIN_END, parity_feature_set, per_env_params  # noqa: E402
+from tests.env.env_helpers import mirrored_market  # noqa: E402
 from tests.kernels.env_step_pair import Pair  # noqa: E402
 
 DEV = torch.device("cpu" if is_interpreted() else "cuda")
 
 
-def market_on(dev: torch.device, seed: int = 0, has_volume: bool = True) -> MarketData:
-    """``tests.env.test_parity.parity_market`` on ``dev``."""
-    m = MarketData(parity_feature_set(seed, has_volume), dev)
-    m.set_fold(FoldRange(0, 50, TRAIN_END, TRAIN_END, N_BARS))
+def market_on(dev: torch.device, seed: int = 0, has_volume: bool = True, mirror: bool = False) -> MarketData:
+    """``tests.env.test_parity.parity_market`` on ``dev`` (with its mirror appended: ``train.mirror``)."""
+    fs = parity_feature_set(seed, has_volume)
+    fold = FoldRange(0, 50, TRAIN_END, TRAIN_END, N_BARS)
+    if mirror:
+        return mirrored_market(fs, fold, dev)
+    m = MarketData(fs, dev)
+    m.set_fold(fold)
     return m
 
 
 def run(n: int, steps: int, *, seed: int, reward_mode: str = "return", action_mode: str = "factored",
-        has_volume: bool = True, curiosity: bool = True, dev: torch.device = DEV, hold: float = 0.6) -> Pair:
+        has_volume: bool = True, curiosity: bool = True, dev: torch.device = DEV, hold: float = 0.6,
+        mirror: bool = False) -> Pair:
     """Step a torch env and its fused copy ``steps`` times with sticky random actions; returns the pair."""
-    market = market_on(dev, seed, has_volume)
+    market = market_on(dev, seed, has_volume, mirror)
     pair = Pair(market, n, EnvParams(reward_mode=reward_mode, action_mode=action_mode), per_env_params(n, seed + 1),
                 seed)
     n_act = pair.env.n_actions
@@ -105,6 +111,15 @@ def test_fused_step_equals_torch_step_pnl_mode_on_a_market_without_volume():
     pair = run(16, 200, seed=7, reward_mode="pnl", has_volume=False)
     assert_covered(pair, ["fill0", "fill1", "fill3", "trade_closed", "reversal", "done_length"])
     assert pair.stats.cover["fill2"] == 0  # without volume IoC is never cut
+
+
+def test_fused_step_equals_torch_step_on_a_mirrored_market_and_restarts_envs_in_both_copies():
+    pair = run(24, 200, seed=5, reward_mode="return", action_mode="exposure", mirror=True)
+    assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_barrier", "done_bust"])
+    m = pair.market
+    bars = pair.env.state.bar
+    assert m.mirror_offset == N_BARS and m.n_rows == 2 * N_BARS
+    assert bool((bars >= N_BARS).any()) and bool((bars < N_BARS).any()), bars
 
 
 def test_fused_step_reads_nothing_on_the_host_and_matches_the_drop_in_env_step():

@@ -56,7 +56,7 @@ def unsupported(params: EnvTensors, market: MarketData) -> str | None:
 def _market(market: MarketData):
     k = _kernels()
     return k.EnvMarket(market.ohlc, market.volume, market.log_return, market.bar_range, market.median_range,
-                       market.median_abs_return, market.fold_bounds, market.has_volume)
+                       market.median_abs_return, market.fold_bounds, market.has_volume, market.mirror_offset)
 
 
 def _check(state: EnvState, out: "StepOutput", actions: torch.Tensor, curiosity: torch.Tensor | None,

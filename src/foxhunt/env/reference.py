@@ -107,6 +107,8 @@ class ReferenceEnv:
             self._fresh_portfolio()
             lo = self.m.train_start
             span = max(1, self.m.train_end - int(self.p["episode_length"]) - lo)
+            if self.m.mirror_offset and self.bar >= self.m.mirror_offset:  # stays in the mirrored copy
+                lo += self.m.mirror_offset
             self.bar = self.episode_start = lo + (self.bar - lo) % span
         if flags & 2:
             self.dsr_a = self.dsr_b = 0.0

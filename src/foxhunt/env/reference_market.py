@@ -128,7 +128,8 @@ class ReferenceMarket:
     open/high/low/close/volume/log_return/bar_range: [T] float64 (exact copies of the float32
     device values); has_volume: False → no impact and uncapped IoC fills;
     med_absret / med_range / med_volume: the fold's training-slice medians;
-    train_start, train_end, val_start, val_end: the fold bounds (ends exclusive).
+    train_start, train_end, val_start, val_end: the fold bounds (ends exclusive);
+    mirror_offset: the mirrored copy's first row (``MarketData.mirror_offset``; 0: none).
     """
 
     open: np.ndarray
@@ -146,6 +147,7 @@ class ReferenceMarket:
     train_end: int
     val_start: int
     val_end: int
+    mirror_offset: int = 0
 
     @property
     def n_bars(self) -> int:
@@ -174,6 +176,7 @@ class ReferenceMarket:
             train_end=bounds[1],
             val_start=bounds[2],
             val_end=bounds[3],
+            mirror_offset=int(market.mirror_offset),
         )
 
     @classmethod

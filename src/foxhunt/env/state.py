@@ -215,6 +215,8 @@ def epoch_reset_starts(bar: torch.Tensor, params: EnvTensors, market: MarketData
     """
     lo = market.fold_bounds[0]
     span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
+    if market.mirror_offset:  # an env in the mirrored copy stays in it
+        lo = lo + (bar >= market.n_bars).to(torch.int64) * market.mirror_offset
     return lo + torch.remainder(bar - lo, span)
 
 
@@ -234,7 +236,7 @@ def portfolio_features(
     (the last two 0 when flat). E is floored at 1e-6·capital (only a bust can take it to ≤ 0).
     """
     close = market.ohlc[:, 3]
-    bar = state.bar.clamp(0, market.n_bars - 1)
+    bar = state.bar.clamp(0, market.n_rows - 1)
     c = close.index_select(0, bar)
     q = state.position
     flat = q == 0
@@ -264,10 +266,23 @@ class StartSampler:
         self.generator.manual_seed(int(seed))
 
     def draw(self, params: EnvTensors, market: MarketData) -> torch.Tensor:
-        """starts [N] int64 uniform in [train_start, train_end − episode_length − 1] (read on device)."""
+        """starts [N] int64 uniform in [train_start, train_end − episode_length − 1] (read on device).
+
+        With a mirrored market (``market.mirror_offset`` M > 0) one uniform u decides both: u < ½
+        starts at lo + ⌊2u·S⌋ in the data, u ≥ ½ at lo + M + ⌊(2u − 1)·S⌋ in its mirror (2u is exact
+        in float64, so each half is as uniform as the plain draw)."""
         torch.rand(self.uniform.shape, generator=self.generator, out=self.uniform)
-        lo = market.fold_bounds[0]
-        span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
-        off = torch.minimum((self.uniform * span).to(torch.int64), span - 1)
-        torch.add(off, lo, out=self.starts)
-        return self.starts
+        return starts_from_uniform(self.uniform, params, market, out=self.starts)
+
+
+def starts_from_uniform(u: torch.Tensor, params: EnvTensors, market: MarketData, out: torch.Tensor) -> torch.Tensor:
+    """The start of each uniform u ([N] float64 in [0, 1)) as ``StartSampler.draw`` maps it, into out."""
+    lo = market.fold_bounds[0]
+    span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
+    if market.mirror_offset:
+        u2 = u * 2.0
+        half = (u2 >= 1.0).to(torch.int64)
+        u = u2 - half
+        lo = lo + half * market.mirror_offset
+    off = torch.minimum((u * span).to(torch.int64), span - 1)
+    return torch.add(off, lo, out=out)

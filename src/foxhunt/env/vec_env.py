@@ -110,7 +110,7 @@ def step(
     """
     if auto_reset and sampler is None:
         raise ValueError("step(auto_reset=True) needs a StartSampler")
-    last = market.n_bars - 1
+    last = market.n_rows - 1  # the mirrored rows too (training envs visit them)
     t = state.bar
     t1 = t + 1
     tg = t.clamp(0, last)
@@ -249,7 +249,7 @@ def reset(
 def observe(state: EnvState, params: EnvTensors, market: MarketData, portfolio: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
     """Observation [N, F + 3] of every env at its bar into ``out`` (portfolio: [N, 3] scratch)."""
     portfolio_features(state, params, market, portfolio)
-    bar = state.bar.clamp(0, market.n_bars - 1)
+    bar = state.bar.clamp(0, market.n_rows - 1)
     return market.observe(bar, portfolio, out)
 
 

@@ -29,7 +29,7 @@ from foxhunt.config import Config, apply_overrides, build_config
 from foxhunt.features.extra import append_columns, with_extras
 from foxhunt.folds import folds_from_config
 from foxhunt.market import MarketData
-from foxhunt.pipeline import Prepared
+from foxhunt.pipeline import Prepared, mirrored_features
 from foxhunt.scorecard.markets import DAY, Scenario
 
 
@@ -125,7 +125,8 @@ def prepare_scenario(cfg: Config, scenario: Scenario) -> Prepared:
     t1 = time.perf_counter()
     fs = append_columns(with_extras(res.features, cfg.features.long_momentum, cfg.features.ema_horizons), scenario.extra)
     folds = folds_from_config(scenario.bars.timestamps, cfg.folds, origin=fs.warmup)
-    market = MarketData(fs, device)
+    mirror = mirrored_features(cfg, scenario.bars, device, scenario.extra) if cfg.train.mirror else None
+    market = MarketData(fs, device, mirror=mirror)
     market.set_fold(folds[0])
     t2 = time.perf_counter()
     return Prepared(cfg, scenario.bars, fs, Path(res.path), res.built, folds, market,

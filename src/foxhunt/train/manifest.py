@@ -248,7 +248,7 @@ def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any], pr
         pos, size = storage.pos, storage.size
         if not 0 <= size <= cap or not 0 <= pos < cap or (size < cap and pos != size):
             raise CheckpointError(f"{where}: {prefix}replay.safetensors storage.pos = {pos}, storage.size = {size} do not fit a buffer of {cap} slots")
-        limits = {"bar": trainer.market.n_bars, "next_bar": trainer.market.n_bars, "action": trainer.env.n_actions}
+        limits = {"bar": trainer.market.n_rows, "next_bar": trainer.market.n_rows, "action": trainer.env.n_actions}
         for name, hi in limits.items():
             t = getattr(storage, name)
             lo_v, hi_v = int(t.min()), int(t.max())

@@ -69,6 +69,9 @@ class WalkForwardRunner:
                 raise ConfigError(f"fold {f.fold}: the validation window has {f.val_len} bar(s); it needs >= 2")
             part = split_fold(f, cfg.train.inner_fraction, cfg.folds.purge)[0] if cfg.train.select == "inner" else f
             check_episode_length(cfg.env.episode_length, part.train_start, part.train_end)
+        if cfg.train.mirror != bool(self.market.mirror_offset):
+            raise ConfigError(f"train.mirror = {str(cfg.train.mirror).lower()}, but the market was prepared "
+                              f"{'without' if cfg.train.mirror else 'with'} its mirror (prepare it from this configuration)")
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
         # ConfigError on a contradiction; the network checked is the agent's (DQN's or PPO's actor)

@@ -55,11 +55,11 @@ CHECKS: dict[str, str] = {
     "chk_obs_nonfinite": "acting observations (rows) with a non-finite value",
     "chk_q_nonfinite": "acting Q rows with a non-finite value",
     "chk_greedy_range": "greedy actions outside [0, n_actions) (the acting pass's argmax)",
-    "chk_bar_range": "env bars (t or t+1) outside the fold's training range [train_start, train_end)",
+    "chk_bar_range": "env bars (t or t+1) outside the fold's training range [train_start, train_end) (of its copy, with a mirror)",
     "chk_reward_nonfinite": "non-finite rewards from the env step",
     "chk_next_obs_nonfinite": "next observations (rows) with a non-finite value",
     "chk_sample_range": "sampled replay slots outside the filled part [0, size) of the buffer",
-    "chk_sample_bar_range": "sampled transitions whose bar or next bar lies outside the data [0, T)",
+    "chk_sample_bar_range": "sampled transitions whose bar or next bar lies outside the rows on the device [0, R) (the data and its mirror)",
     "chk_sample_action_range": "sampled transitions whose action lies outside [0, n_actions)",
 }
 CHECK_FIELDS = tuple(CHECKS)
@@ -84,7 +84,7 @@ class DeviceChecks:
         self.market = trainer.market
         self.monitor = trainer.monitor
         self.n_actions = trainer.env.n_actions
-        self.last_bar = self.market.n_bars - 1
+        self.last_bar = self.market.n_rows - 1  # the rows on the device: the data and its mirror, if any
         self._pointers = pointers(trainer)
 
     def _count(self, name: str, n: torch.Tensor) -> None:
@@ -109,7 +109,10 @@ class DeviceChecks:
         """bar [N] int64 (an obs bar or a next bar, written into the replay): counted when outside the
         fold's training range, clamped into the data [0, T) in place."""
         fb = self.market.fold_bounds
-        self._count("chk_bar_range", ((bar < fb[0]) | (bar >= fb[1])).sum())
+        b = bar
+        if self.market.mirror_offset:  # a bar of the mirrored copy is checked against its training range
+            b = bar - (bar >= self.market.n_bars).to(bar.dtype) * self.market.mirror_offset
+        self._count("chk_bar_range", ((b < fb[0]) | (b >= fb[1])).sum())
         bar.clamp_(0, self.last_bar)
 
     def stepped(self, reward: torch.Tensor, next_bar: torch.Tensor) -> None:

@@ -72,7 +72,7 @@ OUT_FIELDS = (
 class EnvMarket(NamedTuple):
     """MarketData's device arrays the step reads: ohlc [T, 4] f32, volume / log_return / bar_range [T]
     f32, median_range / median_abs_return 0-d f32, fold_bounds [4] int64 (all read on the device),
-    has_volume a host fact."""
+    has_volume and mirror_offset (the mirrored copy's first row, 0 without one) host facts."""
 
     ohlc: torch.Tensor
     volume: torch.Tensor
@@ -82,6 +82,7 @@ class EnvMarket(NamedTuple):
     median_abs_return: torch.Tensor
     fold_bounds: torch.Tensor
     has_volume: bool
+    mirror_offset: int = 0
 
 
 @triton.jit
@@ -97,7 +98,7 @@ def _env_step_kernel(
     act_p, cur_p, unif_p, starts_p,
     o_reward, o_done, o_trunc, o_next_bar, o_port, o_fill, o_hit, o_label, o_closed, o_tret, o_tside,
     o_tsize, o_tcost, o_tentry, o_texit, o_stepped,
-    n_envs, n_bars,
+    n_envs, n_bars, mirror_off,
     WINDOW: tl.constexpr, MODE: tl.constexpr, EXPOSURE: tl.constexpr, HAS_VOLUME: tl.constexpr,
     HAS_CURIOSITY: tl.constexpr, RECIP_DIV: tl.constexpr, LIBDEVICE: tl.constexpr, BLOCK: tl.constexpr,
 ):
@@ -229,7 +230,8 @@ def _env_step_kernel(
     tl.store(o_stepped + i, tl.full([BLOCK], 1, tl.int8), mask=valid)
 
     # ---- commit, with the auto-reset of done envs folded in (fresh portfolio at a drawn start)
-    start = start_from_uniform(tl.load(unif_p + i), tl.load(fold_p), tl.load(fold_p + 1), tl.load(ep_len_p + i))
+    start = start_from_uniform(tl.load(unif_p + i), tl.load(fold_p), tl.load(fold_p + 1), tl.load(ep_len_p + i),
+                               mirror_off)
     tl.store(starts_p + i, start, mask=valid)
     tl.store(estart_p + i, start, mask=valid & done)
     tl.store(cash_p + i, tl.where(done, capital, cash2), mask=valid)
@@ -296,7 +298,7 @@ def env_step(
         *(_arg(state[k]) for k in STATE_FIELDS), *(_arg(params[k]) for k in PARAM_FIELDS),
         market.ohlc, market.volume, market.log_return, market.bar_range, market.median_range,
         market.median_abs_return, market.fold_bounds, actions, cur, uniform, starts,
-        *(_arg(out[k]) for k in OUT_FIELDS), n, int(market.ohlc.shape[0]),
+        *(_arg(out[k]) for k in OUT_FIELDS), n, int(market.ohlc.shape[0]), int(market.mirror_offset),
         WINDOW=int(ring.shape[1]), MODE=REWARD_MODES[reward_mode], EXPOSURE=bool(exposure_mode),
         HAS_VOLUME=bool(market.has_volume), HAS_CURIOSITY=curiosity is not None,
         RECIP_DIV=dev.type == "cuda", LIBDEVICE=dev.type == "cuda" and not interp, BLOCK=block,

@@ -161,9 +161,14 @@ def curiosity_bonus(bonus, weight, cap):
 
 
 @triton.jit
-def start_from_uniform(u, lo, hi, episode_length):
+def start_from_uniform(u, lo, hi, episode_length, mirror):
     """state.StartSampler.draw for one uniform u ∈ [0, 1) (float64): lo + min(⌊u·S⌋, S − 1) with
-    S = max(hi − episode_length − lo, 1), the product in float64 as torch promotes it."""
+    S = max(hi − episode_length − lo, 1), the product in float64 as torch promotes it. mirror > 0 (the
+    mirrored copy's row offset): u < ½ maps 2u into the data, u ≥ ½ maps 2u − 1 into the mirror."""
     span = tl.maximum(hi - episode_length - lo, 1)
-    off = tl.minimum((u * span.to(tl.float64)).to(tl.int64), span - 1)
-    return off + lo
+    u2 = u * 2.0
+    half = (u2 >= 1.0) & (mirror > 0)
+    uu = tl.where(mirror > 0, u2 - half.to(tl.float64), u)
+    base = lo + half.to(tl.int64) * mirror
+    off = tl.minimum((uu * span.to(tl.float64)).to(tl.int64), span - 1)
+    return off + base
