@@ -33,8 +33,6 @@ from foxhunt.accel.backend import resolve_config
 from foxhunt.backtest.evaluator import Backtester
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.config import Config
-from foxhunt.env.params import check_episode_length
-from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
 from foxhunt.pipeline import Prepared
 from foxhunt.train import abstain
@@ -43,6 +41,7 @@ from foxhunt.train import gamma_grid
 from foxhunt.train.agent import build_trainer, cost_multiplier, policy_net, trained_module, training_env
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
 from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
+from foxhunt.train.preflight import check_prepared
 from foxhunt.train.run_dir import ResumePoint
 from foxhunt.train.selection import SUB_WINDOW, EpochSelector, WithSelection, pooled_sharpe, split_fold, sub_windows
 from foxhunt.train.team import Team, ensemble_net, member_config
@@ -64,14 +63,7 @@ class WalkForwardRunner:
         self.console = console
         self.market = prepared.market
         self.folds = prepared.folds
-        for f in self.folds:
-            if f.val_len < 2:
-                raise ConfigError(f"fold {f.fold}: the validation window has {f.val_len} bar(s); it needs >= 2")
-            part = split_fold(f, cfg.train.inner_fraction, cfg.folds.purge)[0] if cfg.train.select == "inner" else f
-            check_episode_length(cfg.env.episode_length, part.train_start, part.train_end)
-        if cfg.train.mirror != bool(self.market.mirror_offset):
-            raise ConfigError(f"train.mirror = {str(cfg.train.mirror).lower()}, but the market was prepared "
-                              f"{'without' if cfg.train.mirror else 'with'} its mirror (prepare it from this configuration)")
+        check_prepared(prepared)  # ConfigError before anything is allocated
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
         # ConfigError on a contradiction; the network checked is the agent's (DQN's or PPO's actor)
