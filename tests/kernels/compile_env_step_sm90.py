@@ -36,7 +36,7 @@ def compile_sm90(mode: int = 0, exposure: bool = False, has_volume: bool = True,
     for name in fn.arg_names:
         if name in consts:
             sig[name] = "constexpr"
-        elif name in ("n_envs", "n_bars"):
+        elif name in ("n_envs", "n_bars", "mirror_off"):
             sig[name] = "i32"
         elif name == "unif_p":
             sig[name] = "*fp64"
