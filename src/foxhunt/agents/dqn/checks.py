@@ -59,7 +59,7 @@ CHECKS: dict[str, str] = {
     "chk_reward_nonfinite": "non-finite rewards from the env step",
     "chk_next_obs_nonfinite": "next observations (rows) with a non-finite value",
     "chk_sample_range": "sampled replay slots outside the filled part [0, size) of the buffer",
-    "chk_sample_bar_range": "sampled transitions whose bar or next bar lies outside the rows on the device [0, R) (the data and its mirror)",
+    "chk_sample_bar_range": "sampled transitions whose bar or next bar lies outside the data [0, R) (R rows: the bars and, with train.mirror, their mirror)",
     "chk_sample_action_range": "sampled transitions whose action lies outside [0, n_actions)",
 }
 CHECK_FIELDS = tuple(CHECKS)
