@@ -75,6 +75,19 @@ def test_family_gates_pool_the_edge_draws_captures_clipped_and_judge_every_draw(
     assert family_block(results[1:2], "heldout", "tiny")["rule"] == "HELD_OUT scores are reported, never optimised"
 
 
+def test_capture_beyond_noise_counts_only_the_edge_draws_whose_quant_rule_beat_2_se():
+    se = math.sqrt(252 / 1000) / math.sqrt(2)  # the hand-made draws' SE of a fold-mean Sharpe
+    results = [_draw("dev00_drift", "edge", agent=1.5, quant=2.0, index=0),  # quant 2.0 > 2 SE (~0.71): counted, 75 %
+               _draw("dev02_mean_revert", "edge", agent=0.0, quant=0.5, index=2),  # quant inside the noise: left out
+               _draw("dev05_no_edge", "no_edge", agent=0.0, quant=3.0, index=5)]  # no edge: never counted
+    assert 0.5 < 2 * se < 2.0
+    block = family_block(results, "dev", "tiny")
+    b = block["beyond_noise"]
+    assert b["draws"] == ["dev00_drift"] and b["value"] == pytest.approx(0.75)
+    assert {g["name"]: g["value"] for g in block["gates"]}["capture vs quant"] == pytest.approx(0.375)  # the gate: both
+    assert gate_lines(block)[-1].startswith("reported  capture vs quant beyond noise: capture vs quant 75.0% over the 1 edge draws")
+
+
 def test_gates_from_rows_scored_in_separate_parts_equal_the_gates_of_one_run():
     results = [_draw("dev00_drift", "edge", agent=1.5, quant=2.0, oracle=3.0, index=0),
                _draw("dev01_no_edge", "no_edge", agent=-0.1, quant=0.2, turnover=2 * MAX_NO_EDGE_TURNOVER, index=1),
