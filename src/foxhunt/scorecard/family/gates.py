@@ -141,7 +141,7 @@ def family_gates(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def gate_lines(block: dict[str, Any]) -> list[str]:
-    """One line per family gate: "PASS|FAIL|not gated  <name>: <rule>"."""
+    """One line per family gate: "PASS|FAIL|not gated  <name>: <rule>", then the reported beyond-noise capture."""
     word = {True: "PASS", False: "FAIL", None: "not gated"}
     goal = {True: "GOAL met", False: "GOAL not met", None: "GOAL n/a"}
     lines = [f"{goal[g.get('met')] if g.get('goal') else word[g['passed']]}  {g['name']}: {g['rule']}" for g in block["gates"]]
