@@ -8,9 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from foxhunt.train import checkpoint as ckpt
-from tests.train.conftest import CLI, tiny_config
-from tests.train.test_kill_resume import _assert_same_result, _finish, _kill, _popen, _verify_committed, _wait
+from tests.train.conftest import tiny_config
+from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
 
 def _curriculum_config(directory: Path) -> Path:
@@ -23,14 +22,5 @@ def _curriculum_config(directory: Path) -> Path:
 
 @pytest.mark.slow
 def test_a_run_killed_inside_the_cost_ramp_and_resumed_gives_the_uninterrupted_result(tmp_path):
-    cfg = _curriculum_config(tmp_path)
-    _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
-    run = tmp_path / "runs" / "k"
-    proc = _popen(CLI + ["--config", str(cfg), "--name", "k"], pause=False)
-    _wait(proc, lambda: bool(ckpt.committed(run / "checkpoints")), "the first committed checkpoint")
-    _kill(proc)
-    first = _verify_committed(run)
-    assert first and first[-1].startswith("f000-")  # killed in fold 0, whose first epochs ramp the costs
-    out = _finish(_popen(CLI + ["--resume", str(run)], pause=False))
-    assert f"from checkpoint {first[-1]}" in out
-    _assert_same_result(run, tmp_path / "runs" / "ref")
+    # killed in fold 0, whose first epochs ramp the costs
+    killed_in_fold_0_then_resumed_equals_uninterrupted(_curriculum_config(tmp_path), tmp_path)

@@ -93,6 +93,21 @@ def _assert_same_result(run: Path, ref: Path) -> None:
     assert not _temporaries(run)
 
 
+def killed_in_fold_0_then_resumed_equals_uninterrupted(cfg: Path, root: Path) -> None:
+    """``foxhunt train --config cfg`` run once uninterrupted, once SIGKILLed after its first committed
+    checkpoint (in fold 0) and continued with ``--resume`` in a new process: the same results."""
+    _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
+    run = root / "runs" / "k"
+    proc = _popen(CLI + ["--config", str(cfg), "--name", "k"], pause=False)
+    _wait(proc, lambda: bool(ckpt.committed(run / "checkpoints")), "the first committed checkpoint")
+    _kill(proc)
+    first = _verify_committed(run)
+    assert first and first[-1].startswith("f000-")
+    out = _finish(_popen(CLI + ["--resume", str(run)], pause=False))
+    assert f"from checkpoint {first[-1]}" in out
+    _assert_same_result(run, root / "runs" / "ref")
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     """select -> (folder, tiny config): the uninterrupted reference run ``runs/ref`` done once per

@@ -10,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from foxhunt.errors import ConfigError
-from foxhunt.train import checkpoint as ckpt
-from tests.train.conftest import CLI, tiny_config
-from tests.train.test_kill_resume import _assert_same_result, _finish, _kill, _popen, _verify_committed, _wait
+from tests.train.conftest import tiny_config
+from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
 
 def _mirror_config(directory: Path, epochs: int = 3, every: int = 1) -> Path:
@@ -56,14 +55,4 @@ def test_a_market_prepared_without_its_mirror_is_refused_for_a_mirrored_run(tmp_
 
 @pytest.mark.slow
 def test_a_mirrored_run_killed_in_its_first_fold_and_resumed_gives_the_uninterrupted_result(tmp_path):
-    cfg = _mirror_config(tmp_path)
-    _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
-    run = tmp_path / "runs" / "k"
-    proc = _popen(CLI + ["--config", str(cfg), "--name", "k"], pause=False)
-    _wait(proc, lambda: bool(ckpt.committed(run / "checkpoints")), "the first committed checkpoint")
-    _kill(proc)
-    first = _verify_committed(run)
-    assert first and first[-1].startswith("f000-")
-    out = _finish(_popen(CLI + ["--resume", str(run)], pause=False))
-    assert f"from checkpoint {first[-1]}" in out
-    _assert_same_result(run, tmp_path / "runs" / "ref")
+    killed_in_fold_0_then_resumed_equals_uninterrupted(_mirror_config(tmp_path), tmp_path)
