@@ -190,6 +190,16 @@ def test_gpu_fused_step_equals_torch_step_for_4096_envs_and_200_steps():
 
 
 @pytest.mark.gpu
+def test_gpu_fused_step_equals_torch_step_on_a_mirrored_market_for_4096_envs():
+    if is_interpreted():
+        pytest.skip("runs the compiled kernel")
+    pair = run(4096, 200, seed=13, action_mode="exposure", dev=torch.device("cuda"), mirror=True)
+    assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_barrier"], max_ties=4)
+    bars = pair.env.state.bar
+    assert 0.4 < float((bars >= N_BARS).double().mean()) < 0.6
+
+
+@pytest.mark.gpu
 def test_gpu_fused_steps_captured_in_a_cuda_graph_replay_like_eager_torch_steps():
     if is_interpreted():
         pytest.skip("runs the compiled kernel")
