@@ -25,3 +25,12 @@ def test_reused_trainer_equals_a_fresh_one_and_the_market_loads_once(tmp_path: P
     first_again, _ = ev.evaluate({"dqn.lr": 1e-3, "dqn.gamma": 0.5})  # gamma is captured: a new trainer
     assert ev.stats == {"market_loads": 1, "runner_builds": 2, "runner_reuses": 1}
     assert first_again.sharpe != reused.sharpe
+
+
+@pytest.mark.slow
+def test_a_trial_that_turns_the_mirror_on_loads_the_market_again_with_its_mirror(tmp_path: Path) -> None:
+    ev = TrialEvaluator(load_config(tiny_tune_config(tmp_path)))
+    ev.evaluate({"dqn.lr": 1e-3})
+    assert ev.stats["market_loads"] == 1 and ev._prepared.market.mirror_offset == 0
+    ev.evaluate({"dqn.lr": 1e-3, "train.mirror": True})  # without a new market the runner's preflight refuses it
+    assert ev.stats["market_loads"] == 2 and ev._prepared.market.mirror_offset == ev._prepared.market.n_bars

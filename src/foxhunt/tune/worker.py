@@ -118,12 +118,14 @@ class TrialEvaluator:
         return build_config(data, source=f"trial {values}")
 
     def prepared_for(self, cfg: Config) -> Any:
-        """The market for ``cfg``: loaded once, again only if the data, features or folds change."""
+        """The market for ``cfg``: loaded once, again only if the data, features, folds or ``train.mirror``
+        (whether the market holds its mirror) change."""
         from foxhunt.pipeline import prepare_market
         from foxhunt.tune.holdout import with_search_folds
 
         d = cfg.to_dict()
-        key = _key(d, ("data", "features", "folds")) + json.dumps([d["run"].get("device"), d["tune"]["holdout"]])
+        key = _key(d, ("data", "features", "folds")) + json.dumps([d["run"].get("device"), d["tune"]["holdout"],
+                                                                     d["train"].get("mirror", False)])
         if key != self._prep_key:
             self._prepared, self.cut = with_search_folds(prepare_market(cfg), cfg.tune.holdout)
             self._prep_key = key
