@@ -67,7 +67,7 @@ class MarketData:
     """
 
     def __init__(self, fs: FeatureSet, device: torch.device | str = "cpu", mirror: FeatureSet | None = None) -> None:
-        """mirror: the features of the mirrored bars (``data.mirror``), appended after ``fs``'s rows
+        """mirror: the features of the mirrored bars (``foxhunt.data.mirror``), appended after ``fs``'s rows
         for training envs to start in (``train.mirror``); every index below ``n_bars`` is the real data."""
         dev = torch.device(device)
         if dev.type == "cuda" and dev.index is None:
