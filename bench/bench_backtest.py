@@ -40,7 +40,8 @@ from bench import common as _common  # noqa: E402
 from foxhunt.agents.networks import DuelingQNet  # noqa: E402
 from foxhunt.backtest.evaluator import Backtester  # noqa: E402
 from foxhunt.backtest.fused import check_windows, launch, run_fused  # noqa: E402
-from foxhunt.backtest.metrics import GraphedMetrics, TradeRecords, compute_metrics  # noqa: E402
+from foxhunt.backtest.graphed_metrics import GraphedMetrics  # noqa: E402
+from foxhunt.backtest.metrics import TradeRecords, compute_metrics  # noqa: E402
 from foxhunt.backtest.policies import GreedyPolicy  # noqa: E402
 from foxhunt.env import EnvParams  # noqa: E402
 from foxhunt.kernels.backtest.kernel import PRECOMPUTE_MAX_BYTES  # noqa: E402

@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from bench import common as _common
-from foxhunt.backtest.metrics import GraphedMetrics, TradeRecords, compute_metrics
+from foxhunt.backtest.graphed_metrics import GraphedMetrics
+from foxhunt.backtest.metrics import TradeRecords, compute_metrics
 from foxhunt.backtest.metrics_reference import window_metrics
 
 

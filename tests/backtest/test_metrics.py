@@ -17,7 +17,6 @@ from foxhunt.backtest import metrics as metrics_module
 from foxhunt.backtest.metrics import (
     METRIC_INDEX,
     METRIC_NAMES,
-    GraphedMetrics,
     TradeRecords,
     compute_metrics,
     metrics_to_dicts,
@@ -245,20 +244,6 @@ def test_bad_shapes_are_rejected_with_the_argument_named():
         compute_metrics(torch.zeros(2, 5), torch.tensor([5, 5]), positions=torch.zeros(2, 4))
     with pytest.raises(ValueError, match="TradeRecords"):
         TradeRecords(torch.zeros(3, dtype=torch.int64), torch.zeros(2), torch.ones(3, dtype=torch.bool))
-
-
-@pytest.mark.gpu
-def test_cuda_graphed_metrics_equal_eager_on_new_inputs_each_replay(rng):
-    W, T, K = 7, 2_000, 300
-    gm = GraphedMetrics(W, T, "cuda", with_positions=True, trade_capacity=K, with_traded=True, bars_per_year=252.0)
-    for _ in range(3):  # the graph reads new inputs on every call
-        lengths, returns, positions, tw, tr, tv = _random_case(rng, W=W, T=T, K=K)
-        args = [torch.from_numpy(x).cuda() for x in (_garbage_pad(returns, lengths, rng), lengths, positions, tw, tr, tv)]
-        trades = TradeRecords(*args[3:])
-        traded = torch.from_numpy(_traded(positions)).cuda()
-        eager = compute_metrics(args[0], args[1], positions=args[2], trades=trades, traded=traded)
-        graphed = gm(args[0], args[1], args[2], trades, traded).clone()
-        torch.testing.assert_close(graphed, eager, rtol=1e-12, atol=1e-15, equal_nan=True)
 
 
 # Wipe-outs (issue 30): a bar return of -1 (the capital lost) or below (a leveraged loss beyond it).
