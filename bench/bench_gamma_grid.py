@@ -19,9 +19,11 @@ walk-forward seconds. JSON: bench/results/gamma_grid_<device>.json; the last lin
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +73,33 @@ def score(index: int, name: str, overrides: list[str], base: dict[str, Any], lay
     return row
 
 
+@contextlib.contextmanager
+def only_columns(prefixes: tuple[str, ...]) -> Iterator[None]:
+    """Diagnostic (``--keep-columns``): inside the block, every market the runner builds shows the
+    learner only the feature columns whose names start with one of ``prefixes``; the others are 0
+    after normalisation (their 1/std is zeroed at every ``set_fold``), in training, held-back selection
+    and validation alike. Empty ``prefixes``: nothing changes."""
+    from foxhunt.market import MarketData
+
+    if not prefixes:
+        yield
+        return
+    original = MarketData.set_fold
+
+    def set_fold(self: MarketData, fold: object) -> None:
+        original(self, fold)  # type: ignore[arg-type]
+        keep = torch.tensor([n.startswith(prefixes) for n in self.names], device=self.norm_inv_std.device)
+        if not bool(keep.any()):
+            raise ValueError(f"--keep-columns {','.join(prefixes)}: no feature column starts with these ({self.names[:3]} …)")
+        self.norm_inv_std.mul_(keep.to(self.norm_inv_std.dtype))
+
+    MarketData.set_fold = set_fold  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        MarketData.set_fold = original  # type: ignore[method-assign]
+
+
 def inner_curves(metrics: Path) -> list[list[list[float | None]]]:
     """Every member's held-back Sharpe after every epoch, [fold][epoch][member], from the run's
     metrics.jsonl (None: the network never traded on the window; [] without train.select = "inner")."""
@@ -97,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--ensemble", type=int, default=3)
     ap.add_argument("--grid", default="0.5, 0.9, 0.98")
     ap.add_argument("--variant", action="append", default=[], help="NAME=section.key=v;section.key=v (repeatable)")
+    ap.add_argument("--keep-columns", default="", help="diagnostic: the learner sees only the market feature columns "
+                    "whose names start with one of these comma-separated prefixes (e.g. ema_mom); the rest are zero")
     args = parse(ap, argv)
     if args.quick:
         args.bars, args.train, args.val, args.folds, args.draws = 2_600, 1_200, 400, 2, "0"
@@ -106,7 +137,8 @@ def main(argv: list[str] | None = None) -> None:
     base = tomllib.loads(Path(args.config).read_text() if args.config else DEFAULT_TRAIN_TOML)
     layout = None if args.size else Layout(args.bars, args.train, args.val, args.folds)
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
+    keep = tuple(p for p in args.keep_columns.split(",") if p)
+    with tempfile.TemporaryDirectory() as tmp, only_columns(keep):
         for index in [int(i) for i in args.draws.split(",")]:
             for name, ov in variants(args).items():
                 rows.append(score(index, name, ov, base, layout, args, Path(tmp) / f"d{index}"))
@@ -118,6 +150,7 @@ def main(argv: list[str] | None = None) -> None:
                 # written after every row: a run stopped early keeps what it measured
                 save(args, f"gamma_grid_{dev}" + ("_quick" if args.quick else ""),
                      {"config": args.config or "<built-in train defaults>", "overrides": args.overrides,
+                      "keep_columns": list(keep),
                       "layout": layout.__dict__ if layout else f"family {args.size}", "variants": variants(args),
                       "draws": args.draws, "rows": rows, "machine": machine(torch.device(dev))})
 
