@@ -82,7 +82,7 @@ def probe(args: Any) -> dict[str, Any]:
         runner = WalkForwardRunner(prepared)
         run_dir, resolved = create_run_dir(cfg, prepared, sc.name)
         runner.use_config(resolved)
-        runner.run(run_dir)
+        results = runner.run(run_dir)
         market, fold = prepared.market, prepared.folds[-1]
         market.set_fold(fold)  # the last fold's normalisation (and the --keep-columns mask)
         net = runner.fold_net()
@@ -106,6 +106,8 @@ def probe(args: Any) -> dict[str, Any]:
             "layout": {"bars": args.bars, "train": args.train, "val": args.val, "folds": args.folds},
             "overrides": overrides, "keep_columns": list(keep), "window": args.window, "fold": fold.fold, "bars": int(len(idx)),
             "exposures": list(EXPOSURE_FRACTIONS), "forward_bars": FORWARD_BARS,
+            "validation": [{"fold": int(r["fold"]["fold"]), "sharpe": r["agent"].get("sharpe"), "trade_count": r["agent"].get("trade_count"),
+                            "buy_and_hold_sharpe": (r.get("buy_and_hold") or {}).get("sharpe")} for r in results],
             "portfolios": {k: advantage_rows(q, latent, fwd, ema) for k, q in qs.items()},
             "corr_latent_ema": {k: _corr(latent, v) for k, v in ema.items()},
             "corr_forward_ema": {k: _corr(fwd, v) for k, v in ema.items()}, "corr_latent_forward": _corr(latent, fwd)}
@@ -131,6 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     row = probe(args)
     dev = "cuda" if args.device.startswith("cuda") else "cpu"
     save(args, f"advantage_{dev}" + ("_quick" if args.quick else ""), {**row, "machine": machine(torch.device(dev))})
+    print("validation: " + "  ".join(f"fold {v['fold']} Sharpe {v['sharpe'] or 0:+.2f} ({v['trade_count'] or 0:.0f} trades, "
+                                      f"B&H {v['buy_and_hold_sharpe'] or 0:+.2f})" for v in row["validation"]))
     for name, p in row["portfolios"].items():
         ema = " ".join(f"{k[8:]} {v:+.2f}" for k, v in p["corr_ema"].items() if v is not None)
         print(f"{row['draw']} from {name:<5} greedy {p['greedy_counts']}  A {p['advantage_mean']:+.3f} ± {p['advantage_sd']:.3f}"

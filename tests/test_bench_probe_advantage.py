@@ -46,4 +46,4 @@ def test_a_quick_probe_in_a_fresh_process_writes_every_portfolio(tmp_path):
     row = json.loads(out.read_text())
     assert row["draw"] == "dev00_drift" and set(row["portfolios"]) == {"flat", "long", "short"}
     assert all(sum(p["greedy_counts"]) == row["bars"] for p in row["portfolios"].values())
-    assert "from short" in proc.stdout
+    assert "from short" in proc.stdout and len(row["validation"]) == 2
