@@ -26,7 +26,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from foxhunt.accel.backend import resolve_config
@@ -43,7 +42,7 @@ from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
 from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
 from foxhunt.train.preflight import check_prepared
 from foxhunt.train.run_dir import ResumePoint
-from foxhunt.train.selection import SUB_WINDOW, EpochSelector, WithSelection, pooled_sharpe, split_fold, sub_windows
+from foxhunt.train.selection import EpochSelector, HeldBackScore, WithSelection, split_fold
 from foxhunt.train.team import Team, ensemble_net, member_config
 
 
@@ -82,6 +81,8 @@ class WalkForwardRunner:
         self.bars_per_year = self.backtester.bars_per_year
         self.selectors: list[EpochSelector] = []
         if self.tcfg.select == "inner":  # early stopping on a held-back tail of each training window (per member)
+            self._held_back = HeldBackScore(self.backtester, self.plan.eval, self.bars_per_year, self.trainer.env.n_actions,
+                                            self.tcfg.select_score)
             self.selectors = [EpochSelector(trained_module(t), lambda t=t: policy_net(t), self._window_sharpe) for t in self.members]
         self.selector = self.selectors[0] if self.selectors else None
         self._flat = False  # train.abstain: this fold's model is the flat network
@@ -143,15 +144,8 @@ class WalkForwardRunner:
             gamma_grid.add_group_validations(selection["gamma_groups"], validate, abstain.ALTERNATIVE_METRICS)
 
     def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
-        """Sharpe of ``policy`` on the held-back window (the epoch selector's score; one readback).
-
-        The window is stepped as lockstep sub-windows of at most ``SUB_WINDOW`` bars (each from a
-        flat portfolio), so its serial length, hence its time, stays short on minute data (80 K
-        held-back bars: 40 windows of 2 K); the score is the Sharpe of their pooled bar returns."""
-        starts, lengths = sub_windows(start, steps, SUB_WINDOW)
-        res = self.backtester.run(starts, lengths, policy, backend=self.plan.eval, keep_curves=True)
-        assert res.returns is not None
-        return pooled_sharpe(np.concatenate([res.returns[i, :n] for i, n in enumerate(lengths)]), self.bars_per_year)
+        """The epoch selector's score of ``policy`` on the held-back window (``selection.HeldBackScore``)."""
+        return self._held_back(start, steps, policy)
 
     def _begin_fold(self, fold: FoldRange, warm_start: bool) -> float:
         """Make ``fold`` current: the trainer on its training bars (all of them, or the part before

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from foxhunt.backtest.policies import GreedyPolicy
+from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
 from foxhunt.state import ComponentStateError, StateDict, host_int, load_into
@@ -60,6 +60,24 @@ def pooled_sharpe(returns: np.ndarray, bars_per_year: float) -> float:
     return float(r.mean() / sd * np.sqrt(bars_per_year)) if sd > 0 else float("nan")
 
 
+def timing_returns(returns: np.ndarray, market: np.ndarray) -> np.ndarray:
+    """Per-bar returns [n] less their least-squares regression on the market's (buy-and-hold) returns
+    [n] over the same bars: r − β·m, β = cov(r, m) / var(m) (float64; β = 0 when m does not vary).
+
+    What is left is the part of the policy's return that holding a fixed exposure cannot earn: a
+    constant exposure e gives r ≈ e·m and leaves only its costs, a policy that times the market keeps
+    its timing (``train.select_score = "timing"``)."""
+    r = np.asarray(returns, dtype=np.float64)
+    m = np.asarray(market, dtype=np.float64)
+    if r.shape != m.shape:
+        raise ValueError(f"timing_returns: returns {r.shape} and market returns {m.shape} differ")
+    mc = m - m.mean() if m.size else m
+    var = float(mc @ mc)
+    varies = var > 1e-20 * float(m @ m)  # relative: a constant market's rounding residue is not variance
+    beta = float((r - r.mean()) @ mc) / var if varies else 0.0
+    return r - beta * m
+
+
 def sharpe_standard_error(steps: int, bars_per_year: float) -> float:
     """SE of an annualised Sharpe ratio measured over ``steps`` bar returns when the true Sharpe is
     small: sqrt(bars_per_year / steps) (annualised units)."""
@@ -80,6 +98,45 @@ def split_fold(fold: FoldRange, fraction: float, purge: int) -> tuple[FoldRange,
                           f"(need > {MIN_INNER_BARS} and >= 2; purge {purge})")
     part = FoldRange(fold.fold, fold.train_start, train_end, fold.val_start, fold.val_end)
     return part, fold.train_end - inner, inner - 1  # steps: bars start+1 … train_end-1, as validation
+
+
+class HeldBackScore:
+    """The epoch selector's score of a greedy policy on a held-back window: ``(start, steps, policy) ->``
+    the Sharpe of its returns (``score = "sharpe"``), or of their part that holding one exposure cannot
+    earn (``"timing"``: ``timing_returns`` against buy-and-hold on the same bars, backtested once per
+    window). One backtest and one host read per call.
+
+    The window is stepped as lockstep sub-windows of at most ``SUB_WINDOW`` bars (each from a flat
+    portfolio), so its serial length, hence its time, stays short on minute data (80 K held-back bars:
+    40 windows of 2 K); the score is the Sharpe of their pooled bar returns."""
+
+    def __init__(self, backtester: Any, backend: str, bars_per_year: float, n_actions: int, score: str = "sharpe") -> None:
+        if score not in ("sharpe", "timing"):
+            raise ValueError(f"HeldBackScore: score {score!r}, expected 'sharpe' or 'timing'")
+        self.backtester, self.backend, self.bars_per_year = backtester, backend, float(bars_per_year)
+        self.n_actions, self.score = int(n_actions), score
+        self._market: tuple[tuple[int, int], np.ndarray] | None = None  # (window, buy-and-hold returns)
+
+    def _returns(self, starts: list[int], lengths: list[int], policy: Any) -> np.ndarray:
+        res = self.backtester.run(starts, lengths, policy, backend=self.backend, keep_curves=True)
+        assert res.returns is not None
+        return np.concatenate([res.returns[i, :n] for i, n in enumerate(lengths)])
+
+    def market_returns(self, start: int, steps: int) -> np.ndarray:
+        """Buy-and-hold's pooled returns on the window (cached for the window last asked for: within
+        a fold, with that fold's statistics on the market)."""
+        if self._market is None or self._market[0] != (start, steps):
+            starts, lengths = sub_windows(start, steps, SUB_WINDOW)
+            ones = torch.ones((len(starts), max(lengths)), dtype=torch.float32, device=self.backtester.market.device)
+            self._market = ((start, steps), self._returns(starts, lengths, ExposurePolicy(ones, self.n_actions)))
+        return self._market[1]
+
+    def __call__(self, start: int, steps: int, policy: Any) -> float:
+        starts, lengths = sub_windows(start, steps, SUB_WINDOW)
+        r = self._returns(starts, lengths, policy)
+        if self.score == "timing":
+            r = timing_returns(r, self.market_returns(start, steps))
+        return pooled_sharpe(r, self.bars_per_year)
 
 
 class EpochSelector:
