@@ -35,6 +35,7 @@ from foxhunt.scorecard.family import Layout, draw, size_for
 from foxhunt.train.config import DEFAULT_TRAIN_TOML
 from foxhunt.train.run_dir import create_run_dir
 from foxhunt.train.runner import WalkForwardRunner
+from foxhunt.train.selection import split_fold
 
 PORTFOLIOS = {"flat": 0.0, "long": 1.0, "short": -1.0}
 FORWARD_BARS = 100
@@ -84,7 +85,13 @@ def probe(args: Any) -> dict[str, Any]:
         runner.use_config(resolved)
         results = runner.run(run_dir)
         market, fold = prepared.market, prepared.folds[-1]
-        market.set_fold(fold)  # the last fold's normalisation (and the --keep-columns mask)
+        # the normalisation the network trained and was validated with: its training part's (the fold less
+        # the held-back window with select = inner), which the runner leaves on the market after the last fold
+        trained_on = split_fold(fold, cfg.train.inner_fraction, cfg.folds.purge)[0] if cfg.train.select == "inner" else fold
+        left = market.norm_mean.clone(), market.norm_inv_std.clone()
+        market.set_fold(trained_on)  # (with the --keep-columns mask)
+        if not (torch.equal(left[0], market.norm_mean) and torch.equal(left[1], market.norm_inv_std)):
+            raise RuntimeError("probe_advantage: the network's normalisation is not its training part's")
         net = runner.fold_net()
         warm = max([*cfg.features.ema_horizons, 0])
         lo, hi = (fold.val_start, fold.val_end - 1) if args.window == "val" else (fold.train_start + warm, fold.train_end)

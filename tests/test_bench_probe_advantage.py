@@ -37,11 +37,14 @@ def test_the_advantage_is_q_long_minus_q_short_and_follows_what_it_is_built_from
     assert row["corr_ema"] == {"ema_mom_10": None}  # a constant column has no correlation
 
 
-def test_a_quick_probe_in_a_fresh_process_writes_every_portfolio(tmp_path):
+@pytest.mark.parametrize("select", ["last", "inner"])
+def test_a_quick_probe_in_a_fresh_process_writes_every_portfolio(tmp_path, select):
+    """With inner selection the probe reads the network under its training part's normalisation (it raises
+    if that is not what the runner left on the market)."""
     out = tmp_path / "probe.json"
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'src'}{os.pathsep}{ROOT}"}
-    proc = subprocess.run([sys.executable, "-m", "bench.probe_advantage", "--quick", "--out", str(out)], cwd=tmp_path,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-m", "bench.probe_advantage", "--quick", "--set", f"train.select={select}",
+                           "--out", str(out)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     row = json.loads(out.read_text())
     assert row["draw"] == "dev00_drift" and set(row["portfolios"]) == {"flat", "long", "short"}

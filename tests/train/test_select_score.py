@@ -62,8 +62,8 @@ def _foresight(m: MarketData, start: int, steps: int) -> ExposurePolicy:
 def test_the_held_back_timing_score_is_undefined_for_buy_and_hold_and_keeps_a_timing_policy():
     m, start, steps = _scored_market()
     bt = Backtester(m, chunk=64)
-    sharpe = HeldBackScore(bt, "torch", bt.bars_per_year, 5, "sharpe")
-    timing = HeldBackScore(bt, "torch", bt.bars_per_year, 5, "timing")
+    sharpe = HeldBackScore(bt, "torch", bt.bars_per_year, "sharpe")
+    timing = HeldBackScore(bt, "torch", bt.bars_per_year, "timing")
     n_windows = len(sub_windows(start, steps, SUB_WINDOW)[0])
     hold = ExposurePolicy(torch.ones(n_windows, SUB_WINDOW + 1))
     assert math.isfinite(sharpe(start, steps, hold))
@@ -81,7 +81,7 @@ def test_select_score_is_a_config_choice_of_sharpe_or_timing():
     with pytest.raises(ConfigError, match="train.select_score"):
         default_train_config(["train.select_score=sortino"])
     with pytest.raises(ValueError, match="score 'sortino'"):
-        HeldBackScore(None, "torch", 252.0, 5, "sortino")
+        HeldBackScore(None, "torch", 252.0, "sortino")
 
 
 def test_a_timing_scored_run_killed_in_its_first_fold_and_resumed_gives_the_uninterrupted_result(tmp_path):

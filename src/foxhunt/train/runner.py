@@ -81,8 +81,7 @@ class WalkForwardRunner:
         self.bars_per_year = self.backtester.bars_per_year
         self.selectors: list[EpochSelector] = []
         if self.tcfg.select == "inner":  # early stopping on a held-back tail of each training window (per member)
-            self._held_back = HeldBackScore(self.backtester, self.plan.eval, self.bars_per_year, self.trainer.env.n_actions,
-                                            self.tcfg.select_score)
+            self._held_back = HeldBackScore(self.backtester, self.plan.eval, self.bars_per_year, self.tcfg.select_score)
             self.selectors = [EpochSelector(trained_module(t), lambda t=t: policy_net(t), self._window_sharpe) for t in self.members]
         self.selector = self.selectors[0] if self.selectors else None
         self._flat = False  # train.abstain: this fold's model is the flat network

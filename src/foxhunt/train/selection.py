@@ -110,11 +110,10 @@ class HeldBackScore:
     portfolio), so its serial length, hence its time, stays short on minute data (80 K held-back bars:
     40 windows of 2 K); the score is the Sharpe of their pooled bar returns."""
 
-    def __init__(self, backtester: Any, backend: str, bars_per_year: float, n_actions: int, score: str = "sharpe") -> None:
+    def __init__(self, backtester: Any, backend: str, bars_per_year: float, score: str = "sharpe") -> None:
         if score not in ("sharpe", "timing"):
             raise ValueError(f"HeldBackScore: score {score!r}, expected 'sharpe' or 'timing'")
-        self.backtester, self.backend, self.bars_per_year = backtester, backend, float(bars_per_year)
-        self.n_actions, self.score = int(n_actions), score
+        self.backtester, self.backend, self.bars_per_year, self.score = backtester, backend, float(bars_per_year), score
         self._market: tuple[tuple[int, int], np.ndarray] | None = None  # (window, buy-and-hold returns)
 
     def _returns(self, starts: list[int], lengths: list[int], policy: Any) -> np.ndarray:
@@ -128,7 +127,7 @@ class HeldBackScore:
         if self._market is None or self._market[0] != (start, steps):
             starts, lengths = sub_windows(start, steps, SUB_WINDOW)
             ones = torch.ones((len(starts), max(lengths)), dtype=torch.float32, device=self.backtester.market.device)
-            self._market = ((start, steps), self._returns(starts, lengths, ExposurePolicy(ones, self.n_actions)))
+            self._market = ((start, steps), self._returns(starts, lengths, ExposurePolicy(ones)))
         return self._market[1]
 
     def __call__(self, start: int, steps: int, policy: Any) -> float:
