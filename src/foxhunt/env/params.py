@@ -16,7 +16,7 @@ from typing import Any, Literal, Mapping
 
 import numpy as np
 import torch
-from pydantic import field_validator
+from pydantic import Field, field_validator
 
 from foxhunt.config import Section, register_section
 from foxhunt.errors import ConfigError
@@ -131,6 +131,10 @@ class EnvParams(Section):
     episode_length: int = 256
     bust_fraction: float = 0.1
     action_mode: Literal["factored", "exposure"] = "factored"
+    decision_interval: int = Field(1, ge=1, le=1024)
+    """k: the agent chooses an action every k bars and the env holds it in between (execution, costs,
+    barriers, sizing and penalties stay per bar); a learner's transition spans one decision. A host
+    fact, the same for every env (not per-env)."""
 
     @field_validator(*RULES)
     @classmethod
@@ -257,6 +261,10 @@ class EnvTensors:
         return self.base.n_actions
 
     @property
+    def decision_interval(self) -> int:
+        return self.base.decision_interval
+
+    @property
     def device(self) -> torch.device:
         return self.capital.device
 
@@ -328,9 +336,9 @@ class EnvTensors:
     def update_(self, params: EnvParams, per_env: Mapping[str, Any] | None = None) -> None:
         """Replace every value in place (same N, same device; graphs that read them stay valid).
 
-        reward_mode, action_mode and diversity_window are structural and must not change.
+        reward_mode, action_mode, diversity_window and decision_interval are structural and must not change.
         """
-        for key in ("reward_mode", "action_mode", "diversity_window"):
+        for key in ("reward_mode", "action_mode", "diversity_window", "decision_interval"):
             if getattr(params, key) != getattr(self.base, key):
                 raise EnvConfigError(f"{key} cannot change in place ({getattr(self.base, key)!r} → {getattr(params, key)!r})")
         host = self._host_values(params, self.n_envs, per_env)
