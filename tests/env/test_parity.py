@@ -220,16 +220,17 @@ def _device_rows(env: VecTradingEnv) -> dict[str, np.ndarray]:
 
 def run_parity(n_envs: int, steps: int, *, seed: int, action_mode: str = "factored", reward_mode: str = "return",
                has_volume: bool = True, flags_at: int | None = None, hold: float = 0.6, flat: float = 0.0,
-               curiosity_input: bool = True, mirror: bool = False) -> Report:
+               curiosity_input: bool = True, mirror: bool = False, decision_interval: int = 1) -> Report:
     """Step device env and oracles side by side; returns coverage, ties and mismatches. mirror: the
-    market's mirror appended (``train.mirror``), half of the episodes start in it."""
+    market's mirror appended (``train.mirror``), half of the episodes start in it. decision_interval
+    k > 1: every step is one decision of k bars (``ReferenceEnv.step_decision`` on the oracle side)."""
     market = parity_market(seed, has_volume, flat)
     if mirror:
         market = mirrored_market(parity_feature_set(seed, has_volume, flat=flat), market.fold)
     rmarket = ReferenceMarket.from_market(market)
     per_env = per_env_params(n_envs, seed + 1)
-    env = VecTradingEnv(market, n_envs, EnvParams(action_mode=action_mode, reward_mode=reward_mode),
-                        seed=seed, per_env=per_env)
+    env = VecTradingEnv(market, n_envs, EnvParams(action_mode=action_mode, reward_mode=reward_mode,
+                                                  decision_interval=decision_interval), seed=seed, per_env=per_env)
     env.reset()
     refs = [ReferenceEnv(rmarket, oracle_params(per_env, i, action_mode=action_mode, reward_mode=reward_mode))
             for i in range(n_envs)]
@@ -262,7 +263,10 @@ def run_parity(n_envs: int, steps: int, *, seed: int, action_mode: str = "factor
         for i in np.flatnonzero(alive).tolist():
             ref = refs[i]
             q_before, a = ref.position, acts[i]
-            reward, done, info = ref.step(a, cur32[i])
+            if decision_interval == 1:
+                reward, done, info = ref.step(a, cur32[i])
+            else:
+                reward, done, info = ref.step_decision(a, decision_interval, cur32[i])
             margins = dict(ref.last_margins)
             _cover(rep.coverage, ref, a, q_before, info, action_mode)
             if done and dev_py["done"][i]:  # the device auto-reset: restart the oracle at its new start
@@ -386,3 +390,11 @@ def test_zero_median_range_and_return_route_to_market_normal_and_match_the_oracl
 def test_many_envs_match_the_float64_oracle_for_2000_steps(seed, action_mode):
     rep = run_parity(64, 2_000, seed=seed, action_mode=action_mode, flags_at=777)
     _check(rep, ["reversal", "kelly_sized", "done_bust"], 64)
+
+
+@pytest.mark.parametrize("k,action_mode", [(3, "factored"), (7, "exposure")])
+def test_decisions_of_k_bars_match_the_float64_oracle_held_for_k_bars(k, action_mode):
+    """env.decision_interval: each step holds the action for k bars; sums, the ends inside an interval
+    (length, barrier, bust), the last trade and the auto-reset agree with ReferenceEnv.step_decision."""
+    rep = run_parity(24, 600, seed=13 + k, action_mode=action_mode, flags_at=300, decision_interval=k)
+    _check(rep, ["reversal", "label1_end1", "done_length", "done_barrier"], 24)

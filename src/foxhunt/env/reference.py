@@ -204,6 +204,37 @@ class ReferenceEnv:
                     barrier_hit=hit, barrier_label=label)
         return reward, done, info
 
+    def step_decision(self, action: int, k: int, curiosity: float = 0.0) -> tuple[float, bool, dict[str, Any]]:
+        """One decision (``env.decision_interval`` = k): ``action`` held for k bars, or until the episode
+        ends inside them. Returns (the bars' rewards summed, done, info): the last bar's outputs, with
+        barrier_hit any bar's (barrier_label the last hit's), trade_* the last closed round trip's and
+        done / truncation where the decision ended; the curiosity bonus is added on the first bar only.
+        ``last_margins`` holds each comparison's smallest margin over the k bars."""
+        total, margins = 0.0, {}
+        merged: dict[str, Any] = {}
+        for j in range(int(k)):
+            reward, done, info = self.step(action, curiosity if j == 0 else 0.0)
+            for name, v in self.last_margins.items():
+                margins[name] = min(margins.get(name, math.inf), v)
+            total += reward
+            if j == 0:
+                merged = dict(info)
+            else:
+                hit_before = merged["barrier_hit"]
+                closed_before = merged["trade_closed"]
+                last_trade = {n: v for n, v in info.items() if n.startswith("trade_")} if info["trade_closed"] else {}
+                merged.update({n: v for n, v in info.items() if not n.startswith("trade_") and n != "barrier_label"})
+                merged.update(last_trade)
+                merged["trade_closed"] = closed_before or info["trade_closed"]
+                merged["barrier_hit"] = hit_before or info["barrier_hit"]
+                if info["barrier_hit"]:
+                    merged["barrier_label"] = info["barrier_label"]
+            if done:
+                break
+        merged["reward"] = total
+        self.last_margins = margins
+        return total, bool(merged["done"]), merged
+
     def _fill(self, o: int, mult: float, t: int, info: dict[str, Any]) -> bool:
         """Steps 3–4: fill the order at bar t+1 and book its legs. Returns True if a position opened."""
         p, m = self.p, self.m

@@ -282,6 +282,10 @@ class VecTradingEnv:
         self.state = EnvState.allocate(self.n_envs, self.device)
         self.out = StepOutput.allocate(self.n_envs, self.device)
         self.sampler = StartSampler(self.n_envs, self.device, seed)
+        from foxhunt.env.decision import DecisionScratch, step_decision  # decision.py builds on this module's step
+
+        self._decision = DecisionScratch(self.n_envs, self.device)
+        self._step_decision = step_decision
         self.obs = torch.zeros((self.n_envs, market.obs_dim), dtype=torch.float32, device=self.device)
         self._portfolio = torch.zeros((self.n_envs, N_PORTFOLIO_FEATURES), dtype=torch.float32, device=self.device)
         self.reset_flags = torch.zeros((), dtype=torch.int64, device=self.device)
@@ -296,6 +300,11 @@ class VecTradingEnv:
     @property
     def obs_dim(self) -> int:
         return self.market.obs_dim
+
+    @property
+    def decision_interval(self) -> int:
+        """k: bars per decision (``env.decision_interval``); ``step`` steps k bars."""
+        return self.params.decision_interval
 
     def check_fold(self) -> None:
         """episode_length ≤ train length − 1 of the market's current fold (host facts only)."""
@@ -352,17 +361,20 @@ class VecTradingEnv:
     def step(
         self, actions: torch.Tensor, curiosity: torch.Tensor | None = None, active: torch.Tensor | None = None
     ) -> StepOutput:
-        """Step every env with ``actions`` [N] int64 on the device; returns the preallocated ``self.out``."""
+        """One decision of every env with ``actions`` [N] int64 on the device: ``env.decision_interval``
+        bars with the action held (``foxhunt.env.decision``; one bar, the plain step, when it is 1).
+        Returns the preallocated ``self.out``."""
         if not self.auto_reset:
             live = ~self.state.finished
             active = live if active is None else (live & active)
-        return step(
+        return self._step_decision(
             self.state,
             self.params,
             self.market,
             actions,
             curiosity,
             self.out,
+            self._decision,
             active=active,
             auto_reset=self.auto_reset,
             sampler=self.sampler,
