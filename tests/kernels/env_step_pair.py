@@ -67,7 +67,7 @@ class Pair:
     def step(self, actions: torch.Tensor, curiosity: torch.Tensor | None) -> None:
         env = self.env
         before = env.state.clone()
-        step(env.state, env.params, self.market, actions, curiosity, env.out, sampler=env.sampler)
+        env.step(actions, curiosity)  # one decision: vec_env.step itself when env.decision_interval = 1
         fused_step(self.state, env.params, self.market, actions, curiosity, self.out, self.sampler)
         self._cover(before, actions)
         self.compare(self._near_ties())

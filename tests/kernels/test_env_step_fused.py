@@ -56,11 +56,12 @@ def market_on(dev: torch.device, seed: int = 0, has_volume: bool = True, mirror:
 
 def run(n: int, steps: int, *, seed: int, reward_mode: str = "return", action_mode: str = "factored",
         has_volume: bool = True, curiosity: bool = True, dev: torch.device = DEV, hold: float = 0.6,
-        mirror: bool = False) -> Pair:
-    """Step a torch env and its fused copy ``steps`` times with sticky random actions; returns the pair."""
+        mirror: bool = False, decision_interval: int = 1) -> Pair:
+    """Step a torch env and its fused copy ``steps`` times with sticky random actions (each step one
+    decision of ``decision_interval`` bars); returns the pair."""
     market = market_on(dev, seed, has_volume, mirror)
-    pair = Pair(market, n, EnvParams(reward_mode=reward_mode, action_mode=action_mode), per_env_params(n, seed + 1),
-                seed)
+    pair = Pair(market, n, EnvParams(reward_mode=reward_mode, action_mode=action_mode,
+                                     decision_interval=decision_interval), per_env_params(n, seed + 1), seed)
     n_act = pair.env.n_actions
     rng = np.random.default_rng(seed + 2)
     actions = rng.integers(n_act, size=n)
@@ -120,6 +121,15 @@ def test_fused_step_equals_torch_step_on_a_mirrored_market_and_restarts_envs_in_
     bars = pair.env.state.bar
     assert m.mirror_offset == N_BARS and m.n_rows == 2 * N_BARS
     assert bool((bars >= N_BARS).any()) and bool((bars < N_BARS).any()), bars
+
+
+@pytest.mark.parametrize("k,reward_mode,action_mode", [(4, "return", "factored"), (9, "dsr", "exposure")])
+def test_fused_k_bar_decisions_equal_the_torch_decision_step(k, reward_mode, action_mode):
+    """env.decision_interval k: the kernel steps the k bars of a decision in one launch (the held action,
+    the summed reward, ends inside the interval, the last trade, one start draw) as the torch
+    ``decision.step_decision`` does."""
+    pair = run(24, 60, seed=17 + k, reward_mode=reward_mode, action_mode=action_mode, decision_interval=k)
+    assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_length", "done_barrier"])
 
 
 def test_fused_step_reads_nothing_on_the_host_and_matches_the_drop_in_env_step():
@@ -197,6 +207,14 @@ def test_gpu_fused_step_equals_torch_step_on_a_mirrored_market_for_4096_envs():
     assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_barrier"], max_ties=4)
     bars = pair.env.state.bar
     assert 0.4 < float((bars >= N_BARS).double().mean()) < 0.6
+
+
+@pytest.mark.gpu
+def test_gpu_fused_k_bar_decisions_equal_the_torch_decision_step_for_4096_envs():
+    if is_interpreted():
+        pytest.skip("runs the compiled kernel")
+    pair = run(4096, 60, seed=19, dev=torch.device("cuda"), decision_interval=8)
+    assert_covered(pair, COMMON + ["fill2", "fill3"], max_ties=4)
 
 
 @pytest.mark.gpu

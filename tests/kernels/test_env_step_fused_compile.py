@@ -17,7 +17,7 @@ SCRIPT = """
 import sys
 sys.path.insert(0, {root!r})
 from tests.kernels.compile_env_step_sm90 import compile_sm90, resource_usage
-for cfg in (dict(), dict(mode=2, exposure=True, curiosity=False), dict(mode=1, has_volume=False)):
+for cfg in (dict(), dict(mode=2, exposure=True, curiosity=False), dict(mode=1, has_volume=False), dict(k_bars=8)):
     kernel, secs = compile_sm90(**cfg)
     ptx = kernel.asm["ptx"]
     counts = [ptx.count(s) for s in ("div.full", "div.approx", "sqrt.approx", "fma.rn.f32 ", "div.rn.f32")]
@@ -28,7 +28,7 @@ for cfg in (dict(), dict(mode=2, exposure=True, curiosity=False), dict(mode=1, h
 @pytest.mark.slow
 def test_env_step_kernel_compiles_for_sm90_with_ieee_division_and_no_fma_contraction():
     lines = run_interpreter_off(SCRIPT.format(root=str(ROOT)))
-    assert len(lines) == 3, lines
+    assert len(lines) == 4, lines
     for line in lines:
         _, counts, usage = line.split("|")
         div_full, div_approx, sqrt_approx, fma, div_rn = map(int, counts.split())

@@ -86,15 +86,16 @@ def fused_step(
     block: int = 128,
     num_warps: int = 4,
 ) -> "StepOutput":
-    """``vec_env.step(state, params, market, actions, curiosity, out, active=None, auto_reset=True,
-    sampler=sampler)`` in one kernel launch (after the sampler's uniform draw). Returns ``out``."""
+    """``decision.step_decision(state, params, market, actions, curiosity, out, scratch, active=None,
+    auto_reset=True, sampler=sampler)`` in one kernel launch (after the sampler's uniform draw): one
+    decision of ``params.decision_interval`` bars (``vec_env.step`` when it is 1). Returns ``out``."""
     _check(state, out, actions, curiosity, sampler)
     torch.rand(sampler.uniform.shape, generator=sampler.generator, out=sampler.uniform)
     _kernels().env_step(
         state.tensors(), {name: getattr(params, name) for name in params.tensor_names()}, out.tensors(),
         _market(market), actions, curiosity, sampler.uniform, sampler.starts,
         reward_mode=params.reward_mode, exposure_mode=params.action_mode == "exposure",
-        block=block, num_warps=num_warps,
+        decision_interval=params.decision_interval, block=block, num_warps=num_warps,
     )
     return out
 

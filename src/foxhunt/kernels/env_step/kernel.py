@@ -99,7 +99,7 @@ def _env_step_kernel(
     o_reward, o_done, o_trunc, o_next_bar, o_port, o_fill, o_hit, o_label, o_closed, o_tret, o_tside,
     o_tsize, o_tcost, o_tentry, o_texit, o_stepped,
     n_envs, n_bars, mirror_off,
-    WINDOW: tl.constexpr, MODE: tl.constexpr, EXPOSURE: tl.constexpr, HAS_VOLUME: tl.constexpr,
+    K_BARS: tl.constexpr, WINDOW: tl.constexpr, MODE: tl.constexpr, EXPOSURE: tl.constexpr, HAS_VOLUME: tl.constexpr,
     HAS_CURIOSITY: tl.constexpr, RECIP_DIV: tl.constexpr, LIBDEVICE: tl.constexpr, BLOCK: tl.constexpr,
 ):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -108,21 +108,10 @@ def _env_step_kernel(
     i = tl.minimum(offs, n_envs - 1).to(tl.int64)
     last = n_bars - 1
 
-    # ---- state and bars t, t+1 (all loads issued before the arithmetic)
-    bar = tl.load(bar_p + i)
-    t1 = bar + 1
-    tg = tl.minimum(tl.maximum(bar, 0), last)
-    t1g = tl.minimum(tl.maximum(t1, 0), last)  # memory safety only, as the torch step
-    close_t = tl.load(ohlc_p + tg * 4 + 3)
-    range_t = tl.load(range_p + tg)
-    open1 = tl.load(ohlc_p + t1g * 4)
-    high1 = tl.load(ohlc_p + t1g * 4 + 1)
-    low1 = tl.load(ohlc_p + t1g * 4 + 2)
-    close1 = tl.load(ohlc_p + t1g * 4 + 3)
-    volume1 = tl.load(volume_p + t1g)
-    absret1 = tl.abs(tl.load(logret_p + t1g))
+    # ---- state (registers for the whole decision)
     med_range = tl.load(med_range_p)
     med_absret = tl.load(med_absret_p)
+    bar = tl.load(bar_p + i)
     cash = tl.load(cash_p + i)
     q = tl.load(pos_p + i)
     equity = tl.load(eq_p + i)
@@ -141,10 +130,14 @@ def _env_step_kernel(
     k_win = tl.load(kw_p + i)
     k_loss = tl.load(kl_p + i)
     k_count = tl.load(kc_p + i)
+    if MODE == 2:
+        dsr_a = tl.load(dsra_p + i)
+        dsr_b = tl.load(dsrb_p + i)
+    else:
+        dsr_a = tl.zeros([BLOCK], tl.float32)
+        dsr_b = tl.zeros([BLOCK], tl.float32)
     r_fill = tl.load(rfill_p + i)
     r_head = tl.load(rhead_p + i)
-    slot = ring_p + i * WINDOW + r_head
-    old = tl.load(slot).to(tl.int32)
     rc0 = tl.load(rcnt_p + i * 3)
     rc1 = tl.load(rcnt_p + i * 3 + 1)
     rc2 = tl.load(rcnt_p + i * 3 + 2)
@@ -153,118 +146,200 @@ def _env_step_kernel(
     open_costs = tl.load(openc_p + i)
     a = tl.load(act_p + i)
     capital = tl.load(capital_p + i)
+    rscale = tl.load(rscale_p + i)
 
-    # ---- decode, target, fills, accounting, round trip, Kelly (the backtest kernel's functions)
-    e, o, m = decode(a, range_t, med_range, vol, med_absret, EXPOSURE)
-    k = kelly_multiplier(k_p, k_win, k_loss, k_count, tl.load(kfrac_p + i), tl.load(kmin_p + i),
-                         tl.load(kmin_trades_p + i), True)
-    k = tl.where(tl.load(kelly_p + i) != 0, k, 1.0)
-    level2, target2 = target_position(e, level, target, equity, close_t, k, tl.load(maxpos_p + i),
-                                      tl.load(reserve_p + i))
-    d, rev, size1, size2, fill1, fill2, price1, price2, cost1, cost2, status = execute(
-        q, target2, o, m, close_t, range_t, open1, high1, low1, volume1, vol, med_range,
-        tl.load(half_spread_p + i), tl.load(particip_p + i), tl.load(eta_p + i), tl.load(max_imp_p + i),
-        tl.load(cost_rate_p + i), HAS_VOLUME)
-    q2, entry2, ebar2, oc2, closed, tr_ret, tr_side, tr_size, tr_costs, tr_entry, pnl = book(
-        q, target2, entry, entry_bar, open_costs, t1, close_t, close1,
-        d, rev, size1, size2, fill1, fill2, price1, price2, cost1, cost2)
-    cash2 = cash - (d * fill1 * price1 + cost1) - (d * fill2 * price2 + cost2)
-    opened = ((q == 0) & (fill1 > 0)) | (rev & (fill1 >= size1) & (fill2 > 0))
-    k_p2, k_win2, k_loss2, k_count2 = update_kelly(k_p, k_win, k_loss, k_count, closed, tr_ret,
-                                                   tl.load(kalpha_p + i), True)
+    # ---- what the decision reports (foxhunt.env.decision): sums, any-flags, the last trade
+    acc = tl.full([BLOCK], -0.0, tl.float32)
+    alive = valid | (valid == 0)  # all lanes step the first bar (training envs are never frozen)
+    done_any = valid & (valid == 0)
+    trunc_any = done_any
+    hit_any = done_any
+    closed_any = done_any
+    fill_last = tl.zeros([BLOCK], tl.int32)
+    label_last = tl.zeros([BLOCK], tl.int32)
+    tret_last = tl.zeros([BLOCK], tl.float32)
+    tside_last = tl.zeros([BLOCK], tl.float32)
+    tsize_last = tl.zeros([BLOCK], tl.float32)
+    tcost_last = tl.zeros([BLOCK], tl.float32)
+    tentry_last = tl.zeros([BLOCK], tl.int64)
+    texit_last = tl.zeros([BLOCK], tl.int64)
 
-    # ---- barrier, marking, vol EMA
-    b_active2, b_upper2, b_lower2, b_expiry2, b_side2, hit, label = update_barrier(
-        b_active, b_side, b_upper, b_lower, b_expiry, opened, q2, entry2, high1, low1, t1,
-        tl.load(profit_frac_p + i), tl.load(stop_frac_p + i), tl.load(max_hold_p + i))
-    equity1 = equity + pnl
-    lam = tl.load(lam_p + i)
-    vol1 = lam * vol + (1.0 - lam) * absret1
+    for j in range(0, K_BARS):
+        # ---- bars t, t+1
+        t1 = bar + 1
+        tg = tl.minimum(tl.maximum(bar, 0), last)
+        t1g = tl.minimum(tl.maximum(t1, 0), last)  # memory safety only, as the torch step
+        close_t = tl.load(ohlc_p + tg * 4 + 3)
+        range_t = tl.load(range_p + tg)
+        open1 = tl.load(ohlc_p + t1g * 4)
+        high1 = tl.load(ohlc_p + t1g * 4 + 1)
+        low1 = tl.load(ohlc_p + t1g * 4 + 2)
+        close1 = tl.load(ohlc_p + t1g * 4 + 3)
+        volume1 = tl.load(volume_p + t1g)
+        absret1 = tl.abs(tl.load(logret_p + t1g))
+        slot = ring_p + i * WINDOW + r_head
+        old = tl.load(slot).to(tl.int32)
 
-    # ---- reward
-    if MODE == 2:
-        dsr_a = tl.load(dsra_p + i)
-        dsr_b = tl.load(dsrb_p + i)
-        base, dsr_a2, dsr_b2 = base_reward(pnl, equity, capital, dsr_a, dsr_b, tl.load(dsr_eta_p + i),
-                                           tl.load(dsr_clip_p + i), MODE, LIBDEVICE)
-    else:
-        base, dsr_a2, dsr_b2 = base_reward(pnl, equity, capital, 0.0, 0.0, 0.0, 0.0, MODE, LIBDEVICE)
-    reward = base * barrier_multiplier(hit, label, tl.load(pscale_p + i), tl.load(sscale_p + i))
-    reward = reward - risk_penalty(q2, close1, equity1, capital, tl.load(risk_w_p + i), tl.load(risk_thr_p + i))
-    cat = tl.where(e <= 1, 0, tl.where(e == 2, 1, 2))
-    c0, c1, c2, r_fill2, r_head2, div_pen = diversity(
-        cat, old, rc0, rc1, rc2, r_fill, r_head, tl.load(div_thr_p + i), tl.load(div_pen_p + i),
-        WINDOW, RECIP_DIV, LIBDEVICE)
-    if HAS_CURIOSITY:
-        bonus = curiosity_bonus(tl.load(cur_p + i), tl.load(cur_w_p + i), tl.load(cur_max_p + i))
-    else:
-        bonus = 0.0
-    reward = (reward - div_pen + bonus) * tl.load(rscale_p + i)
+        # ---- decode, target, fills, accounting, round trip, Kelly (the backtest kernel's functions)
+        e, o, m = decode(a, range_t, med_range, vol, med_absret, EXPOSURE)
+        kk = kelly_multiplier(k_p, k_win, k_loss, k_count, tl.load(kfrac_p + i), tl.load(kmin_p + i),
+                              tl.load(kmin_trades_p + i), True)
+        kk = tl.where(tl.load(kelly_p + i) != 0, kk, 1.0)
+        level2, target2 = target_position(e, level, target, equity, close_t, kk, tl.load(maxpos_p + i),
+                                          tl.load(reserve_p + i))
+        d, rev, size1, size2, fill1, fill2, price1, price2, cost1, cost2, status = execute(
+            q, target2, o, m, close_t, range_t, open1, high1, low1, volume1, vol, med_range,
+            tl.load(half_spread_p + i), tl.load(particip_p + i), tl.load(eta_p + i), tl.load(max_imp_p + i),
+            tl.load(cost_rate_p + i), HAS_VOLUME)
+        q2, entry2, ebar2, oc2, closed, tr_ret, tr_side, tr_size, tr_costs, tr_entry, pnl = book(
+            q, target2, entry, entry_bar, open_costs, t1, close_t, close1,
+            d, rev, size1, size2, fill1, fill2, price1, price2, cost1, cost2)
+        cash2 = cash - (d * fill1 * price1 + cost1) - (d * fill2 * price2 + cost2)
+        opened = ((q == 0) & (fill1 > 0)) | (rev & (fill1 >= size1) & (fill2 > 0))
+        k_p2, k_win2, k_loss2, k_count2 = update_kelly(k_p, k_win, k_loss, k_count, closed, tr_ret,
+                                                       tl.load(kalpha_p + i), True)
 
-    # ---- done
-    step1 = step + 1
-    terminal = (hit & (tl.load(eob_p + i) != 0)) | (equity1 <= tl.load(bust_p + i))
-    truncated = (step1 >= tl.load(ep_len_p + i)) & (terminal == 0)
-    done = terminal | truncated
+        # ---- barrier, marking, vol EMA
+        b_active2, b_upper2, b_lower2, b_expiry2, b_side2, hit, label = update_barrier(
+            b_active, b_side, b_upper, b_lower, b_expiry, opened, q2, entry2, high1, low1, t1,
+            tl.load(profit_frac_p + i), tl.load(stop_frac_p + i), tl.load(max_hold_p + i))
+        equity1 = equity + pnl
+        lam = tl.load(lam_p + i)
+        vol1 = lam * vol + (1.0 - lam) * absret1
 
-    # ---- outputs (terminal transition, before the auto-reset)
-    tl.store(o_reward + i, reward, mask=valid)
-    tl.store(o_done + i, done.to(tl.int8), mask=valid)
-    tl.store(o_trunc + i, truncated.to(tl.int8), mask=valid)
-    tl.store(o_next_bar + i, t1, mask=valid)
-    expo, unreal, held = portfolio_features(q2, equity1, entry2, ebar2, t1, close1, capital,
+        # ---- reward
+        if MODE == 2:
+            base, dsr_a2, dsr_b2 = base_reward(pnl, equity, capital, dsr_a, dsr_b, tl.load(dsr_eta_p + i),
+                                               tl.load(dsr_clip_p + i), MODE, LIBDEVICE)
+        else:
+            base, dsr_a2, dsr_b2 = base_reward(pnl, equity, capital, 0.0, 0.0, 0.0, 0.0, MODE, LIBDEVICE)
+        reward = base * barrier_multiplier(hit, label, tl.load(pscale_p + i), tl.load(sscale_p + i))
+        reward = reward - risk_penalty(q2, close1, equity1, capital, tl.load(risk_w_p + i), tl.load(risk_thr_p + i))
+        cat = tl.where(e <= 1, 0, tl.where(e == 2, 1, 2))
+        c0, c1, c2, r_fill2, r_head2, div_pen = diversity(
+            cat, old, rc0, rc1, rc2, r_fill, r_head, tl.load(div_thr_p + i), tl.load(div_pen_p + i),
+            WINDOW, RECIP_DIV, LIBDEVICE)
+        if HAS_CURIOSITY:  # one bonus per decision, on its first bar
+            bonus = tl.where(j == 0, curiosity_bonus(tl.load(cur_p + i), tl.load(cur_w_p + i),
+                                                     tl.load(cur_max_p + i)), 0.0)
+        else:
+            bonus = 0.0
+        reward = (reward - div_pen + bonus) * rscale
+
+        # ---- done
+        step1 = step + 1
+        terminal = (hit & (tl.load(eob_p + i) != 0)) | (equity1 <= tl.load(bust_p + i))
+        truncated = (step1 >= tl.load(ep_len_p + i)) & (terminal == 0)
+        done = terminal | truncated
+
+        # ---- the decision's outputs, from the bars the env stepped
+        acc = tl.where(alive, acc + reward, acc)
+        done_any = done_any | (alive & done)
+        trunc_any = trunc_any | (alive & truncated)
+        fill_last = tl.where(alive, status.to(tl.int32), fill_last)
+        label_last = tl.where(alive & hit, label.to(tl.int32), label_last)
+        hit_any = hit_any | (alive & hit)
+        took = alive & closed
+        tret_last = tl.where(took, tr_ret, tret_last)
+        tside_last = tl.where(took, tr_side, tside_last)
+        tsize_last = tl.where(took, tr_size, tsize_last)
+        tcost_last = tl.where(took, tr_costs, tcost_last)
+        tentry_last = tl.where(took, tr_entry, tentry_last)
+        texit_last = tl.where(took, t1, texit_last)
+        closed_any = closed_any | took
+
+        # ---- commit the bar (lanes that stepped it)
+        tl.store(slot, cat.to(tl.int8), mask=valid & alive)
+        cash = tl.where(alive, cash2, cash)
+        q = tl.where(alive, q2, q)
+        equity = tl.where(alive, equity1, equity)
+        entry = tl.where(alive, entry2, entry)
+        entry_bar = tl.where(alive, ebar2, entry_bar)
+        bar = tl.where(alive, t1, bar)
+        step = tl.where(alive, step1, step)
+        level = tl.where(alive, level2, level)
+        target = tl.where(alive, target2, target)
+        b_active = tl.where(alive, b_active2, b_active)
+        b_upper = tl.where(alive, b_upper2, b_upper)
+        b_lower = tl.where(alive, b_lower2, b_lower)
+        b_expiry = tl.where(alive, b_expiry2, b_expiry)
+        b_side = tl.where(alive, b_side2, b_side)
+        vol = tl.where(alive, vol1, vol)
+        k_p = tl.where(alive, k_p2, k_p)
+        k_win = tl.where(alive, k_win2, k_win)
+        k_loss = tl.where(alive, k_loss2, k_loss)
+        k_count = tl.where(alive, k_count2, k_count)
+        dsr_a = tl.where(alive, dsr_a2, dsr_a)
+        dsr_b = tl.where(alive, dsr_b2, dsr_b)
+        rc0 = tl.where(alive, c0, rc0)
+        rc1 = tl.where(alive, c1, rc1)
+        rc2 = tl.where(alive, c2, rc2)
+        r_fill = tl.where(alive, r_fill2, r_fill)
+        r_head = tl.where(alive, r_head2, r_head)
+        peak = tl.where(alive, tl.maximum(peak, equity1), peak)
+        cum_costs = tl.where(alive, cum_costs + (cost1 + cost2), cum_costs)
+        open_costs = tl.where(alive, oc2, open_costs)
+        alive = alive & (done == 0)
+
+    # ---- outputs (the decision's transition, before the auto-reset)
+    tl.store(o_reward + i, acc, mask=valid)
+    tl.store(o_done + i, done_any.to(tl.int8), mask=valid)
+    tl.store(o_trunc + i, trunc_any.to(tl.int8), mask=valid)
+    tl.store(o_next_bar + i, bar, mask=valid)
+    close_end = tl.load(ohlc_p + tl.minimum(tl.maximum(bar, 0), last) * 4 + 3)
+    expo, unreal, held = portfolio_features(q, equity, entry, entry_bar, bar, close_end, capital,
                                             tl.load(max_hold_f_p + i))
     tl.store(o_port + i * 3, expo, mask=valid)
     tl.store(o_port + i * 3 + 1, unreal, mask=valid)
     tl.store(o_port + i * 3 + 2, held, mask=valid)
-    tl.store(o_fill + i, status.to(tl.int8), mask=valid)
-    tl.store(o_hit + i, hit.to(tl.int8), mask=valid)
-    tl.store(o_label + i, label.to(tl.int8), mask=valid)
-    tl.store(o_closed + i, closed.to(tl.int8), mask=valid)
-    tl.store(o_tret + i, tl.where(closed, tr_ret, 0.0), mask=valid)
-    tl.store(o_tside + i, tl.where(closed, tr_side, 0.0).to(tl.int8), mask=valid)
-    tl.store(o_tsize + i, tl.where(closed, tr_size, 0.0), mask=valid)
-    tl.store(o_tcost + i, tl.where(closed, tr_costs, 0.0), mask=valid)
-    tl.store(o_tentry + i, tl.where(closed, tr_entry, 0), mask=valid)
-    tl.store(o_texit + i, tl.where(closed, t1, 0), mask=valid)
+    tl.store(o_fill + i, fill_last.to(tl.int8), mask=valid)
+    tl.store(o_hit + i, hit_any.to(tl.int8), mask=valid)
+    tl.store(o_label + i, label_last.to(tl.int8), mask=valid)
+    tl.store(o_closed + i, closed_any.to(tl.int8), mask=valid)
+    tl.store(o_tret + i, tret_last, mask=valid)
+    tl.store(o_tside + i, tside_last.to(tl.int8), mask=valid)
+    tl.store(o_tsize + i, tsize_last, mask=valid)
+    tl.store(o_tcost + i, tcost_last, mask=valid)
+    tl.store(o_tentry + i, tentry_last, mask=valid)
+    tl.store(o_texit + i, texit_last, mask=valid)
     tl.store(o_stepped + i, tl.full([BLOCK], 1, tl.int8), mask=valid)
 
     # ---- commit, with the auto-reset of done envs folded in (fresh portfolio at a drawn start)
+    done = done_any
     start = start_from_uniform(tl.load(unif_p + i), tl.load(fold_p), tl.load(fold_p + 1), tl.load(ep_len_p + i),
                                mirror_off)
     tl.store(starts_p + i, start, mask=valid)
     tl.store(estart_p + i, start, mask=valid & done)
-    tl.store(cash_p + i, tl.where(done, capital, cash2), mask=valid)
-    tl.store(pos_p + i, tl.where(done, 0.0, q2), mask=valid)
-    tl.store(eq_p + i, tl.where(done, capital, equity1), mask=valid)
-    tl.store(entry_p + i, tl.where(done, 0.0, entry2), mask=valid)
-    tl.store(ebar_p + i, tl.where(done, 0, ebar2), mask=valid)
-    tl.store(bar_p + i, tl.where(done, start, t1), mask=valid)
-    tl.store(step_p + i, tl.where(done, 0, step1), mask=valid)
-    tl.store(level_p + i, tl.where(done, 2, level2), mask=valid)
-    tl.store(target_p + i, tl.where(done, 0.0, target2), mask=valid)
-    tl.store(bact_p + i, (b_active2 & (done == 0)).to(tl.int8), mask=valid)
-    tl.store(bup_p + i, tl.where(done, 0.0, b_upper2), mask=valid)
-    tl.store(blo_p + i, tl.where(done, 0.0, b_lower2), mask=valid)
-    tl.store(bexp_p + i, tl.where(done, 0, b_expiry2), mask=valid)
-    tl.store(bside_p + i, tl.where(done, 0.0, b_side2), mask=valid)
-    tl.store(vol_p + i, vol1, mask=valid)
-    tl.store(kp_p + i, k_p2, mask=valid)
-    tl.store(kw_p + i, k_win2, mask=valid)
-    tl.store(kl_p + i, k_loss2, mask=valid)
-    tl.store(kc_p + i, k_count2, mask=valid)
+    tl.store(cash_p + i, tl.where(done, capital, cash), mask=valid)
+    tl.store(pos_p + i, tl.where(done, 0.0, q), mask=valid)
+    tl.store(eq_p + i, tl.where(done, capital, equity), mask=valid)
+    tl.store(entry_p + i, tl.where(done, 0.0, entry), mask=valid)
+    tl.store(ebar_p + i, tl.where(done, 0, entry_bar), mask=valid)
+    tl.store(bar_p + i, tl.where(done, start, bar), mask=valid)
+    tl.store(step_p + i, tl.where(done, 0, step), mask=valid)
+    tl.store(level_p + i, tl.where(done, 2, level), mask=valid)
+    tl.store(target_p + i, tl.where(done, 0.0, target), mask=valid)
+    tl.store(bact_p + i, (b_active & (done == 0)).to(tl.int8), mask=valid)
+    tl.store(bup_p + i, tl.where(done, 0.0, b_upper), mask=valid)
+    tl.store(blo_p + i, tl.where(done, 0.0, b_lower), mask=valid)
+    tl.store(bexp_p + i, tl.where(done, 0, b_expiry), mask=valid)
+    tl.store(bside_p + i, tl.where(done, 0.0, b_side), mask=valid)
+    tl.store(vol_p + i, vol, mask=valid)
+    tl.store(kp_p + i, k_p, mask=valid)
+    tl.store(kw_p + i, k_win, mask=valid)
+    tl.store(kl_p + i, k_loss, mask=valid)
+    tl.store(kc_p + i, k_count, mask=valid)
     if MODE == 2:
-        tl.store(dsra_p + i, dsr_a2, mask=valid)
-        tl.store(dsrb_p + i, dsr_b2, mask=valid)
-    tl.store(slot, cat.to(tl.int8), mask=valid)
-    tl.store(rcnt_p + i * 3, c0, mask=valid)
-    tl.store(rcnt_p + i * 3 + 1, c1, mask=valid)
-    tl.store(rcnt_p + i * 3 + 2, c2, mask=valid)
-    tl.store(rfill_p + i, r_fill2, mask=valid)
-    tl.store(rhead_p + i, r_head2, mask=valid)
-    tl.store(peak_p + i, tl.where(done, capital, tl.maximum(peak, equity1)), mask=valid)
-    tl.store(cumc_p + i, tl.where(done, 0.0, cum_costs + (cost1 + cost2)), mask=valid)
-    tl.store(openc_p + i, tl.where(done, 0.0, oc2), mask=valid)
+        tl.store(dsra_p + i, dsr_a, mask=valid)
+        tl.store(dsrb_p + i, dsr_b, mask=valid)
+    tl.store(rcnt_p + i * 3, rc0, mask=valid)
+    tl.store(rcnt_p + i * 3 + 1, rc1, mask=valid)
+    tl.store(rcnt_p + i * 3 + 2, rc2, mask=valid)
+    tl.store(rfill_p + i, r_fill, mask=valid)
+    tl.store(rhead_p + i, r_head, mask=valid)
+    tl.store(peak_p + i, tl.where(done, capital, peak), mask=valid)
+    tl.store(cumc_p + i, tl.where(done, 0.0, cum_costs), mask=valid)
+    tl.store(openc_p + i, tl.where(done, 0.0, open_costs), mask=valid)
 
 
 def _arg(t: torch.Tensor) -> torch.Tensor:
@@ -274,9 +349,11 @@ def _arg(t: torch.Tensor) -> torch.Tensor:
 def env_step(
     state: Mapping[str, torch.Tensor], params: Mapping[str, torch.Tensor], out: Mapping[str, torch.Tensor],
     market: EnvMarket, actions: torch.Tensor, curiosity: torch.Tensor | None, uniform: torch.Tensor,
-    starts: torch.Tensor, *, reward_mode: str, exposure_mode: bool, block: int = 128, num_warps: int = 4,
+    starts: torch.Tensor, *, reward_mode: str, exposure_mode: bool, decision_interval: int = 1,
+    block: int = 128, num_warps: int = 4,
 ) -> None:
-    """One training step of every env, in place, in one launch.
+    """One training decision of every env (``decision_interval`` bars with its action held), in
+    place, in one launch.
 
     state: the ``STATE_FIELDS`` tensors ([N]; ring [N, W] int8, ring_counts [N, 3] f32), contiguous;
     params: the ``PARAM_FIELDS`` [N] tensors; out: the ``OUT_FIELDS`` tensors (next_portfolio [N, 3]);
@@ -299,7 +376,7 @@ def env_step(
         market.ohlc, market.volume, market.log_return, market.bar_range, market.median_range,
         market.median_abs_return, market.fold_bounds, actions, cur, uniform, starts,
         *(_arg(out[k]) for k in OUT_FIELDS), n, int(market.ohlc.shape[0]), int(market.mirror_offset),
-        WINDOW=int(ring.shape[1]), MODE=REWARD_MODES[reward_mode], EXPOSURE=bool(exposure_mode),
+        K_BARS=int(decision_interval), WINDOW=int(ring.shape[1]), MODE=REWARD_MODES[reward_mode], EXPOSURE=bool(exposure_mode),
         HAS_VOLUME=bool(market.has_volume), HAS_CURIOSITY=curiosity is not None,
         RECIP_DIV=dev.type == "cuda", LIBDEVICE=dev.type == "cuda" and not interp, BLOCK=block,
         num_warps=num_warps, enable_fp_fusion=False,
