@@ -22,7 +22,7 @@ from triton.compiler import ASTSource
 
 from foxhunt.kernels.backtest import kernel as bf
 
-INTS = ("n_windows", "n_bars", "n_steps", "n_feat", "kelly_min_trades", "given_cols", "max_holding_bars", "n_members")
+INTS = ("n_windows", "n_bars", "n_steps", "n_feat", "decide_every", "kelly_min_trades", "given_cols", "max_holding_bars", "n_members")
 
 
 def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims=(64, 256, 256, 256, 64),

@@ -371,6 +371,24 @@ def test_fixed_action_policies_run_fused_with_the_torch_paths_result(mode):
         np.testing.assert_allclose(b.metrics_tensor.cpu().numpy(), a.metrics_tensor.cpu().numpy(), rtol=1e-4, atol=1e-9)
 
 
+@pytest.mark.parametrize("k,block_w", [(3, 1), (5, 16)])
+def test_fused_kernel_holds_a_decision_for_k_bars_as_the_torch_backtester(k, block_w):
+    """GreedyPolicy(net, decision_interval=k): the kernel runs the net on bars 0, k, 2k, … of each
+    window and holds its action (row and tile paths) with the torch path's returns and trades."""
+    market = small_market(7)
+    net = varied_net(market.obs_dim, 45, seed=7)
+    bt = Backtester(market, PARAMS, chunk=16, cuda_graphs=False)
+    policy = GreedyPolicy(net, decision_interval=k)
+    a = bt.run(STARTS, LENGTHS, policy, keep_curves=True, keep_trades=True)
+    b = run_fused(bt, STARTS, LENGTHS, policy, keep_curves=True, keep_trades=True, precision="ieee", block_w=block_w)
+    np.testing.assert_allclose(b.returns, a.returns, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(b.positions, a.positions, rtol=1e-5, atol=1e-7)
+    assert [(t["entry_bar"], t["exit_bar"], t["side"]) for t in b.trades] == \
+           [(t["entry_bar"], t["exit_bar"], t["side"]) for t in a.trades]
+    every_bar = bt.run(STARTS, LENGTHS, GreedyPolicy(net), keep_curves=True)
+    assert not np.array_equal(every_bar.positions, a.positions)
+
+
 # ---------------------------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 def test_gpu_compiled_kernel_passes_the_small_exact_cases():

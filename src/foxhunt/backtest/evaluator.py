@@ -28,7 +28,7 @@ from foxhunt.accel.graphs import GraphedStep
 from foxhunt.backtest.annualisation import Annualisation, resolve_bars_per_year
 from foxhunt.backtest.fused import run_fused
 from foxhunt.backtest.metrics import METRIC_NAMES
-from foxhunt.backtest.policies import Policy, policy_params
+from foxhunt.backtest.policies import Policy, decision_interval, policy_params
 from foxhunt.backtest.result import NO_BARRIER, STATUS_BUST, STATUS_OK, BacktestResult, assemble_result, trade_rows
 from foxhunt.env import EnvParams, EnvState, EnvTensors, StepOutput
 from foxhunt.env.state import portfolio_features
@@ -137,6 +137,8 @@ class _Run:
             self.mean = torch.stack([n.mean.to(torch.float32) for n in norms]).to(dev)
             std = torch.stack([n.std for n in norms]).to(dev)
             self.inv = torch.where(std > 1e-8, 1.0 / std.clamp_min(1e-8), torch.zeros_like(std)).to(torch.float32)
+        self.k = decision_interval(policy)
+        self.held = torch.zeros(w, dtype=torch.int64, device=dev)  # k > 1: the action of the last decision
         self.obs = torch.zeros((w, m.obs_dim), dtype=torch.float32, device=dev)
         self.port = torch.zeros((w, 3), dtype=torch.float32, device=dev)
         self.t = torch.zeros((), dtype=torch.int64, device=dev)
@@ -172,6 +174,9 @@ class _Run:
         st, out = self.state, self.out
         obs = self.observe()
         actions = self.policy(obs, self.t)
+        if self.k > 1:  # decide on steps 0, k, 2k, … of the window, hold in between
+            torch.where(torch.remainder(self.t, self.k) == 0, actions, self.held, out=self.held)
+            actions = self.held
         active = ~st.finished
         self.q_prev.copy_(st.position)
         open1 = self.m.ohlc[:, 0].index_select(0, (st.bar + 1).clamp(0, self.m.n_bars - 1))

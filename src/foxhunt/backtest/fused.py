@@ -34,7 +34,7 @@ from torch import nn
 
 from foxhunt.accel.triton import unavailable
 from foxhunt.agents.networks import DuelingQNet, fused_net_unsupported
-from foxhunt.backtest.policies import ActionPolicy, EnsemblePolicy, GreedyPolicy, policy_params
+from foxhunt.backtest.policies import ActionPolicy, EnsemblePolicy, GreedyPolicy, decision_interval, policy_params
 from foxhunt.backtest.result import BacktestResult, assemble_result, trade_rows
 from foxhunt.env.params import EnvParams, EnvTensors
 from foxhunt.kernels.backtest.host import EnsembleWeights, ExecParams, FusedOutputs, MarketArrays
@@ -142,7 +142,7 @@ def launch(backtester: BacktesterView, st: np.ndarray, ln: np.ndarray, net: Duel
            norms: Sequence[NormStats] | None = None, *, precision: str = DEFAULT_PRECISION,
            store_debug: bool = False, store_trades: bool = False, actions: torch.Tensor | None = None,
            action_mode: str | None = None, barriers: bool = False, ensemble: EnsemblePolicy | None = None,
-           **tuning: int) -> FusedOutputs:
+           decision_interval: int = 1, **tuning: int) -> FusedOutputs:
     """Run the kernel on checked windows; the raw [W, T] outputs (T = max length).
 
     net: the greedy policy's network, or None with ``actions`` ([W, C] int, an ActionPolicy's).
@@ -164,7 +164,7 @@ def launch(backtester: BacktesterView, st: np.ndarray, ln: np.ndarray, net: Duel
         pack_net(net, precision) if net is not None else None, exec_params(backtester), n_steps=int(ln.max()),
         exposure_mode=(action_mode or backtester.params.action_mode) == "exposure", kelly=bool(backtester.params.kelly),
         precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions,
-        barriers=barriers, ensemble=ens, **tuning,
+        barriers=barriers, ensemble=ens, decision_interval=decision_interval, **tuning,
     )
 
 
@@ -195,7 +195,8 @@ def run_fused(backtester: BacktesterView, starts: Sequence[int] | np.ndarray, le
         greedy = policy.net if isinstance(policy, GreedyPolicy) else None
         out = launch(backtester, st, ln, greedy, norms,
                      precision=precision, store_trades=keep_trades, actions=given, ensemble=ens,
-                     action_mode=policy_params(backtester.params, policy).action_mode, barriers=barriers, **tuning)
+                     action_mode=policy_params(backtester.params, policy).action_mode, barriers=barriers,
+                     decision_interval=decision_interval(policy), **tuning)
         bust = out.final_equity <= exec_params(backtester).bust_level
         res = assemble_result(backtester, st, ln, out.returns, out.positions, out.trade_return, out.trade_closed,
                               bust, keep_curves, traded=out.traded)

@@ -4,7 +4,10 @@ A policy maps the observations of W windows at step t ([W, D] float32, normalise
 ([W] int64) with device ops only. The step index ``t`` is a 0-d int64 device tensor so that a
 chunk of steps can be captured in a CUDA graph.
 
-* ``GreedyPolicy(net)``: argmax of a Q-network (or of a PPO actor's logits).
+* ``GreedyPolicy(net, decision_interval=k)``: argmax of a Q-network (or of a PPO actor's logits),
+  chosen on bars 0, k, 2k, … of each window and held in between (``env.decision_interval``: a
+  model decides at the interval it was trained at; the backtester holds the action, execution stays
+  per bar). Every network policy has ``decision_interval``; fixed arrays act on every bar.
 * ``EnsemblePolicy(nets, weights, mode)``: K models in one batched forward (``torch.func``
   stacked weights + vmap); "vote" (weighted vote of the members' greedy actions) or "mean"
   (argmax of the weighted mean Q). An ensemble of one model acts exactly like that model.
@@ -36,10 +39,12 @@ class Policy(Protocol):
 
 
 class GreedyPolicy:
-    """argmax_a net(obs)[a]."""
+    """argmax_a net(obs)[a], decided every ``decision_interval`` bars (the model's
+    ``env.decision_interval``) and held in between by the backtester."""
 
-    def __init__(self, net: nn.Module) -> None:
+    def __init__(self, net: nn.Module, decision_interval: int = 1) -> None:
         self.net = net
+        self.decision_interval = check_interval(decision_interval)
 
     @torch.no_grad()
     def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
@@ -55,10 +60,12 @@ class EnsemblePolicy:
     """
 
     def __init__(self, nets: Sequence[nn.Module], weights: Sequence[float] | None = None, mode: str = "vote",
-                 norms: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None) -> None:
+                 norms: Sequence[tuple[torch.Tensor, torch.Tensor]] | None = None, decision_interval: int = 1) -> None:
         """norms: optional per-member (mean [F], std [F]) normalisation. Then the policy must be given
         raw (un-normalised) market features — run the backtest with identity norms — and each member
-        sees the features normalised with its own training statistics."""
+        sees the features normalised with its own training statistics. decision_interval: the
+        members' common k (the ensemble decides every k bars)."""
+        self.decision_interval = check_interval(decision_interval)
         if not nets:
             raise ValueError("EnsemblePolicy needs at least one model")
         if mode not in ("vote", "mean"):
@@ -134,6 +141,18 @@ class ExposurePolicy(ActionPolicy):
             raise ValueError("ExposurePolicy: exposures must be finite and within [-1, 1] (fraction of max_position)")
         level = torch.round((ex + 1.0) * 2.0).long().clamp(0, N_LEVELS - 1)  # -1 → 0, 0 → 2, +1 → 4
         super().__init__(level * 9 + _MARKET_NORMAL)
+
+
+def check_interval(k: int) -> int:
+    """A decision interval as an int >= 1 (ValueError otherwise)."""
+    if int(k) != k or int(k) < 1:
+        raise ValueError(f"decision_interval = {k!r}: must be a whole number >= 1")
+    return int(k)
+
+
+def decision_interval(policy: object) -> int:
+    """Bars between the policy's decisions (``policy.decision_interval``; 1 for fixed action arrays)."""
+    return int(getattr(policy, "decision_interval", 1))
 
 
 def policy_params(params: EnvParams, policy: object) -> EnvParams:

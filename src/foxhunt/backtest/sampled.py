@@ -37,9 +37,10 @@ def counter_uniform(seed: int, rows: int, cols: int, t: torch.Tensor) -> torch.T
 class SampledPolicy:
     """a ~ softmax(net(obs)) by the Gumbel-max trick on counter-based uniforms (see module doc)."""
 
-    def __init__(self, net: nn.Module, seed: int = 0) -> None:
+    def __init__(self, net: nn.Module, seed: int = 0, decision_interval: int = 1) -> None:
         self.net = net
         self.seed = int(seed)
+        self.decision_interval = int(decision_interval)  # drawn every k bars, held in between (GreedyPolicy's rule)
 
     @torch.no_grad()
     def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:

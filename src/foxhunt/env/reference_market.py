@@ -54,8 +54,10 @@ DEFAULT_PARAMS: dict[str, ParamValue] = {
     "episode_length": 256,
     "bust_fraction": 0.1,
     "action_mode": "factored",
+    "decision_interval": 1,
 }
-"""The spec's parameter table (name → default)."""
+"""The spec's parameter table (name → default). decision_interval is read by ``step_decision``'s
+caller (it passes k); ``step`` itself is one bar."""
 
 _INF = math.inf
 # name → (low, low inclusive, high, high inclusive); the spec's "rule" column for numeric params.
@@ -88,6 +90,7 @@ _RULES: dict[str, tuple[float, bool, float, bool]] = {
     "kelly_min_trades": (1, True, _INF, False),
     "kelly_alpha": (0, False, 1, False),
     "episode_length": (1, True, _INF, False),
+    "decision_interval": (1, True, 1024, True),
     "bust_fraction": (0, True, 1, False),
 }
 _CHOICES = {"reward_mode": ("return", "pnl", "dsr"), "action_mode": ("factored", "exposure")}

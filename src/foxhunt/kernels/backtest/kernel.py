@@ -95,7 +95,7 @@ def _backtest_kernel(
     w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, scratch_ptr,
     ret_ptr, pos_ptr, tret_ptr, tclosed_ptr, final_ptr, traded_ptr,
     act_ptr, status_ptr, tside_ptr, tsize_ptr, tcost_ptr, tentry_ptr, tbar_ptr, given_ptr, given_cols, pre_ptr,
-    n_windows, n_bars, n_steps, n_feat,
+    n_windows, n_bars, n_steps, n_feat, decide_every,
     capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
     vol_lambda, max_holding_f, kelly_fraction, kelly_min_mult, kelly_alpha, kelly_min_trades, bust_level, slope,
     profit_frac, stop_frac, max_holding_bars, ens_mean_ptr, ens_inv_ptr, ens_w_ptr, n_members,
@@ -155,6 +155,7 @@ def _backtest_kernel(
         pre_cur = tl.load(pre_row + hcols)
     else:
         pre_cur = tl.zeros([H1], dtype=tl.float32)
+    a_held = tl.full([BLOCK_W], 2, tl.int32)  # the held action (set on every decision bar, the first included)
     for i in range(0, n_steps):
         bar = start + i
         t1 = bar + 1
@@ -181,29 +182,30 @@ def _backtest_kernel(
         x = tl.where(cols[None, :] == n_feat + 1, unreal[:, None], x)
         x = tl.where(cols[None, :] == n_feat + 2, held[:, None], x)
         if GIVEN:  # a fixed action array [W, given_cols] (ActionPolicy): column min(i, last column)
-            a = tl.load(given_ptr + rows64 * given_cols + tl.minimum(i, given_cols - 1), mask=valid, other=0).to(tl.int32)
-        elif ENS:  # K members vote (row path): each member's greedy action on its own normalisation
-            ca = tl.arange(0, A)
-            votes = tl.zeros([A], dtype=tl.float32)
-            for k in range(0, n_members):
-                mk = tl.load(ens_mean_ptr + k * n_feat + cols, mask=cols < n_feat, other=0.0)
-                ik = tl.load(ens_inv_ptr + k * n_feat + cols, mask=cols < n_feat, other=0.0)
-                xk = tl.where(cols[None, :] < n_feat, (x - mk[None, :]) * ik[None, :], x)
-                ak = greedy_action_row(xk, pre_cur, w1 + k * (D * H1), b1 + k * H1, w2 + k * (H1 * H2), b2 + k * H2,
-                                       w3 + k * (H2 * H3), b3 + k * H3, w4 + k * (H3 * A), b4 + k * A, vb_ptr + k * 4,
-                                       slope, N_ACTIONS, D, H1, H2, H3, A, BN, ROUND, False, ADV, L1KEEP)
-                votes += tl.where(ca == tl.sum(ak, axis=0), tl.load(ens_w_ptr + k), 0.0)
-            a = tl.zeros([1], dtype=tl.int32) + tl.argmax(votes, axis=0, tie_break_left=True).to(tl.int32)
-        elif ROW:  # one window per program: matrix-vector products on the CUDA cores
-            h1_pre = pre_cur
-            if PRE:
-                h1_pre = ((pre_cur + tl.sum(expo) * wp0) + tl.sum(unreal) * wp1) + tl.sum(held) * wp2
-            a = greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS, D, H1, H2,
-                                  H3, A, BN, ROUND, PRE, ADV, L1KEEP)
-        else:
-            a = greedy_action(x, valid, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS,
-                              D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, BKH, STAGES, PREC, F32_DOT, ADV)
-
+            a_held = tl.load(given_ptr + rows64 * given_cols + tl.minimum(i, given_cols - 1), mask=valid, other=0).to(tl.int32)
+        elif i % decide_every == 0:  # a decision every decide_every bars (env.decision_interval); held between
+            if ENS:  # K members vote (row path): each member's greedy action on its own normalisation
+                ca = tl.arange(0, A)
+                votes = tl.zeros([A], dtype=tl.float32)
+                for k in range(0, n_members):
+                    mk = tl.load(ens_mean_ptr + k * n_feat + cols, mask=cols < n_feat, other=0.0)
+                    ik = tl.load(ens_inv_ptr + k * n_feat + cols, mask=cols < n_feat, other=0.0)
+                    xk = tl.where(cols[None, :] < n_feat, (x - mk[None, :]) * ik[None, :], x)
+                    ak = greedy_action_row(xk, pre_cur, w1 + k * (D * H1), b1 + k * H1, w2 + k * (H1 * H2), b2 + k * H2,
+                                           w3 + k * (H2 * H3), b3 + k * H3, w4 + k * (H3 * A), b4 + k * A, vb_ptr + k * 4,
+                                           slope, N_ACTIONS, D, H1, H2, H3, A, BN, ROUND, False, ADV, L1KEEP)
+                    votes += tl.where(ca == tl.sum(ak, axis=0), tl.load(ens_w_ptr + k), 0.0)
+                a_held = tl.zeros([1], dtype=tl.int32) + tl.argmax(votes, axis=0, tie_break_left=True).to(tl.int32)
+            elif ROW:  # one window per program: matrix-vector products on the CUDA cores
+                h1_pre = pre_cur
+                if PRE:
+                    h1_pre = ((pre_cur + tl.sum(expo) * wp0) + tl.sum(unreal) * wp1) + tl.sum(held) * wp2
+                a_held = greedy_action_row(x, h1_pre, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS, D, H1, H2,
+                                      H3, A, BN, ROUND, PRE, ADV, L1KEEP)
+            else:
+                a_held = greedy_action(x, valid, buf0, buf1, w1, b1, w2, b2, w3, b3, w4, b4, vb_ptr, slope, N_ACTIONS,
+                                  D, H1, H2, H3, A, HMAX, BLOCK_W, BK1, BK, BKH, STAGES, PREC, F32_DOT, ADV)
+        a = a_held
         # The env step (vec_env.step with shaping off).
         e, o, m = decode(a, range_t, med_range, vol, med_absret, EXPOSURE)
         k = kelly_multiplier(k_p, k_win, k_loss, k_count, kelly_fraction, kelly_min_mult, kelly_min_trades, KELLY)
@@ -279,6 +281,7 @@ def fused_backtest(
     stages: int = 3, num_warps: int | None = None, store_debug: bool = False, store_trades: bool = False,
     bn: int = 64, actions: torch.Tensor | None = None, precompute: bool | None = None,
     adv_only: bool = True, l1_keep: bool = True, barriers: bool = False, ensemble: EnsembleWeights | None = None,
+    decision_interval: int = 1,
 ) -> FusedOutputs:
     """Backtest W windows (bars starts[w] … starts[w] + lengths[w]) with the greedy action of ``net``.
 
@@ -306,6 +309,8 @@ def fused_backtest(
     ensemble: K members voting instead of ``net`` (``EnsembleWeights``; row path only, no
     precompute): per bar each member's greedy action on its own normalisation of the window's raw
     features (pass identity norm_mean / norm_inv), the weighted vote's argmax (first on ties).
+    decision_interval: k, the network (or ensemble) decides on bars 0, k, 2k, … of each window and
+    its action is held in between (``env.decision_interval``; a fixed action array is read every bar).
     """
     if ensemble is not None:
         net = ensemble.members[0]
@@ -391,7 +396,7 @@ def fused_backtest(
         out.trade_barrier if barriers else dummy,
         actions.contiguous() if actions is not None else dummy, int(actions.shape[1]) if actions is not None else 1,
         pre if pre is not None else dummy,
-        w, n_bars, n_steps, n_feat,
+        w, n_bars, n_steps, n_feat, max(1, int(decision_interval)),
         p.capital, p.max_position, p.reserve, p.cost_rate, p.half_spread, p.impact_eta, p.max_impact,
         p.participation, p.vol_lambda, p.max_holding, p.kelly_fraction, p.kelly_min_mult, p.kelly_alpha,
         int(p.kelly_min_trades), p.bust_level, net.slope, p.profit_frac, p.stop_frac, int(p.max_holding_bars),
