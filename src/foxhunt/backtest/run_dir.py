@@ -72,7 +72,8 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
                               f"{market.spec_version}: rebuild the features or retrain")
         # the slice the network was trained on (train.select = "inner": before its held-back window) gives
         # its normalisation and medians, as in training; older files record only the fold
-        loaded.append((FoldRange(**meta.extra["fold"]), FoldRange(**meta.extra.get("trained_on") or meta.extra["fold"]), net))
+        loaded.append((FoldRange(**meta.extra["fold"]), FoldRange(**meta.extra.get("trained_on") or meta.extra["fold"]),
+                       (net, int(meta.env.get("decision_interval", 1)))))  # the model's k (train.decision_grid's choice)
     bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
     use_barriers = cfg.backtest.barriers if barriers is None else barriers
     # The run's own backend, for the run's agent's network: evaluate as training did.
@@ -87,9 +88,9 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     ones = torch.ones((len(loaded), max(lengths)), dtype=torch.float32, device=market.device)
     bh = bt.run(starts, lengths, ExposurePolicy(ones, cfg.env.n_actions), keep_curves=True, backend=plan.eval)
     out = []
-    for i, (fold, trained_on, net) in enumerate(loaded):
+    for i, (fold, trained_on, (net, k)) in enumerate(loaded):
         market.set_fold(trained_on)  # the network's normalisation and medians, as in training
-        agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net), keep_curves=True, keep_trades=True,
+        agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net, k), keep_curves=True, keep_trades=True,
                        backend=plan.eval, barriers=use_barriers)
         out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers))
     return out, market, plan

@@ -109,6 +109,13 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
                      f"{fs.warmup}…{int(starts[0]) - 1} are history, not backtested)")
     env_kw = {k: v for k, v in loaded[0][2].env.items() if k in EnvParams.model_fields}
     env = EnvParams(**env_kw)
+    intervals = sorted({int(meta.env.get("decision_interval", 1)) for _, _, meta in loaded})
+    if len(intervals) > 1:
+        raise ConfigError(f"--model: the models decide at different intervals (env.decision_interval {intervals}); "
+                          "an ensemble's members must share one")
+    k = intervals[0]
+    if k > 1:
+        notes.append(f"decisions: every {k} bars (the model's env.decision_interval), held in between")
     bt = Backtester(market, env, bars_per_year=bars_per_year, cuda_graphs=plan.graphs)
     notes.append(bt.annualisation.describe())
     notes.append("episode rules: " + ("triple barrier: each round trip labelled +1 profit / −1 stop / 0 time "
@@ -120,11 +127,12 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
     if len(nets) == 1 and sampled_seed is not None:
         from foxhunt.backtest.sampled import SampledPolicy
 
-        policy, norms = SampledPolicy(nets[0], sampled_seed), [loaded[0][1]] * windows
+        policy, norms = SampledPolicy(nets[0], sampled_seed, decision_interval=k), [loaded[0][1]] * windows
     elif len(nets) == 1:
-        policy, norms = GreedyPolicy(nets[0]), [loaded[0][1]] * windows
+        policy, norms = GreedyPolicy(nets[0], k), [loaded[0][1]] * windows
     else:
-        policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded])
+        policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded],
+                                decision_interval=k)
         ident = NormStats(torch.zeros(f, dtype=torch.float64, device=dev), torch.ones(f, dtype=torch.float64, device=dev))
         norms = [ident] * windows
     if plan.eval == "fused":

@@ -134,7 +134,8 @@ def sb3_scores(algo: str, market: MarketData, folds: Sequence[FoldRange], env: E
         model.learn(total_timesteps=budget)
         model.policy.set_training_mode(False)
         n = f.val_len - 1
-        res = backtester.run([f.val_start], [n], GreedyPolicy(greedy_net), keep_curves=True, keep_trades=True)
+        res = backtester.run([f.val_start], [n], GreedyPolicy(greedy_net, env.decision_interval), keep_curves=True,
+                             keep_trades=True)  # the gym env steps one decision of k bars: SB3 learnt at k
         costs = sum(float(t["costs"]) for t in res.trades or [])
         rows.append((res.metrics[0], res.returns[0, :n], res.positions[0, :n], costs))
     return rows, {"algo": algo, "budget_steps_per_fold": budget, "seconds": time.perf_counter() - t0}

@@ -54,6 +54,7 @@ class TrainConfig(Section):
     abstain: bool = Field(True, description="select = inner: a fold whose members' mean selected held-back Sharpe is not above abstain_z standard errors of that window gets a flat model (foxhunt.train.abstain)")
     gamma_grid: list[float] = Field(default_factory=list, max_length=8, description="select = inner, ensemble >= len: member k trains with gamma = grid[k mod len] (dqn.gamma or ppo.gamma), and each fold keeps the gamma whose members score best on the held-back window; abstention's bar is raised for the choice (foxhunt.train.gamma_grid). Empty: every member uses the agent section's gamma")
     gamma_grid_normalise: bool = Field(False, description="gamma_grid: member k's env.reward_scale is multiplied by (1 - gamma_k) / (1 - the grid's smallest gamma), so every member's Q-values (or values) have the scale of the shortest discount's; the greedy policy of each member is unchanged by a positive reward scale, its optimisation is not; off by default: on the H200 development family it made the 0.99 members churn (docs/LEARNING.md)")
+    decision_grid: list[int] = Field(default_factory=list, max_length=8, description="select = inner, ensemble >= len × max(1, len(gamma_grid)): member m trains with env.decision_interval = grid[(m // G) mod len] (G = len(gamma_grid), at least 1), and each fold keeps the (gamma, interval) group whose members score best on the held-back window; abstention's bar is raised for the choice (foxhunt.train.gamma_grid). Empty: every member uses env.decision_interval")
     abstain_z: float = Field(3.0, ge=0.0, le=10.0, description="abstain: the bar in standard errors of the held-back Sharpe, SE = sqrt(bars per year / held-back bars); 3: on the H200 the planted-edge, regime and leak folds scored >= 4.7 SE, the no-edge and real-data folds <= 2.3 (docs/LEARNING.md §13)")
 
     @model_validator(mode="before")
@@ -64,6 +65,18 @@ class TrainConfig(Section):
 
     @model_validator(mode="after")
     def _grid(self) -> "TrainConfig":
+        ks = self.decision_grid
+        if ks:
+            if any(k < 1 or k > 1024 for k in ks):
+                raise ValueError(f"decision_grid {ks}: every interval must be in [1, 1024] bars")
+            if len(set(ks)) != len(ks):
+                raise ValueError(f"decision_grid {ks}: the intervals must differ")
+            if self.select != "inner":
+                raise ValueError("decision_grid needs select = \"inner\": the fold's interval is chosen on the held-back window")
+            groups = len(ks) * max(1, len(self.gamma_grid))
+            if self.ensemble < groups:
+                raise ValueError(f"decision_grid has {len(ks)} intervals{f' × {len(self.gamma_grid)} discounts' if self.gamma_grid else ''} "
+                                 f"but ensemble = {self.ensemble}: each group needs a member (ensemble >= {groups})")
         grid = self.gamma_grid
         if not grid:
             return self

@@ -25,7 +25,13 @@ then judges that group, with its bar raised for the choice among g groups: the o
 probability of ``abstain_z`` is divided by g (Bonferroni), so that picking the best of g noisy
 groups does not make a no-edge fold trade more often than one group would.
 
-Units: γ per bar; Sharpe ratios annualised.
+``train.decision_grid`` does the same for the decision interval k (``env.decision_interval``: the
+agent decides every k bars, docs/LEARNING.md "Decisions at the edge's horizon"): member m trains at
+k = grid[(m // G) mod len], G = len(gamma_grid) (1 without one), so the two grids cross and every
+(γ, k) pair gets members; the groups are the distinct pairs, chosen as above, and the fold's model
+records its group's k (the backtesters hold its action k bars).
+
+Units: γ per decision (per bar at k = 1); Sharpe ratios annualised.
 """
 
 from __future__ import annotations
@@ -44,6 +50,24 @@ def member_gamma(cfg: Config, k: int) -> float | None:
     return float(grid[k % len(grid)]) if grid else None
 
 
+def member_interval(cfg: Config, m: int) -> int | None:
+    """The decision interval member m trains at under ``train.decision_grid`` (None: env's own)."""
+    grid = list(cfg.train.decision_grid)
+    if not grid:
+        return None
+    return int(grid[(m // max(1, len(cfg.train.gamma_grid))) % len(grid)])
+
+
+def member_label(cfg: Config, m: int) -> dict[str, Any]:
+    """Member m's group under the grids: {"gamma": γ} and / or {"decision_interval": k} ({} without grids)."""
+    label: dict[str, Any] = {}
+    if cfg.train.gamma_grid:
+        label["gamma"] = member_gamma(cfg, m)
+    if cfg.train.decision_grid:
+        label["decision_interval"] = member_interval(cfg, m)
+    return label
+
+
 def reward_factor(cfg: Config, k: int) -> float:
     """Member k's reward-scale factor under ``train.gamma_grid_normalise``: (1 − γ_k) / (1 − min(grid))
     (1.0 without a grid, without normalisation, or for the grid's shortest discount)."""
@@ -55,15 +79,21 @@ def reward_factor(cfg: Config, k: int) -> float:
 
 def with_member_gamma(cfg: Config, k: int) -> Config:
     """``cfg`` with member k's discount in its agent's section (``dqn.gamma`` or ``ppo.gamma``) and,
-    with ``train.gamma_grid_normalise``, its reward scale times ``reward_factor``."""
-    gamma = member_gamma(cfg, k)
-    if gamma is None:
-        return cfg
-    changes: dict[str, Any] = {cfg.train.agent: {"gamma": gamma}}
-    factor = reward_factor(cfg, k)
-    if factor != 1.0:
-        changes["env"] = {"reward_scale": float(cfg.env.reward_scale) * factor}
-    return cfg.replace(**changes)
+    with ``train.gamma_grid_normalise``, its reward scale times ``reward_factor``; with
+    ``train.decision_grid``, its ``env.decision_interval``."""
+    gamma, interval = member_gamma(cfg, k), member_interval(cfg, k)
+    changes: dict[str, Any] = {}
+    env: dict[str, Any] = {}
+    if gamma is not None:
+        changes[cfg.train.agent] = {"gamma": gamma}
+        factor = reward_factor(cfg, k)
+        if factor != 1.0:
+            env["reward_scale"] = float(cfg.env.reward_scale) * factor
+    if interval is not None:
+        env["decision_interval"] = interval
+    if env:
+        changes["env"] = env
+    return cfg.replace(**changes) if changes else cfg
 
 
 def adjusted_z(z: float, groups: int) -> float:
@@ -75,29 +105,44 @@ def adjusted_z(z: float, groups: int) -> float:
     return NormalDist().inv_cdf(1.0 - tail)
 
 
-def choose(picks: Sequence[dict[str, Any]], gammas: Sequence[float]) -> tuple[float, list[int], list[dict[str, Any]]]:
-    """The fold's discount: (γ, the indices of its members, one row per γ of the grid).
+def choose(picks: Sequence[dict[str, Any]], labels: Sequence[Any]) -> tuple[Any, list[int], list[dict[str, Any]]]:
+    """The fold's group: (its label, the indices of its members, one row per group).
 
     picks: each member's epoch selection (``inner_sharpe`` the selected held-back Sharpe; None or
-    NaN counts as 0, a flat member's); gammas: each member's γ, in member order. Ties go to the
-    earlier γ of the grid (the members' order)."""
-    order: list[float] = []
-    for g in gammas:
+    NaN counts as 0, a flat member's); labels: each member's group, in member order: a discount γ
+    (float) or a ``member_label`` dict (γ and / or decision interval). Ties go to the group whose
+    first member comes first. A row holds the label (``gamma`` for a float label, else the dict's
+    keys), ``members`` and ``mean_inner_sharpe``."""
+    order: list[Any] = []
+    for g in labels:
         if g not in order:
             order.append(g)
     rows = []
     for g in order:
-        idx = [i for i, gi in enumerate(gammas) if gi == g]
-        rows.append({"gamma": g, "members": idx, "mean_inner_sharpe": mean_sharpe([picks[i].get("inner_sharpe") for i in idx])})
-    best = max(rows, key=lambda r: (r["mean_inner_sharpe"], -order.index(r["gamma"])))
-    return float(best["gamma"]), list(best["members"]), rows
+        idx = [i for i, gi in enumerate(labels) if gi == g]
+        key = dict(g) if isinstance(g, dict) else {"gamma": g}
+        rows.append({**key, "members": idx, "mean_inner_sharpe": mean_sharpe([picks[i].get("inner_sharpe") for i in idx])})
+    best = max(range(len(rows)), key=lambda j: (rows[j]["mean_inner_sharpe"], -j))
+    label = order[best]
+    return (float(label) if not isinstance(label, dict) else dict(label)), list(rows[best]["members"]), rows
 
 
-def describe_choice(gamma: float, rows: Sequence[dict[str, Any]]) -> str:
-    """A console phrase: "γ 0.9 (held-back 0.5: +1.20, 0.9: +3.40, 0.98: +2.10)"."""
-    parts = ", ".join(f"{r['gamma']:g}: {r['mean_inner_sharpe']:+.2f}" if math.isfinite(r["mean_inner_sharpe"]) else f"{r['gamma']:g}: –"
-                      for r in rows)
-    return f"γ {gamma:g} (held-back {parts})"
+def label_text(row: dict[str, Any]) -> str:
+    """"γ 0.9 k 8" for a group row or label (what of γ / decision_interval it has)."""
+    parts = []
+    if row.get("gamma") is not None:
+        parts.append(f"γ {row['gamma']:g}")
+    if row.get("decision_interval") is not None:
+        parts.append(f"k {row['decision_interval']}")
+    return " ".join(parts)
+
+
+def describe_choice(gamma: Any, rows: Sequence[dict[str, Any]]) -> str:
+    """A console phrase: "γ 0.9 (held-back 0.5: +1.20, 0.9: +3.40, 0.98: +2.10)" (a label dict: "γ 0.9 k 8 (…)")."""
+    label = gamma if isinstance(gamma, dict) else {"gamma": gamma}
+    parts = ", ".join(f"{label_text(r).removeprefix('γ ')}: {r['mean_inner_sharpe']:+.2f}" if math.isfinite(r["mean_inner_sharpe"])
+                      else f"{label_text(r).removeprefix('γ ')}: –" for r in rows)
+    return f"{label_text(label)} (held-back {parts})"
 
 
 def add_group_validations(rows: Sequence[dict[str, Any]], validate: Callable[[list[int]], dict[str, float]],

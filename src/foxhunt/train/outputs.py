@@ -72,13 +72,16 @@ def fold_result(fold: FoldRange, timestamps: np.ndarray, agent: Any, bh: BuyHold
 
 
 def write_model(path: Path, net: Any, market: MarketData, part: FoldRange, fold: FoldRange, cfg: Config,
-                data_hash: str) -> None:
+                data_hash: str, decision_interval: int | None = None) -> None:
     """The fold's greedy network (DQN: the Q-network; PPO: the actor packed as a DuelingQNet whose
     argmax and softmax are the policy's) + its training-slice normalisation, for ``foxhunt
-    backtest --model``. part: the bars the network was trained on (its normalisation's slice)."""
+    backtest --model``. part: the bars the network was trained on (its normalisation's slice).
+    decision_interval: the model's k (``train.decision_grid``'s choice; default env.decision_interval),
+    recorded in its env metadata, which the backtests read."""
     from foxhunt.agents.model_io import save_model
 
     m = market
+    env = cfg.env if decision_interval is None else cfg.env.model_copy(update={"decision_interval": int(decision_interval)})
     extra = {
         "medians": {"abs_return": m.median_abs_return.item(), "range": m.median_range.item(), "volume": m.median_volume.item()},
         "data_sha256": data_hash, "fold": fold.to_dict(), "trained_on": part.to_dict(), "run": cfg.run.name,
@@ -86,7 +89,7 @@ def write_model(path: Path, net: Any, market: MarketData, part: FoldRange, fold:
     }
     save_model(path, net, m.norm_stats(part.train_start, part.train_end),
                feature_names=tuple(m.names), spec_version=m.spec_version,
-               env=cfg.env.model_dump(mode="json"), extra=extra)
+               env=env.model_dump(mode="json"), extra=extra)
 
 
 def write_curves(path: Path, agent: Any, bh: BuyHold | None) -> None:
@@ -190,6 +193,8 @@ def summary_fold(r: dict[str, Any]) -> dict[str, Any]:
     selection = r.get("selection") or {}
     if selection.get("gamma") is not None:
         row["gamma"] = selection["gamma"]
+    if selection.get("decision_interval") is not None:  # train.decision_grid: the fold's chosen interval
+        row["decision_interval"] = selection["decision_interval"]
     record = selection.get("abstain")
     if record is not None:
         row["abstained"] = bool(record.get("flat"))
@@ -207,6 +212,8 @@ def fold_line(r: dict[str, Any]) -> str:
     selection = r.get("selection") or {}
     if selection.get("gamma") is not None:  # train.gamma_grid: the fold's chosen discount
         s += f" | γ {selection['gamma']:g}"
+    if selection.get("decision_interval") is not None:  # train.decision_grid: the fold's chosen interval
+        s += f" | k {selection['decision_interval']}"
     record = selection.get("abstain")
     phrase = abstain_line(record) if record else ""
     return f"{s} | {phrase}" if phrase else s

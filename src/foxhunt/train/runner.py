@@ -82,12 +82,14 @@ class WalkForwardRunner:
         self.selectors: list[EpochSelector] = []
         if self.tcfg.select == "inner":  # early stopping on a held-back tail of each training window (per member)
             self._held_back = HeldBackScore(self.backtester, self.plan.eval, self.bars_per_year, self.tcfg.select_score)
-            self.selectors = [EpochSelector(trained_module(t), lambda t=t: policy_net(t), self._window_sharpe) for t in self.members]
+            self.selectors = [EpochSelector(trained_module(t), lambda t=t: policy_net(t), self._window_sharpe,
+                                            decision_interval=t.env.decision_interval) for t in self.members]
         self.selector = self.selectors[0] if self.selectors else None
         self._flat = False  # train.abstain: this fold's model is the flat network
         self._net: Any = None  # this fold's greedy network, built once per fold (``fold_net``)
         self._active: list[int] = []  # train.gamma_grid: the members of the fold's chosen discount ([]: all)
-        self.gammas = [gamma_grid.member_gamma(cfg, k) for k in range(self.tcfg.ensemble)]
+        self.labels = [gamma_grid.member_label(cfg, k) for k in range(self.tcfg.ensemble)]  # grid groups
+        self.intervals = [c.env.decision_interval for c in self._member_cfgs]  # each member's k
         self._train_part: dict[int, FoldRange] = {}  # fold -> the bars the trainer trains on
         self._bh: dict[int, BuyHold] | None = None
         self.buy_and_hold_s = 0.0
@@ -105,7 +107,8 @@ class WalkForwardRunner:
     def evaluate(self, fold: FoldRange) -> tuple[Any, BuyHold | None]:
         """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
         n = fold.val_len - 1
-        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.fold_net()), backend=self.plan.eval,
+        agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.fold_net(), self.fold_interval()),
+                                    backend=self.plan.eval,
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
@@ -116,6 +119,10 @@ class WalkForwardRunner:
         if self._net is None:
             self._net = abstain.flat_net(policy_net(self.members[0])) if self._flat else ensemble_net(self._team())
         return self._net
+
+    def fold_interval(self) -> int:
+        """The decision interval of the fold's model: its members' (one per grid group)."""
+        return self.intervals[self._active[0] if self._active else 0]
 
     def _team(self) -> list[Any]:
         """The members whose ensemble is the fold's model: all, or the chosen discount's (``train.gamma_grid``)."""
@@ -133,7 +140,8 @@ class WalkForwardRunner:
             key = tuple(idx)
             if key not in done:
                 net = ensemble_net([self.members[i] for i in key])
-                done[key] = self.backtester.run([fold.val_start], [n], GreedyPolicy(net), backend=self.plan.eval).metrics[0]
+                policy = GreedyPolicy(net, self.intervals[key[0]])
+                done[key] = self.backtester.run([fold.val_start], [n], policy, backend=self.plan.eval).metrics[0]
             return done[key]
 
         record = (selection or {}).get("abstain")
@@ -167,9 +175,9 @@ class WalkForwardRunner:
         self._flat, self._net, self._active = False, None, []
         record: dict[str, Any] = {}
         judged, z = picks, float(self.tcfg.abstain_z)
-        if picks and self.tcfg.gamma_grid:  # the fold's discount: the best group on the held-back window
-            gamma, self._active, rows = gamma_grid.choose(picks, [float(g) for g in self.gammas if g is not None])
-            record.update(gamma=gamma, gamma_groups=rows)
+        if picks and (self.tcfg.gamma_grid or self.tcfg.decision_grid):  # the best (γ, k) group on the held-back window
+            label, self._active, rows = gamma_grid.choose(picks, self.labels)
+            record.update(label, gamma_groups=rows)
             judged, z = [picks[i] for i in self._active], gamma_grid.adjusted_z(z, len(rows))
         if picks and self.tcfg.abstain:
             record["abstain"] = abstain.describe(judged, z, self.bars_per_year)
@@ -229,7 +237,8 @@ class WalkForwardRunner:
                              seed=self.cfg.run.seed)
         write_json(d / "metrics.json", result)
         part = self._train_part.get(fold.fold, fold)  # the bars the network was trained on
-        write_model(d / "model.safetensors", self.fold_net(), self.market, part, fold, self.cfg, self.data_hash)
+        write_model(d / "model.safetensors", self.fold_net(), self.market, part, fold, self.cfg, self.data_hash,
+                    decision_interval=self.fold_interval())
         if self.tcfg.save_curves:
             write_curves(d / "curves.safetensors", agent, bh)
         if self.tcfg.save_trades and agent.trades is not None:

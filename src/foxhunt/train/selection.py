@@ -144,11 +144,13 @@ class EpochSelector:
     params: the live module that holds the trained parameters (DQN's online network, PPO's
     actor-critic); they are copied in place, so captured graphs that read them stay valid.
     policy: () -> the network whose argmax is the greedy action. backtest: ``(start, steps, policy)
-    -> Sharpe`` of that greedy policy on the window.
+    -> Sharpe`` of that greedy policy on the window. decision_interval: the trainer's k.
     """
 
-    def __init__(self, params: nn.Module, policy: Callable[[], nn.Module], backtest: Any) -> None:
+    def __init__(self, params: nn.Module, policy: Callable[[], nn.Module], backtest: Any,
+                 decision_interval: int = 1) -> None:
         self.net = params
+        self.decision_interval = int(decision_interval)  # the trainer's k: the greedy policy decides every k bars
         self.policy = policy
         self.backtest = backtest
         self.live = {k: v for k, v in params.state_dict().items()}  # views of the live parameters / buffers
@@ -167,7 +169,8 @@ class EpochSelector:
     def observe(self, epoch: int) -> float:
         """Score the current network after ``epoch`` (1-based) epochs; keep it if it is the best so far
         (ties: the earlier epoch). Returns its held-back Sharpe (NaN when undefined, e.g. no trade)."""
-        sharpe = float(self.backtest(self.window[0], self.window[1], GreedyPolicy(self.policy())))
+        policy = GreedyPolicy(self.policy(), self.decision_interval)
+        sharpe = float(self.backtest(self.window[0], self.window[1], policy))
         score = sharpe if math.isfinite(sharpe) else 0.0  # a policy that never trades: flat, Sharpe 0
         if score > self.best_sharpe:
             self.best_sharpe, self.best_epoch = score, epoch
