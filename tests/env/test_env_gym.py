@@ -140,3 +140,19 @@ def test_gymnasium_record_episode_statistics_wrapper_accepts_the_vector_env(cpu_
     for _ in range(5):
         *_, info = env.step(env.action_space.sample())
     assert info["_episode"].all() and (info["episode"]["l"] == 5).all()
+
+
+def test_a_gym_step_is_one_decision_of_k_bars_whose_reward_is_the_bars_rewards_summed(cpu_market):
+    """env.decision_interval = 4: a Gymnasium step holds the action 4 bars (what SB3 learns at k)."""
+    at_k = make_gym_env(cpu_market, EnvParams(episode_length=10, decision_interval=4))
+    per_bar = make_gym_env(cpu_market, EnvParams(episode_length=10))
+    _, info = at_k.reset(seed=3)
+    per_bar.reset(seed=3, options={"start": info["bar"]})
+    for action, bars in ((44, 4), (0, 4), (22, 2)):  # the third decision ends the 10-bar episode after 2 bars
+        _, r, term, trunc, info_k = at_k.step(action)
+        total = np.float32(-0.0)
+        for _ in range(bars):
+            _, rb, term_b, trunc_b, info_b = per_bar.step(action)
+            total = np.float32(total + np.float32(rb))
+        assert r == float(total) and info_k["bar"] == info_b["bar"] and (term, trunc) == (term_b, trunc_b)
+    assert trunc
