@@ -146,7 +146,7 @@ def test_any_12_consecutive_draws_hold_3_no_edge_draws_and_every_edge_form():
         a, b = ds[0], ds[12]
         assert a.params["form"] == b.params["form"] == "drift"
         assert a.params["strength"] != b.params["strength"] and not np.array_equal(a.bars.close[:100], b.bars.close[:100])
-        assert len({d.params["interval"] for d in ds}) == 3 and len({d.params["costs"] for d in ds}) == 3
+        assert {d.params["interval"] for d in ds} >= {"minute", "hourly", "daily"} and len({d.params["costs"] for d in ds}) == 3
         assert {d.params["noise"]["vol_model"] for d in ds} == {"garch", "sv"}
 
 
@@ -208,3 +208,24 @@ def test_hourly_draws_are_annualised_and_reward_rescaled_as_hourly_bars():
 
 def test_family_forms_cover_the_brief():
     assert set(FORMS) == {"next_bar", "drift", "mean_revert", "vol_state", "volume", "regime", "no_edge"}
+
+
+def test_half_the_minute_draws_become_five_minute_draws_and_every_other_parameter_is_drawn_as_before():
+    from foxhunt.scorecard.family import INTERVALS, TARGET_SHARPE
+
+    ds = draws("dev", 48, "tiny")
+    kinds = [d.params["interval"] for d in ds]
+    fives = [d for d in ds if d.params["interval"] == "five_minute"]
+    minutes = kinds.count("minute")
+    assert fives and minutes and 0.25 < len(fives) / (len(fives) + minutes) < 0.75
+    for d in fives:
+        assert d.params["bar_seconds"] == INTERVALS["five_minute"] == 300
+        assert int(np.median(np.diff(d.bars.timestamps))) == 300 * 10**9
+        lo, hi = TARGET_SHARPE["five_minute"]
+        assert d.kind == "no_edge" or lo - 1e-9 <= d.params["target_sharpe"] <= hi + 1e-9
+
+
+def test_intraday_gpu_draws_have_a_million_bars_in_five_folds_of_100k():
+    lay = LAYOUTS["gpu"]
+    for interval in ("minute", "five_minute", "hourly"):
+        assert (lay[interval].bars, lay[interval].train, lay[interval].val, lay[interval].folds) == (1_000_000, 400_000, 100_000, 5)

@@ -57,7 +57,7 @@ THRESHOLDS = (0.0, 0.5, 1.0)
 BANDS = (0.25, 0.5, 1.0)
 H_MIN, H_MAX = 10, 10_000  # the wandering drift's horizon range, bars (capped by the training window)
 S_MIN, S_MAX = 1e-4, 1.5  # strength search range, sigma units per bar
-TARGET_SHARPE = {"minute": (5.0, 15.0), "hourly": (2.0, 12.0), "daily": (1.0, 6.0)}
+TARGET_SHARPE = {"minute": (5.0, 15.0), "five_minute": (4.0, 14.0), "hourly": (2.0, 12.0), "daily": (1.0, 6.0)}
 """The oracle's expected annualised Sharpe after costs, drawn log-uniform in this range per interval:
 clearly above the noise of the validation windows (minute windows are the noisiest per year) and
 not trivial."""
