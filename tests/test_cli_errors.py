@@ -38,7 +38,7 @@ def work(tmp_path: Path) -> Path:
 @pytest.mark.slow
 def test_data_errors_are_one_exact_line_exit_2_and_write_nothing(work: Path) -> None:
     cases = [
-        (["data", "validate", "overflow.csv"],
+        (["data", "validate", "overflow.csv", "--set", "data.timestamp_unit=ns"],
          "file overflow.csv, row 2, timestamp -9000000000000000000, column 'timestamp': rule 'non-increasing-timestamp' "
          "broken: earlier than row 1 (9000000000000000000); timestamps must increase"),
         (["data", "validate", "extra.csv"],

@@ -75,15 +75,29 @@ OverrideOpt = typer.Option([], "--set", help="config override section.key=value 
 def data_validate(
     file: Path = typer.Argument(..., help="CSV or Parquet bar file"),
     repair: bool = typer.Option(False, help="sort rows and drop bad rows instead of failing (logged)"),
+    overrides: list[str] = typer.Option([], "--set", help="how to read the file: data.KEY=VALUE (timestamp_format, "
+                                        "dayfirst, timestamp_unit, adjust, repair; repeatable)"),
 ) -> None:
-    """Check a bar file against every rule; print one line; exit 2 on bad data. Writes nothing."""
+    """Check a bar file against every rule; print what was read; exit 2 on bad data. Writes nothing."""
+    from foxhunt.config import load_config, parse_override
+    from foxhunt.data import file_options
+    from foxhunt.data.describe import data_summary
     from foxhunt.data.loader import load_bars
+    from foxhunt.errors import ConfigError
 
-    bars = load_bars(file, repair=repair)
+    for text in overrides:
+        if parse_override(text)[0][0] != "data":
+            raise ConfigError(f"--set {text}: foxhunt data validate takes data.* keys only")
+    cfg = load_config(None, overrides, values={"data": {"source": "file", "path": str(file)}}).data
+    bars = load_bars(file, **{**file_options(cfg), "repair": repair or cfg.repair})
     vol = "volume present" if bars.has_volume else "volume MISSING (volume features are constant)"
     first = iso_time(bars.timestamps[0])
     last = iso_time(bars.timestamps[-1])
-    console.print(f"[green]ok[/] {show_path(file)}: {len(bars)} bars, {first} → {last}, {vol}", highlight=False, soft_wrap=True)
+    s = data_summary(bars)
+    every = f" {s['interval']}" if len(bars) > 1 else ""
+    console.print(f"[green]ok[/] {show_path(file)}: {len(bars)} bars{every}, {first} → {last}, {vol}", highlight=False, soft_wrap=True)
+    for note in bars.notes:  # what was inferred to read the file (or ignored in it)
+        console.print(f"  read: {escape(note)}", highlight=False, soft_wrap=True)
 
 
 @data_app.command("sample")

@@ -45,11 +45,21 @@ class DataConfig(Section):
     bar_seconds: int = Field(60, ge=1, le=7 * 86_400, description="synthetic bar spacing")
     repair: bool = Field(False, description="sort rows and drop bad rows instead of failing (logged)")
     signal: float = Field(0.0, ge=0.0, le=1.0, description="synthetic: planted edge, drift = signal·σ·sign(previous return)")
+    timestamp_format: str | None = Field(None, description="file: the timestamp layout as a strftime format for pandas, e.g. "
+                                         "'%d.%m.%Y %H:%M:%S.%f'; default: inferred (foxhunt.data.timestamps)")
+    dayfirst: bool | None = Field(None, description="file: dates such as 01.02.2017 are day first (true) or month first "
+                                  "(false); default: as the file settles it (a day above 12), else an error")
+    timestamp_unit: Literal["s", "ms", "us", "ns"] | None = Field(None, description="file: the unit of epoch-number "
+                                                                  "timestamps; default: the one that puts them in 1971..2200")
+    adjust: bool = Field(False, description="file: scale open, high, low and close by the 'Adj Close' column / close "
+                         "(splits and dividends); off: that column is ignored")
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> "DataConfig":
         if self.source == "file" and not self.path:
             raise ValueError("data.source = 'file' needs data.path")
+        if self.timestamp_format is not None and "%" not in self.timestamp_format:
+            raise ValueError(f"data.timestamp_format {self.timestamp_format!r}: expected a strftime format such as '%d.%m.%Y %H:%M'")
         return self
 
 

@@ -114,16 +114,25 @@ def test_dates_become_utc_midnight(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    "ts",
+    "ts, opts",
     [
-        ["1/2/2024", "1/3/2024", "1/4/2024"],  # US month/day/year (the arch samples)
-        ["02.01.2024", "03.01.2024", "04.01.2024"],
-        ["2024/01/02", "2024/01/03", "2024/01/04"],
-        ["20240102", "20240103", "20240104"],  # read by pandas as integers: YYYYMMDD, not epoch
+        (["1/2/2024", "1/3/2024", "1/4/2024"], {"dayfirst": False}),  # US month/day/year (the arch samples)
+        (["02.01.2024", "03.01.2024", "04.01.2024"], {"dayfirst": True}),
+        (["2024/01/02", "2024/01/03", "2024/01/04"], {}),
+        (["2024.01.02", "2024.01.03", "2024.01.04"], {}),  # MetaTrader
+        (["20240102", "20240103", "20240104"], {}),  # read by pandas as integers: YYYYMMDD, not epoch
     ],
 )
-def test_common_non_iso_date_layouts(tmp_path: Path, ts: list[str]) -> None:
-    assert list(load_bars(write(tmp_path, csv_with(ts))).timestamps) == [T0, T0 + DAY, T0 + 2 * DAY]
+def test_common_non_iso_date_layouts(tmp_path: Path, ts: list[str], opts: dict) -> None:
+    assert list(load_bars(write(tmp_path, csv_with(ts)), **opts).timestamps) == [T0, T0 + DAY, T0 + 2 * DAY]
+
+
+@pytest.mark.parametrize("ts", [["1/2/2024", "1/3/2024", "1/4/2024"], ["02.01.2024", "03.01.2024", "04.01.2024"]])
+def test_day_month_dates_no_day_above_12_settles_are_refused_naming_data_dayfirst(tmp_path: Path, ts: list[str]) -> None:
+    with pytest.raises(BarDataError) as info:
+        load_bars(write(tmp_path, csv_with(ts)))
+    assert info.value.rule == "ambiguous-dates" and info.value.column == "timestamp"
+    assert "data.dayfirst = true (day first) or false (month first)" in str(info.value)
 
 
 def test_day_first_layout_is_chosen_when_month_first_cannot_parse(tmp_path: Path) -> None:

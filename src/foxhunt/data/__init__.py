@@ -9,7 +9,7 @@ from foxhunt.data.bars import Bars, BarDataError
 if TYPE_CHECKING:
     from foxhunt.config import DataConfig
 
-__all__ = ["Bars", "BarDataError", "load_source"]
+__all__ = ["Bars", "BarDataError", "file_options", "load_source"]
 
 
 def load_source(cfg: "DataConfig", *, limit_samples: bool = False) -> Bars:
@@ -31,4 +31,10 @@ def load_source(cfg: "DataConfig", *, limit_samples: bool = False) -> Bars:
     from foxhunt.data.loader import load_bars
 
     assert cfg.path is not None
-    return load_bars(cfg.path, repair=cfg.repair)
+    return load_bars(cfg.path, **file_options(cfg))
+
+
+def file_options(cfg: "DataConfig") -> dict[str, object]:
+    """``load_bars``' keyword arguments from a data config: repair and how to read the file."""
+    return {"repair": cfg.repair, "timestamp_format": cfg.timestamp_format, "dayfirst": cfg.dayfirst,
+            "timestamp_unit": cfg.timestamp_unit, "adjust": cfg.adjust}

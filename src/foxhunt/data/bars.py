@@ -61,6 +61,8 @@ class Bars:
     volume: [T] float64 (>= 0); all NaN-free. When the source had no volume column, ``has_volume``
         is False and ``volume`` holds ones (so that volume-based features degrade to constants).
     source: where the bars came from (a path or a generator description), for messages and hashes.
+    notes: what the loader inferred to read the file, in words (a layout, an epoch unit, joined
+        Date + Time columns, an ignored Adj Close ...); not part of ``content_hash``.
     """
 
     timestamps: np.ndarray
@@ -71,6 +73,7 @@ class Bars:
     volume: np.ndarray
     has_volume: bool = True
     source: str = "<memory>"
+    notes: tuple[str, ...] = ()
 
     def __len__(self) -> int:
         return int(self.timestamps.shape[0])

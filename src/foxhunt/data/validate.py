@@ -11,7 +11,14 @@ Rule ids (stable; tests and messages use them):
 file level (``repair`` cannot fix them): ``empty-file``, ``missing-column``, ``ambiguous-column``
 (two columns map to the same field, e.g. ``Date`` and ``timestamp``), ``unreadable``,
 ``unsupported-format``, ``mixed-timezones``, ``bad-column-type`` (a Parquet column whose type cannot
-hold the field, e.g. ``list<double>`` prices).
+hold the field, e.g. ``list<double>`` prices), ``ambiguous-dates`` (day/month or month/day, and no
+day above 12 settles it: ``data.dayfirst``), ``ambiguous-epoch`` (epoch numbers no unit puts in
+1971..2200: ``data.timestamp_unit``), ``bad-timestamp-format`` (pandas refuses
+``data.timestamp_format``).
+
+An adjusted close column (``adj_close``, read with ``data.adjust``) is checked like a price (a
+number, finite, > 0); the bars' open, high, low and close are then scaled by adj_close / close, row
+by row (one positive factor per row keeps every price rule true).
 
 row level, in the order they are checked within one row (so a row breaking several rules reports
 the first of them): ``bad-timestamp``, ``non-numeric``, ``not-finite``, ``price-not-positive``,
@@ -33,7 +40,8 @@ log = logging.getLogger("foxhunt.data")
 
 VALUE_COLUMNS = PRICE_COLUMNS + ("volume",)
 FILE_RULES = ("empty-file", "missing-column", "ambiguous-column", "unreadable", "unsupported-format", "mixed-timezones",
-              "bad-column-type")
+              "bad-column-type", "ambiguous-dates", "ambiguous-epoch", "bad-timestamp-format")
+ADJ_CLOSE = "adj_close"
 CELL_RULES = (
     "bad-timestamp",
     "non-numeric",
@@ -54,11 +62,14 @@ class RawColumns:
 
     timestamps: [T] int64 UTC ns; meaningless where ``ts_ok`` is False.
     ts_ok: [T] bool, the timestamp cell parsed.
-    values: canonical name ("open".."volume") -> [T] float64; NaN where the cell was empty, NA or
-        not a number. "volume" is absent when the file has no volume column.
+    values: canonical name ("open".."volume", "adj_close") -> [T] float64; NaN where the cell was
+        empty, NA or not a number. "volume" is absent when the file has no volume column,
+        "adj_close" unless the prices are to be adjusted by it.
     non_numeric: canonical name -> [T] bool, the cell held text that is not a number.
     names: canonical name (incl. "timestamp") -> the column's name in the file, for messages.
     cell_text: (canonical name, 0-based row) -> the cell as text, or None when it was empty.
+    notes: what was inferred to read the file, in words (``Bars.notes``).
+    ts_hint: appended to a bad-timestamp row's message (the option that would read it).
     """
 
     path: str
@@ -69,6 +80,8 @@ class RawColumns:
     names: dict[str, str]
     cell_text: Callable[[str, int], str | None]
     source: str = ""
+    notes: tuple[str, ...] = ()
+    ts_hint: str = ""
 
     @property
     def has_volume(self) -> bool:
@@ -106,7 +119,8 @@ def _first_bad_column(masks: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndar
 
 def _cell_problems(raw: RawColumns) -> list[_Problem]:
     """The rules that look at one row alone, in priority order; all vectorised over rows."""
-    cols = [c for c in VALUE_COLUMNS if c in raw.values]
+    cols = [c for c in (*VALUE_COLUMNS, ADJ_CLOSE) if c in raw.values]
+    prices = [c for c in (*PRICE_COLUMNS, ADJ_CLOSE) if c in raw.values]
     v = raw.values
     out = [_Problem("bad-timestamp", ~raw.ts_ok, "timestamp")]
     nn = {c: raw.non_numeric[c] for c in cols}
@@ -116,7 +130,7 @@ def _cell_problems(raw: RawColumns) -> list[_Problem]:
         nf = {c: ~np.isfinite(v[c]) & ~nn[c] for c in cols}
         out.append(_Problem("not-finite", *_first_bad_column(nf)))
         # NaN compares False everywhere below, so a NaN row is never double-reported by these.
-        out.append(_Problem("price-not-positive", *_first_bad_column({c: v[c] <= 0 for c in PRICE_COLUMNS})))
+        out.append(_Problem("price-not-positive", *_first_bad_column({c: v[c] <= 0 for c in prices})))
         if "volume" in cols:
             out.append(_Problem("negative-volume", v["volume"] < 0, "volume"))
         o, h, lo, c = v["open"], v["high"], v["low"], v["close"]
@@ -169,7 +183,7 @@ def _row_error(raw: RawColumns, p: _Problem, row: int, col: str) -> BarDataError
     v = {c: raw.values[c][row] for c in raw.values}
     rule = p.rule
     if rule == "bad-timestamp":
-        detail = "empty timestamp cell" if ts_text is None else f"cannot parse {ts_text!r} as a timestamp"
+        detail = "empty timestamp cell" if ts_text is None else f"cannot parse {ts_text!r} as a timestamp{raw.ts_hint}"
     elif rule == "non-numeric":
         detail = f"{raw.cell_text(col, row)!r} is not a number"
     elif rule == "not-finite":
@@ -260,15 +274,17 @@ def _to_bars(raw: RawColumns, rows: np.ndarray | None) -> Bars:
         volume = take(raw.values["volume"]).astype(np.float64, copy=False)
     else:
         volume = np.ones(len(raw) if rows is None else rows.shape[0], dtype=np.float64)
+    prices = {c: take(raw.values[c]) for c in PRICE_COLUMNS}
+    if ADJ_CLOSE in raw.values:  # data.adjust: splits and dividends, as the adjusted close has them
+        factor = take(raw.values[ADJ_CLOSE]) / prices["close"]
+        prices = {c: np.ascontiguousarray(p * factor) for c, p in prices.items()}
     return Bars(
         timestamps=take(raw.timestamps).astype(np.int64, copy=False),
-        open=take(raw.values["open"]),
-        high=take(raw.values["high"]),
-        low=take(raw.values["low"]),
-        close=take(raw.values["close"]),
+        **prices,
         volume=volume,
         has_volume=raw.has_volume,
         source=raw.source or raw.path,
+        notes=raw.notes,
     )
 
 
