@@ -164,6 +164,24 @@ def regime(n: int, seed: int = 14, drift: float = 0.12, mean_bars: int = REGIME_
                     bars, oracles={"oracle": state.copy()})
 
 
+def intraday_drift(n: int, seed: int = 17, drift: float = 0.08, mean_bars: int = 1_500,
+                   bar_seconds: int = MINUTE) -> Scenario:
+    """Intraday bars (minute by default) whose drift ``+-drift * sigma_t`` keeps its sign for ~``mean_bars``
+    bars (a hidden two-state Markov chain): an edge a momentum rule takes over hundreds of bars while
+    each bar's share of it (``drift`` sigma) is far below a round trip's cost. Not a named scorecard
+    scenario: the tests' and probes' market for ``env.decision_interval`` (a decision every bar sees a
+    tiny edge against its cost; one every k bars sees k times more). Oracle: the hidden drift's sign."""
+    base = _noise(n, seed, bar_seconds)
+    rng = np.random.default_rng([seed, 4])
+    switches = rng.random(n) < 1.0 / mean_bars
+    state = np.where(np.cumsum(switches) % 2 == 0, 1.0, -1.0) * (1.0 if rng.random() < 0.5 else -1.0)
+    r = base.log_return + drift * base.sigma * state
+    src = f"scorecard:intraday_drift(n={n}, seed={seed}, drift={drift}, mean_bars={mean_bars}, bar_seconds={bar_seconds})"
+    bars = bars_from_log_returns(r, base.sigma, base.bars.timestamps, False, seed, src)
+    return Scenario("intraday_drift", f"{bar_seconds // 60}-minute bars, hidden up/down drift +-{drift} sigma a bar, "
+                    f"~{mean_bars} bars a regime", bars, oracles={"oracle": state.copy()})
+
+
 def regime_filter(r: np.ndarray, sigma: np.ndarray, drift: float, switch: float) -> np.ndarray:
     """[T] P(next bar's drift is +drift | log returns r[0..t]): the two-state forward (Wonham/Hamilton)
     filter with the generator's parameters (drift per bar, switch probability per bar, the bars'
