@@ -3,7 +3,7 @@
 (a) collection env-steps/s (env step + online and target forward passes, ε-greedy, TD priority,
     replay write, monitor) at N = 128, 4K, 16K, 64K: one captured round per replay vs the same
     round run eagerly (plain PyTorch); variants with the env step compiled and with bf16 acting.
-(b) train updates/s at batch 4096 over a 1 M-transition buffer, proportional PER and uniform: eager,
+(b) train updates/s at batch 4096 (--batches: any, e.g. 512,4096) over a 1 M-transition buffer, proportional PER and uniform: eager,
     graphed, graphed + compile_learner, graphed + fused_train_step (one compiled program, no autograd).
 (c) host synchronisations per epoch: implicit ones counted with torch's sync debug mode, explicit
     event waits counted by construction (1 per epoch; 0 blocking waits in lagged mode).
@@ -173,6 +173,8 @@ def main() -> None:
     ap.add_argument("--train-variants", default="", help="comma-separated labels of (b) rows, e.g. "
                     "graph-fused-proportional_wide,graph-fused-uniform")
     ap.add_argument("--repeat", type=int, default=1, help="run the (b) rows this many times (fresh trainers)")
+    ap.add_argument("--batches", default="", help="comma-separated batch sizes for (b) (default 4096 on CUDA, 256 on the CPU), "
+                                                  "e.g. 512,4096: the learning configurations' batch beside the throughput one")
     args = parse(ap)  # --name: a partial run (--only) beside the full one
     dev = args.dev
     torch.backends.cuda.matmul.allow_tf32 = True
@@ -210,7 +212,8 @@ def main() -> None:
                     res["collection"].append(r)
                     save(args, name, res)  # partial results survive a timeout
     if "b" in args.only:
-        cap, batch = (1 << 20, 4096) if dev.type == "cuda" else (4096, 256)
+        cap = (1 << 20) if dev.type == "cuda" else 4096
+        batches = [int(b) for b in args.batches.split(",")] if args.batches else ([4096] if dev.type == "cuda" else [256])
         # (label, graphs, compiled, fused, sampler, extra config); on the CPU (--quick) the fused
         # uniform row smoke-tests the compiled program.
         rows = [(f"{'graph' if g else 'eager'}{'-compiled' if c else ''}{'-fused' if f else ''}-{smp}", g, c, f, smp, None)
@@ -224,7 +227,7 @@ def main() -> None:
                          {"tree_arity": 32, "replay": "fused"}))
         if args.train_variants:
             rows = [r for r in rows if r[0] in args.train_variants.split(",")]
-        for rep in range(args.repeat):
+        for rep, batch in ((r, b) for r in range(args.repeat) for b in batches):
             for label, graphs, compiled, fused, sampler, over in rows:
                 r = guarded("training", training, market, graphs, cap, batch, sampler, compiled, fused, over)
                 if r:

@@ -1,6 +1,7 @@
 """Env-only throughput: the torch env step vs the fused Triton env step, both as CUDA graphs.
 
     PYTHONPATH=src:. python -m bench.bench_env_fused            # GPU: N = 16 K and 64 K envs, K = 64 steps per graph
+    PYTHONPATH=src:. python -m bench.bench_env_fused --intervals 1 8 32   # decisions of k bars (env.decision_interval)
     PYTHONPATH=src:. python -m bench.bench_env_fused --quick    # CPU, Triton interpreter, tiny N: a harness check
 
 For each N one VecTradingEnv (default EnvParams, episode_length 256, auto-reset on, no curiosity
@@ -12,6 +13,9 @@ Times: CUDA events around one graph replay (K steps), median of ``--repeats`` af
 CPU (--quick) eager blocks timed with perf_counter (interpreter times mean nothing beyond "it runs").
 Agreement: both paths replay one block from the same snapshot; the states are compared (discrete
 fields equal, floats within rtol 1e-5) and reported per row.
+With ``--intervals`` each step is one decision of k bars (``env.decision_interval``: the torch path is
+``VecTradingEnv.step``, k per-bar steps; the fused kernel steps the k bars in one launch); env-steps
+are bars stepped (N × K × k a block), so rows at different k compare per-bar throughput.
 Writes bench/results/env_fused_<device>[_quick].json (GPU name, torch / triton versions, git
 revision, rows) and prints a short table.
 """
@@ -68,10 +72,10 @@ def agreement(env: VecTradingEnv, snap, run_torch: Callable[[], None], run_fused
     return {"agree": not bad, "fields_differing": bad, "max_rel_diff": worst}
 
 
-def bench_size(market, n: int, k: int, repeats: int, warmup: int, curiosity: bool) -> list[dict]:
+def bench_size(market, n: int, k: int, repeats: int, warmup: int, curiosity: bool, interval: int = 1) -> list[dict]:
     dev = market.device
     cuda = dev.type == "cuda"
-    env = VecTradingEnv(market, n, EnvParams(episode_length=256), seed=0)
+    env = VecTradingEnv(market, n, EnvParams(episode_length=256, decision_interval=interval), seed=0)
     g = torch.Generator(device=dev).manual_seed(1)
     actions = torch.randint(0, env.n_actions, (k, n), device=dev, generator=g)
     bonus = torch.rand((k, n), device=dev, generator=g) * 1e-4 if curiosity else None
@@ -80,7 +84,10 @@ def bench_size(market, n: int, k: int, repeats: int, warmup: int, curiosity: boo
 
     def torch_block() -> None:
         for i in range(k):
-            step(env.state, env.params, market, actions[i], cur(i), env.out, sampler=env.sampler)
+            if interval == 1:
+                step(env.state, env.params, market, actions[i], cur(i), env.out, sampler=env.sampler)
+            else:  # one decision of k bars (the collector's env.step)
+                env.step(actions[i], cur(i))
 
     def fused_block(block: int, warps: int) -> Callable[[], None]:
         def run() -> None:
@@ -98,10 +105,12 @@ def bench_size(market, n: int, k: int, repeats: int, warmup: int, curiosity: boo
         f_fn = capture(fused_block(block, warps), env, snap).replay if cuda else fused_block(block, warps)
         t_fused = _common.timed(f_fn, market.device, repeats, warmup)
         agree = agreement(env, snap, t_fn, f_fn)
+        bars = n * k * interval
         rows.append({
-            "n_envs": n, "k_steps": k, "block": block, "num_warps": warps, "curiosity": curiosity,
-            "graphs": cuda, "torch_s_per_block": t_torch, "fused_s_per_block": t_fused,
-            "torch_env_steps_per_s": n * k / t_torch, "fused_env_steps_per_s": n * k / t_fused,
+            "n_envs": n, "k_steps": k, "decision_interval": interval, "block": block, "num_warps": warps,
+            "curiosity": curiosity, "graphs": cuda, "torch_s_per_block": t_torch, "fused_s_per_block": t_fused,
+            "torch_env_steps_per_s": bars / t_torch, "fused_env_steps_per_s": bars / t_fused,
+            "fused_decisions_per_s": n * k / t_fused,
             "fused_us_per_step": t_fused / k * 1e6, "torch_us_per_step": t_torch / k * 1e6,
             "speedup": t_torch / t_fused, **agree,
         })
@@ -114,6 +123,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, help="steps per block (default 64; quick: 4)")
     ap.add_argument("--repeats", type=int, help="timed blocks (default 20; quick: 2)")
     ap.add_argument("--curiosity", action="store_true", help="pass a curiosity bonus (default: none)")
+    ap.add_argument("--intervals", type=int, nargs="*", default=[1], help="decision intervals k (env.decision_interval; default 1)")
     args = _common.parse(ap)
     device = args.dev
     sizes = args.sizes or ([64] if args.quick else [1 << 14, 1 << 16])
@@ -121,7 +131,7 @@ def main() -> None:
     repeats = args.repeats or (2 if args.quick else 20)
     warmup = 1 if args.quick else 3
     market = _common.build_market(5_000 if args.quick else 200_000, 51, device)
-    rows = [r for n in sizes for r in bench_size(market, n, k, repeats, warmup, args.curiosity)]
+    rows = [r for iv in args.intervals for n in sizes for r in bench_size(market, n, k, repeats, warmup, args.curiosity, iv)]
     result = {
         "benchmark": "env_fused",
         **_common.machine(device),
@@ -132,8 +142,8 @@ def main() -> None:
         "note": "interpreted, the launcher runs one program of next_pow2(N) envs whatever the block"
                 if os.environ.get("TRITON_INTERPRET") == "1" else None,
         "quick": bool(args.quick),
-        "timing": "median seconds per block of k env steps (no observe); CUDA events around one graph replay "
-                  "on the GPU, perf_counter around eager steps on the CPU",
+        "timing": "median seconds per block of K steps (decisions of decision_interval bars; no observe); CUDA events "
+                  "around one graph replay on the GPU, perf_counter around eager steps on the CPU; env-steps = bars",
         "rows": rows,
     }
     out = _common.save(args, f"env_fused_{device.type}{'_quick' if args.quick else ''}", result)
@@ -141,10 +151,10 @@ def main() -> None:
     mode = "graphed" if device.type == "cuda" else "eager (interpreter)"
     print(f"env step, torch vs fused, {mode}, on {device} ({name}), torch {torch.__version__}, "
           f"triton {triton.__version__}, rev {result['git_revision'][:12]}, K = {k}")
-    print(f"{'N envs':>7} | {'block/warps':>11} | {'torch env-steps/s':>17} | {'fused env-steps/s':>17} | "
+    print(f"{'k':>3} | {'N envs':>7} | {'block/warps':>11} | {'torch env-steps/s':>17} | {'fused env-steps/s':>17} | "
           f"{'fused µs/step':>13} | {'speedup':>7} | agree")
     for r in rows:
-        print(f"{r['n_envs']:>7} | {r['block']:>5}/{r['num_warps']:<5} | {r['torch_env_steps_per_s']:>17,.0f} | "
+        print(f"{r['decision_interval']:>3} | {r['n_envs']:>7} | {r['block']:>5}/{r['num_warps']:<5} | {r['torch_env_steps_per_s']:>17,.0f} | "
               f"{r['fused_env_steps_per_s']:>17,.0f} | {r['fused_us_per_step']:>13.1f} | {r['speedup']:>6.1f}x | "
               f"{r['agree']}{'' if r['agree'] else ' ' + str(r['fields_differing'])}")
     print(f"wrote {out}")
