@@ -170,7 +170,10 @@ def prepare(
         values["data"] = {"source": sample}
     if device is not None:
         values["run"] = {"device": device}
-    prepared = prepare_market(config, list(overrides), console=console, values=values)
+    from foxhunt.fold_layout import spans_set
+
+    prepared = prepare_market(config, list(overrides), console=console, values=values,
+                              fold_layout="config" if spans_set(config, overrides) else "fit")  # foxhunt.fold_layout
     _print_prepared(prepared)
 
 
@@ -189,6 +192,8 @@ def _print_prepared(p: "object") -> None:
             f"{iso_time(ts[f.val_start])} → {iso_time(ts[f.val_end - 1])}",
         )
     console.print(table)
+    if p.fold_note:
+        console.print(f"folds {escape(p.fold_note)}", highlight=False, soft_wrap=True)
     console.print(
         f"market data on [bold]{m.device}[/]: {m.n_bars} bars × {m.n_features} features "
         f"(obs dim {m.obs_dim}), warm-up {m.warmup} bars; cache {show_path(p.cache_path)}",

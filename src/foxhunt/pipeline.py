@@ -11,7 +11,8 @@ from foxhunt.data import Bars, load_source
 from foxhunt.device import resolve_device
 from foxhunt.errors import CacheError
 from foxhunt.features.featureset import FeatureSet
-from foxhunt.folds import FoldRange, folds_from_config
+from foxhunt.fold_layout import fit_folds
+from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 
 
@@ -25,6 +26,7 @@ class Prepared:
     folds: list[FoldRange]
     market: MarketData
     timings: dict[str, float]
+    fold_note: str | None = None  # the folds were laid out by the data (foxhunt.fold_layout)
 
 
 def prepare_market(
@@ -32,11 +34,17 @@ def prepare_market(
     overrides: Sequence[str] = (),
     console: Any = None,
     values: dict[str, dict[str, Any]] | None = None,
+    *,
+    fold_layout: str = "config",
+    bars: Bars | None = None,
 ) -> Prepared:
     """Load (or generate) bars, build or reuse the feature cache, lay out folds, upload once.
 
     overrides: ``section.key=value`` texts (TOML values); values: {section: {key: value}} set as
     they are (CLI options such as paths). Both apply only when ``config`` is not a Config.
+    fold_layout: "config" | "fit" | "data", whether the folds are laid out by the data
+    (``foxhunt.fold_layout.fit_folds``; ``Prepared.config`` then holds that layout). bars: the
+    config's bars, already loaded (not loaded again).
     """
     import time
 
@@ -49,12 +57,12 @@ def prepare_market(
     check_output_dir(cfg.features.cache_dir, "features.cache_dir")
     device = resolve_device(cfg.run.device)
     t0 = time.perf_counter()
-    bars = load_source(cfg.data, limit_samples=True)
+    bars = load_source(cfg.data, limit_samples=True) if bars is None else bars
     t1 = time.perf_counter()
     # Every check on the bars comes before the cache is written: too few bars, a fold layout
     # that does not fit (the folds start after the spec's warm-up, known before building).
     require_formed_rows(bars)
-    folds = folds_from_config(bars.timestamps, cfg.folds, origin=spec.WARMUP)
+    cfg, folds, fold_note = fit_folds(cfg, bars.timestamps, spec.WARMUP, layout=fold_layout)
     res = load_or_build(bars, cfg.features.cache_dir, device=device)
     t2 = time.perf_counter()
     if res.features.warmup != spec.WARMUP:  # the folds above were laid out after spec.WARMUP
@@ -68,7 +76,7 @@ def prepare_market(
     t3 = time.perf_counter()
     market.set_fold(folds[0])
     timings = {"load_s": t1 - t0, "features_s": t2 - t1, "upload_s": t3 - t2}
-    return Prepared(cfg, bars, features, res.path, res.built, folds, market, timings)
+    return Prepared(cfg, bars, features, res.path, res.built, folds, market, timings, fold_note)
 
 
 def mirrored_features(cfg: Config, bars: Bars, device: Any, extra: dict[str, Any] | None = None) -> FeatureSet:
