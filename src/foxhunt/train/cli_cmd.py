@@ -58,6 +58,7 @@ def train(
 def _start(data: Path | None, sample: str | None, config: Path | None, folds: int | None, epochs: int | None,
            device: str | None, name: str | None, overrides: list[str], console: Any) -> tuple[Path, list[dict[str, Any]]]:
     from foxhunt.config import load_config
+    from foxhunt.fold_layout import spans_set
     from foxhunt.paths import check_output_dir
     from foxhunt.pipeline import prepare_market
     from foxhunt.train.config import default_train_config
@@ -82,11 +83,25 @@ def _start(data: Path | None, sample: str | None, config: Path | None, folds: in
     cfg = load_config(config, overrides, values) if config is not None else default_train_config(overrides, values)
     check_run_name(name or cfg.run.name)  # both before the data is prepared and the trainer built
     check_output_dir(cfg.run.out_dir, "run.out_dir")
-    prepared = prepare_market(cfg, console=console)
+    bars, settings = None, None
+    if config is None and data is not None:  # the built-in settings follow the file's bar interval
+        from foxhunt.data import load_source
+        from foxhunt.train.interval_presets import interval_preset
+
+        bars = load_source(cfg.data)
+        preset = interval_preset(bars)
+        cfg = default_train_config(overrides, values, preset=preset.as_sections())
+        settings = preset.line(overrides)
+    # Unless the user set a fold span, folds are laid out by the data: a file's without --config, else
+    # where the configured spans do not fit (foxhunt.fold_layout).
+    layout = "config" if spans_set(config, overrides) else "data" if bars is not None else "fit"
+    prepared = prepare_market(cfg, console=console, fold_layout=layout, bars=bars)
     runner = WalkForwardRunner(prepared, console)  # validates folds vs env, builds the trainer
-    run_dir, resolved = create_run_dir(cfg, prepared, name)
+    run_dir, resolved = create_run_dir(prepared.config, prepared, name)
     runner.use_config(resolved)
     _print_prepared(prepared, console)
+    if settings is not None:
+        console.print(settings, highlight=False, soft_wrap=True)
     console.print(f"run directory: {show_path(run_dir)}", highlight=False, soft_wrap=True)
     return run_dir, runner.run(run_dir)
 
@@ -114,10 +129,19 @@ def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
 
 
 def _print_prepared(p: Any, console: Any) -> None:
+    """The data line (file, bars, interval, span, what was inferred, the folds) and the market's."""
+    from rich.markup import escape
+
+    from foxhunt.data.describe import data_line, data_summary
+
     m, t = p.market, p.timings
+    n, cap = len(p.folds), p.config.folds.max_folds
+    folds = f"{n} fold{'s' if n != 1 else ''}" + (" (the last: folds.max_folds)" if cap is not None and n == cap else "")
+    folds += f"; folds {p.fold_note}" if p.fold_note else ""
+    console.print(f"data: {escape(data_line(data_summary(p.bars)))}; {folds}", highlight=False, soft_wrap=True)
     console.print(
-        f"data: {p.config.data.source}, {m.n_bars} bars × {m.n_features} features on [bold]{m.device}[/]; "
-        f"{len(p.folds)} folds; load {t['load_s']:.2f} s, features {t['features_s']:.2f} s "
+        f"market: {m.n_bars} bars × {m.n_features} features on [bold]{m.device}[/]; "
+        f"load {t['load_s']:.2f} s, features {t['features_s']:.2f} s "
         f"({'built' if p.cache_built else 'cached'}), upload {t['upload_s']:.3f} s",
         highlight=False,
     )

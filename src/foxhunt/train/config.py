@@ -144,10 +144,14 @@ train_cost_multiplier = 3.0  # training charges 3x the costs (validation the rea
 """
 
 
-def default_train_config(overrides: Sequence[str] = (), values: dict[str, dict[str, Any]] | None = None) -> Config:
-    """The built-in ``foxhunt train`` configuration with ``section.key=value`` overrides applied,
-    then ``values`` ({section: {key: value}}, see ``load_config``)."""
+def default_train_config(overrides: Sequence[str] = (), values: dict[str, dict[str, Any]] | None = None,
+                         preset: dict[str, dict[str, Any]] | None = None) -> Config:
+    """The built-in ``foxhunt train`` configuration, ``preset`` ({section: {key: value}}: the bar
+    interval's settings, ``foxhunt.train.interval_presets``) set over it, then ``section.key=value``
+    overrides, then ``values`` ({section: {key: value}}, see ``load_config``)."""
     data: dict[str, Any] = tomllib.loads(DEFAULT_TRAIN_TOML)
+    if preset:
+        apply_values(data, preset)
     return config_from_dict(data, overrides, source="<built-in train defaults>", values=values)
 
 
