@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 from dataclasses import fields
+
+import pytest
+import torch
+from torch.nn.utils import vector_to_parameters
 
 from foxhunt.accel.backend import ExecutionPlan
 from foxhunt.agents.dqn.config import DQNConfig
@@ -36,3 +41,47 @@ def small_trainer(market: MarketData | None = None, seed: int = 0, **over) -> DQ
     plan_kw.setdefault("graphs", m.device.type == "cuda")  # as the torch backend resolves there
     plan = ExecutionPlan(device=str(m.device), **plan_kw)
     return DQNTrainer(m, EnvParams(episode_length=50, reward_scale=100.0), cfg, seed=seed, plan=plan)
+
+
+def watch_batches(tr) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Record (bar, portfolio, online weights) of every train batch at its sampling (before the step)."""
+    seen: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+    sampler, st, ln = tr.replay.sampler, tr.replay.storage, tr.learner
+    real = sampler.sample
+
+    def sample(b: int):
+        idx, w = real(b)
+        seen.append((st.bar.index_select(0, idx).clone(), st.portfolio.index_select(0, idx).clone(), ln.flat.data.clone()))
+        return idx, w
+
+    sampler.sample = sample  # type: ignore[method-assign]
+    return seen
+
+
+def float64_q_stats(tr, seen) -> dict[str, float]:
+    """The monitor's statistics recomputed in float64: observations normalised in float64 from the
+    bars and portfolios sampled, Q of a float64 copy of the network with the step's weights."""
+    m = tr.market
+    net = copy.deepcopy(tr.learner.online).double()
+    maxq, qabs = [], []
+    for bar, port, weights in seen:
+        obs = torch.cat([(m.features.double()[bar] - m.norm_mean.double()) * m.norm_inv_std.double(), port.double()], 1)
+        vector_to_parameters(weights.double(), net.parameters())
+        with torch.no_grad():
+            q = net(obs)
+        maxq.append(q.amax(1))
+        qabs.append(q.abs().amax())
+    x = torch.cat(maxq)
+    return {"count": float(x.numel()), "mean": float(x.mean()), "std": float(x.std(unbiased=False)),
+            "min": float(x.min()), "max": float(x.max()), "abs": float(torch.stack(qabs).max())}
+
+
+def assert_q_monitor_matches(s, ref: dict[str, float], rel: float, batch: int = 32) -> None:
+    """The epoch summary ``s``'s Q monitor equals ``float64_q_stats`` within ``rel`` (of the Q range)."""
+    assert s["maxq_count"] == ref["count"] == s["updates"] * batch
+    scale = max(abs(ref["min"]), abs(ref["max"]))
+    assert s.maxq_mean == pytest.approx(ref["mean"], rel=rel, abs=rel * scale)
+    assert s.maxq_std == pytest.approx(ref["std"], rel=10 * rel, abs=rel * scale)
+    for key, name in (("maxq_min", "min"), ("maxq_max", "max"), ("q_abs_max", "abs")):
+        assert s[key] == pytest.approx(ref[name], rel=rel, abs=rel * scale), key
+    assert s["q_diverged"] == 0 and s["halt"] == 0

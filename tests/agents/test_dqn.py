@@ -8,7 +8,7 @@ import torch
 from foxhunt.agents.dqn.trainer import TrainingHalted
 from foxhunt.agents.monitor import FIELDS
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads
-from tests.agents.dqn_helpers import small_market, small_trainer
+from tests.agents.dqn_helpers import assert_q_monitor_matches, float64_q_stats, small_market, small_trainer, watch_batches
 
 
 def _fill(tr, rounds: int = 4) -> None:
@@ -171,7 +171,10 @@ def test_cuda_graph_replay_equals_eager_on_a_fixed_seed():
 def test_compiled_learner_equals_the_eager_learner_within_float_rounding():
     a = small_trainer(seed=1)
     b = small_trainer(seed=1, train_step="compiled", acting="compiled")
+    seen = watch_batches(b)
     for _ in range(2):
+        seen.clear()
         sa, sb = a.train_epoch(), b.train_epoch()
         assert sb.loss_mean == pytest.approx(sa.loss_mean, rel=1e-4)
+        assert_q_monitor_matches(sb, float64_q_stats(b, seen), rel=1e-5)  # the Q monitor on the compiled step
     torch.testing.assert_close(b.learner.flat.data, a.learner.flat.data, rtol=1e-4, atol=1e-6)

@@ -15,7 +15,7 @@ from foxhunt.agents.dqn.learner import QLearner
 from foxhunt.agents.dqn.manual_grad import DuelingLayout, dqn_loss_and_grad
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.testing import cuda_sync_errors, forbid_host_reads
-from tests.agents.dqn_helpers import small_market, small_trainer
+from tests.agents.dqn_helpers import assert_q_monitor_matches, float64_q_stats, small_market, small_trainer, watch_batches
 
 
 # ---------------------------------------------------------------------- gradient vs autograd
@@ -49,16 +49,16 @@ def test_manual_gradient_equals_autograd(dtype, tol, hidden, head, n_actions):
     delta = 0.4  # small enough that both Huber branches occur
     # The reference: QLearner._loss itself (autograd through the module), on a stand-in learner.
     ref_self = SimpleNamespace(online=net, target=tgt, cfg=SimpleNamespace(huber_delta=delta))
-    loss, td, q_taken = QLearner._loss(ref_self, b["obs"], b["action"], b["reward"], b["done"], b["next_obs"],
+    loss, td, q_taken, q = QLearner._loss(ref_self, b["obs"], b["action"], b["reward"], b["done"], b["next_obs"],
                                        b["discount"], b["weights"])
     loss.backward()
     ref = torch.cat([p.grad.reshape(-1) for p in net.parameters()])
     lay = DuelingLayout.from_module(net)
-    l2, grad, td2, q2 = dqn_loss_and_grad(_flat(net), _flat(tgt), lay, b["obs"], b["action"], b["reward"], b["done"],
+    l2, grad, td2, q2, qa2 = dqn_loss_and_grad(_flat(net), _flat(tgt), lay, b["obs"], b["action"], b["reward"], b["done"],
                                           b["next_obs"], b["discount"], b["weights"], delta)
     assert bool((td.abs() > delta).any()) and bool((td.abs() < delta).any())
     # The forward is the module's, op for op: bitwise.
-    assert torch.equal(l2, loss.detach()) and torch.equal(td2, td) and torch.equal(q2, q_taken)
+    assert torch.equal(l2, loss.detach()) and torch.equal(td2, td) and torch.equal(q2, q_taken) and torch.equal(qa2, q)
     scale = ref.abs().max()
     torch.testing.assert_close(grad, ref, rtol=tol, atol=tol * float(scale))
 
@@ -181,8 +181,11 @@ def test_compiled_fused_step_equals_eager_skips_nan_and_trains_an_epoch():
         _assert_states_close(_state(a), _state(b), 1e-4)
     with forbid_host_reads():
         b.learner.train_step()
+    seen = watch_batches(b)
+    b.learner.record_idx.zero_()  # the steps above were outside an epoch (no flush): the epoch's records start at 0
     s = b.train_epoch()  # the trainer drives the fused step (GraphedStep runs it eagerly on the CPU)
     assert s["updates"] > 0 and s["skip_nonfinite"] == 0 and s.loss_mean > 0
+    assert_q_monitor_matches(s, float64_q_stats(b, seen), rel=1e-5)  # the Q monitor on the compiled program
     _nan_step_is_skipped_bitwise(b)
 
 

@@ -109,7 +109,8 @@ class FoldTrainer:
             cfg = self.cfg  # type: ignore[attr-defined]
             raise TrainingHalted(halt_message(s.values, fold=self.fold.fold if self.fold is not None else "?",
                                               epoch=s.epoch, loss_clip=cfg.loss_clip, collapse=cfg.grad_collapse,
-                                              patience=cfg.grad_collapse_patience))
+                                              patience=cfg.grad_collapse_patience,
+                                              q_divergence=getattr(cfg, "q_divergence", None)))
         return s
 
     # ------------------------------------------------------------------ checkpoints

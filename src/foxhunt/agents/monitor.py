@@ -23,10 +23,15 @@ FIELDS = (
     "q_sum", "q_min", "q_max", "q_count",
     "skipped", "skip_nonfinite", "skip_loss_clip", "halt", "halt_collapse",
     "epsilon", "lr", "beta",
+    # The Q monitor (DQN): max_a Q of the online network over every train batch row, the largest
+    # |Q| of any action, and the steps whose |Q| exceeded dqn.q_divergence (add_maxq_records).
+    "maxq_count", "maxq_sum", "maxq_m2", "maxq_min", "maxq_max", "q_abs_max", "q_diverged",
+    # The curiosity bonus's distribution over the epoch's transitions (add_collection).
+    "curiosity_count", "curiosity_sumsq", "curiosity_max",
 )
 IDX = {name: i for i, name in enumerate(FIELDS)}
-_MIN_FIELDS = ("reward_min", "q_min")
-_MAX_FIELDS = ("reward_max", "q_max")
+_MIN_FIELDS = ("reward_min", "q_min", "maxq_min")
+_MAX_FIELDS = ("reward_max", "q_max", "maxq_max", "q_abs_max", "curiosity_max")
 
 
 @dataclass(frozen=True)
@@ -69,8 +74,35 @@ class EpochSummary:
 
     @property
     def q_mean(self) -> float:
+        """Mean Q of the taken actions over the epoch's applied (not skipped) steps."""
         c = self.values["q_count"]
         return self.values["q_sum"] / c if c else float("nan")
+
+    @property
+    def maxq_mean(self) -> float:
+        """Mean of max_a Q over every train batch row of the epoch (the Q monitor)."""
+        c = self.values.get("maxq_count", 0.0)
+        return self.values["maxq_sum"] / c if c else float("nan")
+
+    @property
+    def maxq_std(self) -> float:
+        """Population standard deviation of max_a Q over the same rows."""
+        c = self.values.get("maxq_count", 0.0)
+        return math.sqrt(max(self.values["maxq_m2"] / c, 0.0)) if c else float("nan")
+
+    @property
+    def curiosity_mean(self) -> float:
+        """Mean curiosity bonus (unclamped forward-model error) over the epoch's transitions."""
+        c = self.values.get("curiosity_count", 0.0)
+        return self.values["curiosity_sum"] / c if c else float("nan")
+
+    @property
+    def curiosity_std(self) -> float:
+        c = self.values.get("curiosity_count", 0.0)
+        if not c:
+            return float("nan")
+        mean = self.curiosity_mean
+        return math.sqrt(max(self.values["curiosity_sumsq"] / c - mean * mean, 0.0))
 
     def action_counts(self) -> list[int]:
         return [int(self.values[f]) for f in FIELDS[5:10]]
@@ -84,6 +116,10 @@ class EpochSummary:
             loss_mean=self.loss_mean,
             grad_norm_mean=self.grad_norm_mean,
             q_mean=self.q_mean,
+            maxq_mean=self.maxq_mean,
+            maxq_std=self.maxq_std,
+            curiosity_mean=self.curiosity_mean,
+            curiosity_std=self.curiosity_std,
         )
         return d
 
@@ -142,7 +178,11 @@ class EpochMonitor:
         b[IDX["trades_closed"]] += trade_closed.sum()
         b[IDX["trade_return_sum"]] += torch.where(trade_closed, trade_return, torch.zeros_like(trade_return)).double().sum()
         if curiosity is not None:
-            b[IDX["curiosity_sum"]] += curiosity.double().sum()
+            c = curiosity.double()
+            b[IDX["curiosity_count"]] += c.shape[0]
+            b[IDX["curiosity_sum"]] += c.sum()
+            b[IDX["curiosity_sumsq"]] += (c * c).sum()
+            b[IDX["curiosity_max"]] = torch.maximum(b[IDX["curiosity_max"]], c.max())
 
     def add_update_records(self, rec: torch.Tensor, batch: int) -> None:
         """The epoch's gradient steps at once: rec [U, 9] rows (loss, grad norm, mean |TD|, Q sum,
@@ -163,6 +203,28 @@ class EpochMonitor:
         b[IDX["skipped"]] += (1.0 - okd).sum()
         b[IDX["skip_nonfinite"]] += r[:, 7].sum()
         b[IDX["skip_loss_clip"]] += r[:, 8].sum()
+
+    def add_maxq_records(self, rec: torch.Tensor, batch: int) -> None:
+        """The Q monitor: rec [U, 6] rows (mean, M2, min, max of max_a Q over the step's ``batch``
+        rows, the largest |Q|, diverged flag: ``targets.q_record`` and the learner's divergence
+        column), one per gradient step, skipped steps included (a diverging batch is what the
+        monitor must show). Means and M2 combine exactly (Chan et al.'s pairwise update) with what
+        the epoch holds already, in float64, on the device."""
+        b = self.buf
+        r = rec.double()
+        n_b = float(r.shape[0] * batch)
+        mean_b = r[:, 0].mean()
+        m2_b = r[:, 1].sum() + batch * (r[:, 0] - mean_b).square().sum()
+        n_a = b[IDX["maxq_count"]]
+        n = n_a + n_b
+        delta = mean_b - b[IDX["maxq_sum"]] / n_a.clamp_min(1.0)
+        b[IDX["maxq_m2"]] += m2_b + delta * delta * n_a * n_b / n
+        b[IDX["maxq_sum"]] += mean_b * n_b
+        b[IDX["maxq_count"]] += n_b
+        b[IDX["maxq_min"]] = torch.minimum(b[IDX["maxq_min"]], r[:, 2].min())
+        b[IDX["maxq_max"]] = torch.maximum(b[IDX["maxq_max"]], r[:, 3].max())
+        b[IDX["q_abs_max"]] = torch.maximum(b[IDX["q_abs_max"]], r[:, 4].max())
+        b[IDX["q_diverged"]] += r[:, 5].sum()
 
     def set_scalar(self, name: str, value: torch.Tensor) -> None:
         self.buf[self.idx[name]] = value.double()

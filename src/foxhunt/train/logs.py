@@ -18,6 +18,8 @@ from typing import Any, Callable
 import torch
 
 TB_SCALARS = ("reward_mean", "reward_std", "loss_mean", "q_mean", "grad_norm_mean", "epsilon", "lr", "beta", "skipped",
+              "maxq_mean", "maxq_std", "maxq_min", "maxq_max", "q_abs_max",  # the Q monitor (DQN)
+              "curiosity_mean", "curiosity_std", "curiosity_max",  # dqn.curiosity
               "entropy", "approx_kl", "clip_frac", "explained_var", "kl_stopped")  # the last five: PPO only
 
 

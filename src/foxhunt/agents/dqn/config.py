@@ -62,6 +62,8 @@ class DQNConfig(Section):
     grad_collapse_warmup: int = Field(500, ge=0, description="gradient steps before collapse is checked")
     grad_collapse_patience: int = Field(200, ge=1, description="consecutive collapsed steps that halt")
     max_skipped_steps: int = Field(0, ge=0, description="skipped (masked) steps tolerated per fold before halting")
+    q_divergence: float = Field(1e4, gt=0.0, description="any |Q| of the online network on a train batch above this "
+                                                          "halts training (the Q-divergence check)")
     # Curiosity
     curiosity: bool = False
     curiosity_every: int = Field(4, ge=1, description="rounds between forward-model training steps")

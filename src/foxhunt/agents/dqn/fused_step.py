@@ -19,7 +19,8 @@ like the eager step: the first call compiles and runs on a side stream, the capt
 compiled kernels. Compile mode is the default one: the caller's CUDA graph captures the whole step.
 
 Semantics are those of ``QLearner._loss`` / ``_apply`` / ``_update_target`` / ``MaskedAdam.step``
-line by line (guard = non-finite loss or grad norm, loss above ``loss_clip``, halted; a skipped step
+line by line (guard = non-finite loss or grad norm, loss above ``loss_clip``, any |Q| of the batch
+above ``q_divergence``, halted; the record row carries the same Q-monitor statistics; a skipped step
 leaves weights, moments, Adam step and target bitwise unchanged and writes |δ| = 0 priorities).
 tests/agents/test_dqn_fused_step.py checks the gradient against autograd and N steps against the
 eager step.
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from foxhunt.agents.dqn.targets import linear_schedule, nstep_targets
+from foxhunt.agents.dqn.targets import linear_schedule, nstep_targets, q_record
 from foxhunt.agents.dqn.manual_grad import DuelingLayout, dqn_loss_and_grad
 from foxhunt.agents.guard import guard_check
 
@@ -86,7 +87,7 @@ class FusedTrainStep:
         self.n_envs = learner.n_envs
         self.huber_delta = cfg.huber_delta
         self.grad_clip = cfg.grad_clip
-        self.guard_limits = dict(learner.guard.limits)
+        self.guard_limits = dict(learner.guard.limits)  # incl. q_divergence (the Q-divergence check)
         self.lr_sched = None if cfg.lr_end is None else (cfg.lr, cfg.lr_end, cfg.lr_decay_steps)
         self.beta_sched = (cfg.per_beta_start, cfg.per_beta_end, cfg.per_beta_steps)
         self.polyak = cfg.target_update == "polyak"
@@ -150,18 +151,19 @@ class FusedTrainStep:
         place; returns the TD errors for the priority write-back [B] (0 where the step is skipped).
         """
         obs, action, reward, done, next_obs, discount = self._batch(idx, t)
-        loss, g, td, q_taken = dqn_loss_and_grad(t["online"], t["target"], self.layout, obs, action, reward,
-                                                 done, next_obs, discount, weights, self.huber_delta)
+        loss, g, td, q_taken, q = dqn_loss_and_grad(t["online"], t["target"], self.layout, obs, action, reward,
+                                                    done, next_obs, discount, weights, self.huber_delta)
         t["grad"].copy_(g)  # the flat grad buffer holds this step's (unclipped) gradient, as eagerly
-        ok = self._guarded_update(loss, g, td, q_taken, t)
+        ok = self._guarded_update(loss, g, td, q_taken, q, t)
         return torch.where(ok, td, torch.zeros_like(td))
 
     def _guarded_update(self, loss: torch.Tensor, g: torch.Tensor, td: torch.Tensor, q_taken: torch.Tensor,
-                        t: dict[str, torch.Tensor]) -> torch.Tensor:
-        """``QLearner._apply`` (same order of operations); returns ok (0-d bool)."""
+                        q: torch.Tensor, t: dict[str, torch.Tensor]) -> torch.Tensor:
+        """``QLearner._apply`` (same order of operations; q [B, A]: the Q monitor's batch); returns ok (0-d bool)."""
         updates = t["updates"]
         gnorm = torch.linalg.vector_norm(g)
-        ok, nonfinite, over_clip = guard_check(loss, gnorm, updates, t, **self.guard_limits)
+        qrec = q_record(q)
+        ok, nonfinite, over_clip = guard_check(loss, gnorm, updates, t, q_abs_max=qrec[4], **self.guard_limits)
         coef = (self.grad_clip / (gnorm + 1e-6)).clamp(max=1.0)
         if self.lr_sched is not None:
             t["lr"].copy_(linear_schedule(*self.lr_sched, updates))
@@ -169,8 +171,9 @@ class FusedTrainStep:
         self._update_target(ok, t)
         updates.add_(1)
         t["beta"].copy_(linear_schedule(*self.beta_sched, updates))
-        row = torch.stack([loss, gnorm, td.abs().mean(), q_taken.sum(), q_taken.min(), q_taken.max(),
-                           ok.float(), nonfinite.float(), over_clip.float()])
+        row = torch.cat([torch.stack([loss, gnorm, td.abs().mean(), q_taken.sum(), q_taken.min(), q_taken.max(),
+                                      ok.float(), nonfinite.float(), over_clip.float()]),
+                         qrec, (qrec[4:] > self.guard_limits["q_divergence"]).float()])
         records, record_idx = t["records"], t["record_idx"]
         records.index_copy_(0, record_idx.clamp(max=records.shape[0] - 1), row.unsqueeze(0))
         record_idx.add_(1)

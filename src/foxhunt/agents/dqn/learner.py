@@ -1,7 +1,7 @@
 """The DQN learner: double-DQN Huber loss with IS weights, n-step targets, guard, masked Adam.
 
 ``train_step()`` is one fixed-shape device program (sample → gather → loss → backward → clip →
-guard → masked Adam → target update → priority write-back → monitor), with no host reads, so that
+guard (incl. the Q-divergence check) → masked Adam → target update → priority write-back → monitor), with no host reads, so that
 it can be captured once in a CUDA graph and replayed. Schedules (learning rate, PER beta) are
 computed on the device from the device step counter, so replays see their current values.
 
@@ -20,7 +20,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from foxhunt.agents.dqn.config import DQNConfig
-from foxhunt.agents.dqn.targets import linear_schedule, nstep_targets
+from foxhunt.agents.dqn.targets import Q_RECORD_FIELDS, linear_schedule, nstep_targets, q_record
 from foxhunt.agents.flat import FlatParams, MaskedAdam
 from foxhunt.agents.guard import Guard
 from foxhunt.agents.monitor import EpochMonitor
@@ -30,7 +30,11 @@ from foxhunt.market import MarketData
 from foxhunt.state import load_into
 
 
-RECORD_FIELDS = ("loss", "grad_norm", "td_abs_mean", "q_sum", "q_min", "q_max", "ok", "nonfinite", "over_clip")
+RECORD_FIELDS = ("loss", "grad_norm", "td_abs_mean", "q_sum", "q_min", "q_max", "ok", "nonfinite", "over_clip",
+                 *Q_RECORD_FIELDS, "q_diverged")
+"""One row per gradient step: the shared layout (``EpochMonitor.add_update_records``; q_* are the
+taken actions' Q), then the Q monitor's max-Q statistics of the batch (``q_record``,
+``EpochMonitor.add_maxq_records``) and whether its largest |Q| exceeded ``dqn.q_divergence``."""
 
 
 class QLearner:
@@ -64,7 +68,8 @@ class QLearner:
         # also attributes of the learner (the fused step and the checkpoint keys name them so).
         self.updates = torch.zeros((), dtype=torch.int64, device=dev)
         self.guard = Guard(dev, loss_clip=cfg.loss_clip, collapse=cfg.grad_collapse, warmup=cfg.grad_collapse_warmup,
-                           patience=cfg.grad_collapse_patience, max_skipped=cfg.max_skipped_steps)
+                           patience=cfg.grad_collapse_patience, max_skipped=cfg.max_skipped_steps,
+                           q_divergence=cfg.q_divergence)
         self.collapse_run, self.skipped_total = self.guard.collapse_run, self.guard.skipped_total
         self.halted, self.collapse_flag = self.guard.halted, self.guard.collapse_flag
         b, w = cfg.batch_size, market.obs_dim
@@ -123,7 +128,9 @@ class QLearner:
         return self.obs, action, ret, done, self.next_obs, discount
 
     def _loss(self, obs, action, reward, done, next_obs, discount, weights):
-        """Double-DQN Huber loss with IS weights; online passes on obs and next_obs batched as one."""
+        """Double-DQN Huber loss with IS weights; online passes on obs and next_obs batched as one.
+
+        Returns (loss, td = q_taken − y [B], q_taken [B], q [B, A]: the online Q of obs, every action)."""
         b = obs.shape[0]
         q_both = self.online(torch.cat([obs, next_obs]))
         q_taken = q_both[:b].gather(1, action.unsqueeze(1)).squeeze(1)
@@ -132,15 +139,17 @@ class QLearner:
             q_next = self.target(next_obs).gather(1, best_next).squeeze(1)
             y = reward + discount * (~done).float() * q_next
         loss = (weights * F.huber_loss(q_taken, y, reduction="none", delta=self.cfg.huber_delta)).mean()
-        return loss, (q_taken - y).detach(), q_taken.detach()
+        return loss, (q_taken - y).detach(), q_taken.detach(), q_both[:b].detach()
 
-    def _apply(self, loss: torch.Tensor, td: torch.Tensor, q_taken: torch.Tensor) -> torch.Tensor:
-        """Guard, clip, masked Adam, target update, schedules, per-update record. Returns ok (0-d)."""
+    def _apply(self, loss: torch.Tensor, td: torch.Tensor, q_taken: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+        """Guard (with the Q-divergence check on q [B, A]), clip, masked Adam, target update,
+        schedules, per-update record. Returns ok (0-d)."""
         cfg = self.cfg
         loss = loss.detach()
         g = self.flat.grad
         gnorm = torch.linalg.vector_norm(g)
-        ok, nonfinite, over_clip = self.guard.check(loss, gnorm, self.updates)
+        qrec = q_record(q)
+        ok, nonfinite, over_clip = self.guard.check(loss, gnorm, self.updates, q_abs_max=qrec[4])
         coef = (cfg.grad_clip / (gnorm + 1e-6)).clamp(max=1.0)
         if cfg.lr_end is not None:
             self.lr.copy_(linear_schedule(cfg.lr, cfg.lr_end, cfg.lr_decay_steps, self.updates))
@@ -148,8 +157,9 @@ class QLearner:
         self._update_target(ok)
         self.updates.add_(1)
         self.replay.sampler.beta.copy_(linear_schedule(cfg.per_beta_start, cfg.per_beta_end, cfg.per_beta_steps, self.updates))
-        row = torch.stack([loss, gnorm, td.abs().mean(), q_taken.sum(), q_taken.min(), q_taken.max(),
-                           ok.float(), nonfinite.float(), over_clip.float()])
+        row = torch.cat([torch.stack([loss, gnorm, td.abs().mean(), q_taken.sum(), q_taken.min(), q_taken.max(),
+                                      ok.float(), nonfinite.float(), over_clip.float()]),
+                         qrec, (qrec[4:] > cfg.q_divergence).float()])
         self.records.index_copy_(0, self.record_idx.clamp(max=self.records.shape[0] - 1), row.unsqueeze(0))
         self.record_idx.add_(1)
         return ok
@@ -165,10 +175,10 @@ class QLearner:
             self.fused()
             return
         obs, action, reward, done, next_obs, discount, idx, weights = self._batch()
-        loss, td, q_taken = self._loss(obs, action, reward, done, next_obs, discount, weights)
+        loss, td, q_taken, q = self._loss(obs, action, reward, done, next_obs, discount, weights)
         self.flat.zero_grad()
         loss.backward()
-        ok = self._apply(loss, td, q_taken)
+        ok = self._apply(loss, td, q_taken, q)
         # A skipped step writes no information into the priorities: |δ| = 0 there (floor priority).
         self.replay.update_priorities(idx, torch.where(ok, td, torch.zeros_like(td)))
 
@@ -176,7 +186,9 @@ class QLearner:
         """Reduce this epoch's ``n_updates`` (host-known) records into the epoch summary."""
         m = self.monitor
         if n_updates:
-            m.add_update_records(self.records[:n_updates], self.cfg.batch_size)
+            rec = self.records[:n_updates]
+            m.add_update_records(rec[:, :9], self.cfg.batch_size)
+            m.add_maxq_records(rec[:, 9:], self.cfg.batch_size)
         m.set_flag("halt", self.halted)
         m.set_flag("halt_collapse", self.collapse_flag)
         m.set_scalar("lr", self.lr)

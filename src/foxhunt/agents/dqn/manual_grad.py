@@ -180,7 +180,7 @@ def dqn_loss_and_grad(online: torch.Tensor, target: torch.Tensor, lay: DuelingLa
 
     online, target: [P] flat parameters. obs, next_obs: [B, obs_dim]; action [B] int64; reward,
     discount, weights [B] float; done [B] bool. Returns (loss 0-d, grad [P], td = q_taken − y [B],
-    q_taken [B]). Double DQN: the online net picks the next action, the target net values it.
+    q_taken [B], q [B, n_actions]: the online Q of obs, every action, for the Q monitor). Double DQN: the online net picks the next action, the target net values it.
     """
     b = obs.shape[0]
     q_both, act = forward(online, lay, torch.cat([obs, next_obs]))
@@ -197,4 +197,4 @@ def dqn_loss_and_grad(online: torch.Tensor, target: torch.Tensor, lay: DuelingLa
     onehot = action.unsqueeze(1) == torch.arange(lay.n_actions, device=action.device)
     dq = torch.where(onehot, g.unsqueeze(1), torch.zeros_like(g).unsqueeze(1))
     grad = backward(online, lay, act.rows(b), dq)
-    return loss, grad, td, q_taken
+    return loss, grad, td, q_taken, q_both[:b]

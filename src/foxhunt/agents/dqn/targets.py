@@ -1,7 +1,7 @@
 """Pure device functions of the DQN train step shared by the eager learner and the fused step.
 
-``linear_schedule`` (ε, learning rate, PER β from a device counter) and ``nstep_targets`` (n-step
-returns from consecutive replay rows). Both ``learner`` (the eager reference) and ``fused_step``
+``linear_schedule`` (ε, learning rate, PER β from a device counter), ``nstep_targets`` (n-step
+returns from consecutive replay rows) and ``q_record`` (the Q monitor's per-step statistics). Both ``learner`` (the eager reference) and ``fused_step``
 (the compiled program) import them from here, so neither imports the other.
 """
 
@@ -51,4 +51,20 @@ def nstep_targets(reward: torch.Tensor, done: torch.Tensor, bar: torch.Tensor, n
     return ret, out_done, discount, last
 
 
-__all__ = ["linear_schedule", "nstep_targets"]
+Q_RECORD_FIELDS = ("maxq_mean", "maxq_m2", "maxq_min", "maxq_max", "q_abs_max")
+"""The Q monitor's columns of a learner's per-step record (``q_record``), reduced into the epoch
+summary by ``EpochMonitor.add_maxq_records``."""
+
+
+def q_record(q: torch.Tensor) -> torch.Tensor:
+    """The Q monitor's statistics of one train batch: q [B, A], the online network's Q-values of the
+    batch's observations (every action). Returns [5] in ``Q_RECORD_FIELDS`` order: the mean of
+    max_a Q over the B rows, their sum of squared deviations from that mean (M2: the epoch's std is
+    combined from these exactly, without the cancellation of Σx² − n·mean²), min and max of max_a Q,
+    and the largest |Q| of any action (the divergence check's statistic)."""
+    maxq = q.amax(dim=1)
+    mean = maxq.mean()
+    return torch.stack([mean, (maxq - mean).square().sum(), maxq.min(), maxq.max(), q.abs().amax()])
+
+
+__all__ = ["Q_RECORD_FIELDS", "linear_schedule", "nstep_targets", "q_record"]
