@@ -93,7 +93,7 @@ def _t_stat(e: np.ndarray, lr: np.ndarray, start: int = 303) -> float:
 def test_the_returns_carry_the_stated_edge_and_no_edge_draws_carry_none():
     """On long (gpu-size) draws the best oracle's P&L before costs is positive by > 5 SE; on no-edge
     draws the oracle is flat and neither the last bar's sign nor a 100-bar momentum earns (|t| < 4)."""
-    from foxhunt.scorecard.quant import signal
+    from foxhunt.backtest.quant_rules import signal
 
     for family in ("dev", "heldout"):
         for i in range(12):

@@ -26,7 +26,7 @@ Gates (``gate``):
   -tol and turnover <= ``MAX_NO_EDGE_TURNOVER``. The family's pooled gates (capture vs the quant rule
   and the oracle over the edge draws) are in ``scorecard.family.gates``.
 
-Capture is reported against the quant baseline (``scorecard.quant``) as well as the oracle:
+Capture is reported against the quant baseline (``foxhunt.backtest.quant_rules``) as well as the oracle:
 ``capture_vs_quant`` = agent Sharpe / quant Sharpe, None when the quant rule's Sharpe is <= 0 (or it
 did not run).
 """
@@ -224,7 +224,7 @@ def score_references_and_baselines(scenario: Scenario, cfg: Any, prepared: Any, 
     references = {"flat": flat_score(folds, capital), **refs}
     base_scores: dict[str, PolicyScore] = {}
     if "quant" in baselines:
-        from foxhunt.scorecard.quant import quant_exposures
+        from foxhunt.backtest.quant_rules import quant_exposures
 
         qx, qinfo = quant_exposures(prepared.bars.close, prepared.bars.volume, folds, env, float(backtester.bars_per_year))
         base_scores["quant"] = score_exposures(market, backtester, folds, {"quant": lambda f: qx[f.fold]}, n_actions,

@@ -55,7 +55,7 @@ from foxhunt.scorecard.build import SCENARIO_ENV, Size
 from foxhunt.scorecard.family.forms import BANDS, FORM, FORMS, TARGET_SHARPE, THRESHOLDS, calibrate, horizon_cap, loguniform, oracle_sharpes
 from foxhunt.scorecard.family.noise import describe_noise, draw_noise_params, sigma_bar, simulate_noise
 from foxhunt.scorecard.markets import Scenario, bars_from_log_returns
-from foxhunt.scorecard.quant import cost_rate
+from foxhunt.backtest.quant_rules import cost_rate
 
 # --------------------------------------------------------------------------- the two seed sets
 DEVELOPMENT = range(1_000_000, 2_000_000)

@@ -8,8 +8,8 @@ import numpy as np
 from foxhunt.env import EnvParams
 from foxhunt.folds import FoldRange
 from foxhunt.scorecard.build import SCENARIO_ENV
-from foxhunt.scorecard.quant import (LOOKBACKS, choose, exposures, log_returns_of, proxy_sharpe, quant_exposures,
-                                     rule_set)
+from foxhunt.backtest.quant_rules import (LOOKBACKS, choose, exposures, log_returns_of, proxy_sharpe, quant_exposures,
+                                          rule_set)
 
 ENV = EnvParams(**SCENARIO_ENV, action_mode="exposure")
 SIGMA = 0.01  # per bar
