@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> None:
                       f"trades/1k {row['trades_per_1000']:5.1f} | quant {row.get('quant_sharpe', 0):+6.2f} "
                       f"oracle {row.get('oracle_sharpe', 0):+6.2f} B&H {row.get('buy_and_hold_sharpe', 0):+6.2f} "
                       f"({row['walk_forward_s']:.0f} s)", flush=True)
-                save(args, f"decision_interval_{'cuda' if args.device.startswith('cuda') else 'cpu'}_{args.tag}",
+                save(args, f"decision_interval_{'cuda' if args.device.startswith('cuda') else 'cpu'}_{args.tag}" + ("_quick" if args.quick else ""),
                      {"agent": args.agent, "config": args.config or f"<built-in {args.agent} CPU>", "overrides": args.overrides,
                       "market": sc.description, "market_seed": args.market_seed, "bars": args.bars, "train": args.train,
                       "val": args.val, "folds": args.folds, "abstain": args.abstain, "rows": rows,
