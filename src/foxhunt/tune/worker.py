@@ -3,8 +3,9 @@
 ``TrialEvaluator`` keeps what does not change between trials: the bars, the feature cache and the
 device-resident market (loaded and uploaded once per worker, reloaded only when a trial changes a
 [data]/[features]/[folds] key), and the walk-forward runner with its trainer and captured graphs,
-reused when a trial's [env]/[dqn]/[train]/[run] sections equal the previous trial's (a new trainer
-is built otherwise: networks, replay and graphs depend on those sections). ``overhead_s`` is the
+reused when a trial's [env]/[dqn]/[ppo]/[train]/[run] sections equal the previous trial's up to the
+agent's learning rate and the epoch count (a new trainer is built otherwise: networks, replay and
+graphs depend on those sections). ``overhead_s`` is the
 time a trial spends outside its folds (config, market and runner set-up): the per-trial overhead.
 
 ``run_worker`` is the ask-and-tell loop. Under a file lock in the study directory (local workers
@@ -58,31 +59,41 @@ def _key(cfg_dict: dict[str, Any], sections: tuple[str, ...]) -> str:
     return json.dumps({s: cfg_dict.get(s) for s in sections}, sort_keys=True)
 
 
-SWAPPABLE = (("dqn", "lr"), ("train", "epochs"))
-"""Keys a built trainer takes without a rebuild: the learning rate is a device tensor refilled from
-the learner's config at every fold reset (when no lr schedule is compiled in: dqn.lr_end unset),
-and the epoch count is the runner's host loop. Everything else in [env]/[dqn] shapes buffers or is
-captured into graphs as a constant, so it means a new trainer."""
+SWAPPABLE = (("<agent>", "lr"), ("train", "epochs"))
+"""Keys a built trainer takes without a rebuild: the learning rate of the agent's section (dqn.lr or
+ppo.lr) is a device tensor refilled from the learner's config at every fold reset (when no lr
+schedule is compiled in: that section's lr_end unset), and the epoch count is the runner's host loop.
+Everything else in [env]/[dqn]/[ppo] shapes buffers or is captured into graphs as a constant, so it
+means a new trainer."""
+
+SWAP_AGENTS = ("dqn", "ppo")
+"""Agents whose trainer ``_swap`` knows (section name = agent name); any other agent is rebuilt."""
 
 
 def _without_swappable(d: dict[str, Any]) -> dict[str, Any]:
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
-    if out.get("dqn", {}).get("lr_end") is None:
+    agent = out.get("train", {}).get("agent", "dqn")
+    if agent in SWAP_AGENTS and out.get(agent, {}).get("lr_end") is None:
         for section, key in SWAPPABLE:
-            out.get(section, {}).pop(key, None)
+            out.get(agent if section == "<agent>" else section, {}).pop(key, None)
     return out
 
 
 def _swap(runner: Any, cfg: Config) -> bool:
     """Point a built runner (and its trainer's learner) at ``cfg``; the next reset_for_fold applies
-    the new learning rate. False if the objects do not have the expected shape (rebuild)."""
+    the new learning rate. False if the objects do not have the expected shape (rebuild): another
+    agent, or an ensemble (every member would need its own member config)."""
+    agent = cfg.train.agent
     trainer = getattr(runner, "trainer", None)
     learner = getattr(trainer, "learner", None)
-    if learner is None or not hasattr(learner, "cfg") or not hasattr(learner, "lr"):
+    if (agent not in SWAP_AGENTS or len(getattr(runner, "members", ())) != 1 or learner is None
+            or not hasattr(learner, "cfg") or not hasattr(learner, "lr")):
         return False
-    runner.cfg, runner.tcfg, trainer.cfg, learner.cfg = cfg, cfg.train, cfg.dqn, cfg.dqn
-    if hasattr(trainer, "collector"):
-        trainer.collector.cfg = cfg.dqn
+    section = getattr(cfg, agent)
+    runner.cfg, runner.tcfg, trainer.cfg, learner.cfg = cfg, cfg.train, section, section
+    for part in ("collector", "rollout"):  # DQN's collector, PPO's rollout: they read the section too
+        if hasattr(trainer, part):
+            getattr(trainer, part).cfg = section
     return True
 
 
