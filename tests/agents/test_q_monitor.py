@@ -1,4 +1,5 @@
-"""The Q-value monitor and the Q-divergence check (agents/monitor.py, guard.py, the three train steps).
+"""The Q-value monitor and the Q-divergence check (agents/monitor.py, guard.py, the three train steps),
+and the curiosity bonus's distribution in the epoch summary.
 
 Per epoch the summary holds the mean, std, min and max of max_a Q of the online network over every
 train batch row, and the largest |Q|: each train-step path (eager autograd, torch.compile'd, fused
@@ -126,3 +127,33 @@ def test_the_q_monitor_does_no_host_reads_in_the_train_step():
         with forbid_host_reads():
             tr.learner.train_step()
             tr.learner.flush_records(1)
+
+
+# ---------------------------------------------------------------------- the curiosity bonus (issue 39 item 5)
+def test_the_curiosity_bonus_distribution_equals_a_direct_computation_over_the_epochs_bonuses():
+    tr = small_trainer(seed=3, curiosity=True, curiosity_every=1, curiosity_batch=64)
+    col = tr.collector
+    real = tr._round.fn
+    bonuses: list[torch.Tensor] = []
+
+    def round_and_keep() -> None:
+        real()
+        bonuses.append(col.r_curiosity.detach().double().reshape(-1).clone())  # [L · N] of this round
+
+    tr._round.fn = round_and_keep
+    for _ in range(2):
+        bonuses.clear()
+        s = tr.train_epoch()
+        x = torch.cat(bonuses)
+        assert s["curiosity_count"] == x.numel() == s["transitions"]
+        assert s.curiosity_mean == pytest.approx(float(x.mean()), rel=1e-9)
+        assert s.curiosity_std == pytest.approx(float(x.std(unbiased=False)), rel=1e-6)
+        assert s["curiosity_max"] == float(x.max()) and float(x.std()) > 0
+        row = s.to_dict()
+        assert (row["curiosity_mean"], row["curiosity_std"]) == (s.curiosity_mean, s.curiosity_std)
+
+
+def test_without_curiosity_the_bonus_fields_say_nothing_was_measured():
+    s = small_trainer().train_epoch()
+    assert s["curiosity_count"] == 0 and math.isnan(s.curiosity_mean) and math.isnan(s.curiosity_std)
+    assert s["curiosity_max"] == -math.inf
