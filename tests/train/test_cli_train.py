@@ -44,7 +44,9 @@ def test_run_directory_holds_config_folds_metrics_checkpoints_tensorboard_and_re
     assert names == ["f001-e00002-epoch", "f001-e00003-end"]  # keep_checkpoints = 2
     assert list((run / "tb").glob("events.out.tfevents.*"))
     html = (run / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 2 and "buy-and-hold" in html
+    assert html.count("data:image/png;base64,") == 3 and "buy-and-hold" in html  # out of sample, per fold, training
+    assert "Out of sample: 2 validation windows joined" in html and "Monthly returns" in html
+    assert all((run / "folds" / f"fold_{k}" / "oos.safetensors").is_file() for k in (0, 1)) and (run / "data.json").is_file()
     assert "report:" in res.output and "B&H" in res.output
 
 

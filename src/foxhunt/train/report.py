@@ -1,8 +1,14 @@
-"""report.html of a training run: per-fold table, validation equity / drawdown vs buy-and-hold,
-training curves. Matplotlib figures are embedded as base64 PNGs, so the file stands alone.
+"""report.html of a training run (and of tune's hold-out, a one-fold run): the data line, the
+out-of-sample tearsheet (the validation windows joined in order: agent beside buy-and-hold and the
+quant rule chosen in sample, drawdown, monthly returns, rolling Sharpe, trades and holding time:
+``foxhunt.backtest.tearsheet_report``), the per-fold table, each fold's validation equity and
+drawdown, training curves. Every time axis shows dates. Matplotlib figures are embedded as base64
+PNGs, so the file stands alone.
 
 Reads only what the run directory holds (``folds/fold_k/metrics.json``, ``curves.safetensors``,
-``metrics.jsonl``), so a resumed or finished run can always rebuild it.
+``oos.safetensors``, ``trades.csv``, ``metrics.jsonl``, ``data.json``: ``foxhunt.train.oos``), so a
+resumed or finished run can always rebuild it; a run without the out-of-sample files (written
+before them, or with ``train.save_curves`` off) gets the sections it has, its curves against bars.
 """
 
 from __future__ import annotations
@@ -18,7 +24,9 @@ from typing import Any
 import numpy as np
 
 from foxhunt.backtest.display import beats, cell, number
+from foxhunt.backtest.tearsheet import Joined, holding_bars, join
 from foxhunt.train.logs import read_metrics
+from foxhunt.train.oos import read_data, read_fold, read_trades
 
 TABLE_COLS = (("sharpe", "Sharpe", "{:+.2f}"), ("total_return", "total return", "{:+.2%}"),
               ("max_drawdown", "max DD", "{:.2%}"), ("trade_count", "trades", "{:.0f}"), ("win_rate", "win rate", "{:.0%}"))
@@ -68,7 +76,9 @@ def abstain_cell(r: dict[str, Any]) -> str | None:
             f"{cell(alt, 'sharpe', '{:+.2f}') if alt else 'n/a'})")
 
 
-def fold_table_html(results: list[dict[str, Any]]) -> str:
+def fold_table_html(results: list[dict[str, Any]], quant: dict[int, dict[str, Any]] | None = None) -> str:
+    """One row per fold; ``quant``: fold -> the in-sample-chosen quant rule's record (oos.safetensors)."""
+    quant = quant or {}
     head = "".join(f"<th>{label}</th>" for _, label, _ in TABLE_COLS)
     notes = [abstain_cell(r) for r in results]
     extra = any(n is not None for n in notes)
@@ -81,45 +91,82 @@ def fold_table_html(results: list[dict[str, Any]]) -> str:
         cells = "".join(f"<td>{cell(a, k, fmt)}</td>" for k, _, fmt in TABLE_COLS)
         bcells = "".join(f"<td>{cell(b, k, fmt)}</td>" for k, _, fmt in TABLE_COLS[:3])
         better = beats(a, b)  # a flat fold counts as Sharpe 0
+        q = quant.get(f["fold"])
+        qcells = (f"<td>{q.get('rule', '–')}</td><td>{cell(q.get('metrics'), 'sharpe', '{:+.2f}')}</td>" if q else
+                  "<td>–</td><td>–</td>") if quant else ""
         rows.append(
             f"<tr><td>{f['fold']}</td><td>{f['train_end'] - f['train_start']}</td><td>{f['val_end'] - f['val_start']}</td>"
-            f"{cells}{bcells}<td>{'yes' if better else 'no'}</td>"
+            f"{cells}{bcells}{qcells}<td>{'yes' if better else 'no'}</td>"
             f"{f'<td>{gamma:g}</td>' if with_gamma and gamma is not None else '<td>–</td>' if with_gamma else ''}"
             f"{f'<td>{note or chr(8211)}</td>' if extra else ''}</tr>"
         )
     bh = "".join(f"<th>B&amp;H {label}</th>" for _, label, _ in TABLE_COLS[:3])
     last = ("<th>γ (held-back choice)</th>" if with_gamma else "") + ("<th>abstention</th>" if extra else "")
-    return (f"<table><tr><th>fold</th><th>train bars</th><th>val bars</th>{head}{bh}<th>agent Sharpe &gt; B&amp;H</th>{last}</tr>"
+    qh = "<th>quant rule (chosen in sample)</th><th>quant Sharpe</th>" if quant else ""
+    return (f"<table><tr><th>fold</th><th>train bars</th><th>val bars</th>{head}{bh}{qh}<th>agent Sharpe &gt; B&amp;H</th>{last}</tr>"
             + "".join(rows) + "</table>")
 
 
-def equity_figure(run_dir: Path, results: list[dict[str, Any]]) -> str | None:
+def equity_figure(run_dir: Path, results: list[dict[str, Any]], folds: dict[int, dict[str, Any]] | None = None) -> str | None:
+    """Each fold's validation equity and drawdown (agent, buy-and-hold, quant rule), against dates
+    where the run wrote them (oos.safetensors), else against the window's bars."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves = [(r["fold"]["fold"], _curves(run_dir, r["fold"]["fold"])) for r in results]
-    curves = [(k, c) for k, c in curves if "agent_returns" in c]
+    from foxhunt.backtest.tearsheet_report import dates
+
+    folds = folds if folds is not None else {r["fold"]["fold"]: read_fold(run_dir, r["fold"]["fold"]) for r in results}
+    curves = [(k, c) for k, c in sorted(folds.items()) if "agent" in c]
     if not curves:
         return None
     fig, axes = plt.subplots(len(curves), 2, figsize=(11, 2.6 * len(curves)), squeeze=False)
     for row, (k, c) in zip(axes, curves):
-        for key, label, color in (("agent_returns", "agent", "tab:blue"), ("bh_returns", "buy & hold", "tab:gray")):
+        times = c.get("times")
+        x = dates(times) if times is not None and len(times) == len(c["agent"]) + 1 else np.arange(len(c["agent"]) + 1)
+        for key, label, color in (("agent", "agent", "tab:blue"), ("bh", "buy & hold", "tab:gray"), ("quant", "quant rule", "tab:orange")):
             if key not in c:
                 continue
-            eq = np.concatenate([[1.0], np.cumprod(1.0 + c[key].astype(np.float64))])
+            eq = np.concatenate([[1.0], np.cumprod(1.0 + c[key])])
             dd = eq / np.maximum.accumulate(eq) - 1.0
-            row[0].plot(eq, label=label, color=color, lw=1)
-            row[1].plot(dd, label=label, color=color, lw=1)
+            row[0].plot(x, eq, label=label, color=color, lw=1)
+            row[1].plot(x, dd, label=label, color=color, lw=1)
         row[0].set_title(f"fold {k}: validation equity (start = 1)", fontsize=9)
         row[1].set_title(f"fold {k}: drawdown", fontsize=9)
         row[0].legend(fontsize=8)
         for ax in row:
-            ax.set_xlabel("bar", fontsize=8)
+            ax.set_xlabel("date (UTC)" if x.dtype.kind == "M" else "bar", fontsize=8)
             ax.tick_params(labelsize=7)
+            if x.dtype.kind == "M":
+                for lab in ax.get_xticklabels():
+                    lab.set_rotation(20)
     fig.tight_layout()
     return _png(fig)
+
+
+def oos_inputs(run_dir: Path, results: list[dict[str, Any]],
+               folds: dict[int, dict[str, Any]]) -> tuple[Joined | None, list[dict[str, Any]]]:
+    """The validation windows joined in fold order (agent, buy-and-hold, quant rule) where every fold
+    has its times, and the trades-per-fold rows (count, mean holding in bars and time)."""
+    windows, trades = [], []
+    for r in results:
+        k = r["fold"]["fold"]
+        c = folds.get(k, {})
+        times = c.get("times")
+        if "agent" in c and times is not None and len(times) == len(c["agent"]) + 1:
+            windows.append((times, {key: c[key] for key in ("agent", "bh", "quant") if key in c}))
+        rt = read_trades(run_dir, k)
+        if rt is not None:
+            vs = r["fold"]["val_start"]
+            held = holding_bars([e for e, _ in rt], [x for _, x in rt])
+            secs = float("nan")
+            if rt and times is not None:
+                at = lambda b: int(times[min(max(b - vs, 0), len(times) - 1)])  # noqa: E731 - bar -> its time
+                secs = float(np.mean([at(x) - at(e) for e, x in rt])) / 1e9
+            trades.append({"window": f"fold {k}", "trades": len(rt), "holding_bars": held, "holding_s": secs})
+    joined = join(windows) if windows and len(windows) == len(results) else None
+    return joined, trades
 
 
 def training_figure(rows: list[dict[str, Any]]) -> str | None:
@@ -158,16 +205,35 @@ def write_report(run_dir: Path, title: str | None = None) -> Path:
     """Build ``run_dir/report.html`` from the run directory's files; returns its path."""
     results = load_fold_results(run_dir)
     rows = read_metrics(run_dir / "metrics.jsonl")
+    from foxhunt.backtest.tearsheet_report import section
+    from foxhunt.data.describe import data_line
+
     parts = [f"<h1>{html.escape(title or 'foxhunt train: ' + run_dir.name)}</h1>"]
+    data = read_data(run_dir)
+    if data is not None:  # file, bars, interval, span, what was inferred; the fold layout
+        parts.append(f"<p><b>data</b>: {html.escape(data_line(data['data']))}</p>")
+        if data.get("folds"):
+            parts.append(f"<p><b>folds</b> {html.escape(data['folds'])}</p>")
+    bars_per_year = None
     summary_path = run_dir / "summary.json"
     if summary_path.is_file():
         s = json.loads(summary_path.read_text())
+        bars_per_year = s.get("bars_per_year")
         parts.append(f"<p>device {html.escape(str(s.get('device')))}; data {html.escape(str(s.get('data')))}; "
                      f"{s.get('n_folds')} folds × {s.get('epochs')} epochs; wall time {s.get('wall_s', 0):.1f} s.</p>")
         if s.get("annualisation"):  # Sharpe / volatility / CAGR use this factor
             parts.append(f"<p>{html.escape(str(s['annualisation']))}; {html.escape(str(s.get('episode_rules', '')))}</p>")
-    parts.append("<h2>Validation per fold (greedy agent vs buy-and-hold)</h2>" + fold_table_html(results))
-    eq = equity_figure(run_dir, results)
+    folds = {r["fold"]["fold"]: read_fold(run_dir, r["fold"]["fold"]) for r in results}
+    joined, trades = oos_inputs(run_dir, results, folds)
+    if joined is not None and bars_per_year:
+        rules = ", ".join(f"fold {k}: {c['quant_info'].get('rule')}" for k, c in folds.items() if c.get("quant_info"))
+        note = ("quant rule: the simple momentum / reversal rule with the best Sharpe on each fold's training window "
+                f"(foxhunt.backtest.quant_rules), backtested on its validation window like the agent ({rules})") if rules else ""
+        parts.append(section(joined, float(bars_per_year), {"agent": "agent", "bh": "buy & hold", "quant": "quant rule"},
+                             trades, note))
+    quant = {k: c["quant_info"] for k, c in folds.items() if c.get("quant_info")}
+    parts.append("<h2>Validation per fold (greedy agent vs buy-and-hold)</h2>" + fold_table_html(results, quant))
+    eq = equity_figure(run_dir, results, folds)
     if eq:
         parts.append(f"<h2>Validation equity and drawdown</h2><img src='data:image/png;base64,{eq}'/>")
     tr = training_figure(rows)

@@ -39,6 +39,7 @@ from foxhunt.train import checkpoint as ckpt
 from foxhunt.train import gamma_grid
 from foxhunt.train.agent import build_trainer, cost_multiplier, policy_net, trained_module, training_env
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
+from foxhunt.train.oos import write_oos
 from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
 from foxhunt.train.preflight import check_prepared
 from foxhunt.train.run_dir import ResumePoint
@@ -408,6 +409,8 @@ class WalkForwardRunner:
         """summary.json and report.html from the run directory's files; returns the fold results.
 
         wall_s: this session's run time (None: keep the recorded one, e.g. re-finishing a run)."""
+        if self.tcfg.report and self.tcfg.save_curves:  # the report's out-of-sample inputs (foxhunt.train.oos)
+            write_oos(run_dir, self)
         return write_summary(run_dir, wall_s, self.folds, market=self.market, cfg=self.cfg, epochs=self.tcfg.epochs,
                              bars_per_year=self.bars_per_year, annualisation=self.backtester.annualisation.describe(),
                              prepare_timings=self.prepared.timings, buy_and_hold_s=self.buy_and_hold_s,

@@ -1,0 +1,109 @@
+"""What a run's report needs beyond each fold's files, written when the run finishes, read back by
+the report (so that ``--resume`` of a finished run rebuilds it from the directory alone).
+
+``write_oos(run_dir, runner)`` (``WalkForwardRunner.finish``, with ``train.report`` and
+``train.save_curves``) writes::
+
+    data.json                     the data line: source, bars, interval, first / last bar, what the
+                                  loader inferred (foxhunt.data.describe.data_summary) and how the
+                                  folds were laid out (foxhunt.fold_layout)
+    folds/fold_k/oos.safetensors  times [T + 1] int64 UTC ns: the validation window's bars val_start …
+                                  val_end - 1 (the equity points; curves.safetensors' returns are
+                                  realised at times[1:]); quant_returns, quant_positions [T] float32:
+                                  the quant rule chosen on the fold's training window
+                                  (foxhunt.backtest.quant_rules) backtested on its validation window
+                                  like the agent, under the fold's statistics; metadata "quant": JSON
+                                  of the rule, its training-window Sharpe, cost rate and metrics
+
+``read_oos(run_dir, results)`` returns the per-fold curves (agent, buy-and-hold, quant rule) with
+their times, the trades per fold and the data line, for ``foxhunt.train.report``.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+OOS_FILE = "oos.safetensors"
+DATA_FILE = "data.json"
+
+
+def write_oos(run_dir: Path, runner: Any) -> None:
+    """data.json and every finished fold's oos.safetensors (see the module docstring)."""
+    import torch
+    from safetensors.numpy import save
+
+    from foxhunt.backtest.policies import ExposurePolicy
+    from foxhunt.backtest.quant_rules import quant_exposures
+    from foxhunt.data.describe import data_summary
+
+    prepared, market = runner.prepared, runner.market
+    _write_text(run_dir / DATA_FILE, json.dumps({"data": data_summary(prepared.bars), "folds": prepared.fold_note}, indent=2) + "\n")
+    folds = [f for f in runner.folds if (run_dir / "folds" / f"fold_{f.fold}" / "metrics.json").is_file()]
+    if not folds:
+        return
+    bars = prepared.bars
+    exposures, info = quant_exposures(bars.close, bars.volume, folds, runner.cfg.env, float(runner.bars_per_year))
+    ts = market.timestamps_host
+    for i, f in enumerate(folds):
+        n = f.val_len - 1
+        market.set_fold(f)  # the fold's statistics, as the agent's evaluation had them
+        ex = torch.as_tensor(np.clip(exposures[f.fold], -1.0, 1.0)[None, :n], dtype=torch.float32, device=market.device)
+        res = runner.backtester.run([f.val_start], [n], ExposurePolicy(ex), keep_curves=True, backend=runner.plan.eval)
+        assert res.returns is not None and res.positions is not None
+        meta = {"rule": info["rules"][i], "train_sharpe": info["train_sharpe"][i], "cost_rate_bps": info["cost_rate_bps"][i],
+                "metrics": res.metrics[0]}
+        arrays = {"times": np.ascontiguousarray(ts[f.val_start : f.val_end], dtype=np.int64),
+                  "quant_returns": np.ascontiguousarray(res.returns[0, :n], dtype=np.float32),
+                  "quant_positions": np.ascontiguousarray(res.positions[0, :n], dtype=np.float32)}
+        path = run_dir / "folds" / f"fold_{f.fold}" / OOS_FILE
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(save(arrays, metadata={"quant": json.dumps(meta, default=float)}))
+        os.replace(tmp, path)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_data(run_dir: Path) -> dict[str, Any] | None:
+    p = run_dir / DATA_FILE
+    return json.loads(p.read_text()) if p.is_file() else None
+
+
+def read_fold(run_dir: Path, fold: int) -> dict[str, Any]:
+    """A fold's curves: {"times" [T + 1], "agent" / "bh" / "quant": [T] float64 returns, "quant_info",
+    "positions": {...}}; keys missing where the run did not write them (older runs, save_curves off)."""
+    from safetensors import safe_open
+    from safetensors.numpy import load
+
+    d = run_dir / "folds" / f"fold_{fold}"
+    out: dict[str, Any] = {}
+    if (d / "curves.safetensors").is_file():
+        c = load((d / "curves.safetensors").read_bytes())
+        for key, name in (("agent_returns", "agent"), ("bh_returns", "bh")):
+            if key in c:
+                out[name] = c[key].astype(np.float64)
+    if (d / OOS_FILE).is_file():
+        with safe_open(str(d / OOS_FILE), framework="numpy") as fh:
+            meta = fh.metadata() or {}
+            out["times"] = fh.get_tensor("times").astype(np.int64)
+            out["quant"] = fh.get_tensor("quant_returns").astype(np.float64)
+        out["quant_info"] = json.loads(meta["quant"]) if "quant" in meta else {}
+    return out
+
+
+def read_trades(run_dir: Path, fold: int) -> list[tuple[int, int]] | None:
+    """(entry bar, exit bar) of each of the fold's round trips (trades.csv), None without the file."""
+    p = run_dir / "folds" / f"fold_{fold}" / "trades.csv"
+    if not p.is_file():
+        return None
+    with open(p, newline="") as fh:
+        return [(int(r["entry_bar"]), int(r["exit_bar"])) for r in csv.DictReader(fh)]
