@@ -161,7 +161,7 @@ class PhaseTimer:
     have completed then). On the CPU the host clock brackets each (synchronous) call.
     """
 
-    PHASES = {"_round": "collect_s", "_train": "train_s", "_curiosity": "curiosity_s"}
+    PHASES = {"_round": "collect_s", "_train": "train_s", "_train_round": "train_s", "_curiosity": "curiosity_s"}
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"

@@ -102,7 +102,11 @@ class DQNTrainer(FoldTrainer):
             host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
             after_replay=lambda: storage.advance(rows),
         )
-        self._train = GraphedStep(self.learner.train_step, self.device, plan.graphs, generators=[sampler.generator])
+        self._train = self._train_step = GraphedStep(self.learner.train_step, self.device, plan.graphs,
+                                                     generators=[sampler.generator])
+        # A round's train steps as ONE graph: one replay (one host launch) per round instead of one per
+        # update; the same kernels in the same order, so the same results (bench_dqn measures updates/s).
+        self._train_round = GraphedStep(self._round_of_updates, self.device, plan.graphs, generators=[sampler.generator])
         self._curiosity = (
             GraphedStep(self.curiosity.train_step, self.device, plan.graphs, generators=[self.curiosity.generator])
             if self.curiosity is not None else None
@@ -138,6 +142,11 @@ class DQNTrainer(FoldTrainer):
         return (RESET_PORTFOLIO if cfg.reset_portfolio_each_epoch else 0) | (
             RESET_DSR if cfg.reset_dsr_each_epoch else 0) | (RESET_VOL if cfg.reset_vol_each_epoch else 0)
 
+    def _round_of_updates(self) -> None:
+        """``dqn.train_steps_per_round`` train steps (the body of the round's captured update graph)."""
+        for _ in range(self.cfg.train_steps_per_round):
+            self._train_step.fn()
+
     def run_epoch(self) -> None:
         """Enqueue one epoch of device work and start its summary readback (no host reads)."""
         cfg = self.cfg
@@ -154,10 +163,9 @@ class DQNTrainer(FoldTrainer):
             self.rounds += 1
             if self._curiosity is not None and self.rounds % cfg.curiosity_every == 0:
                 self._curiosity()
-            if storage.size >= ready_at:
-                for _ in range(cfg.train_steps_per_round):
-                    self._train()
-                    updates += 1
+            if storage.size >= ready_at and cfg.train_steps_per_round:
+                self._train_round()
+                updates += cfg.train_steps_per_round
         self.learner.flush_records(updates)
         self.monitor.set_scalar("epsilon", self.collector.epsilon)
         self._end_epoch()
