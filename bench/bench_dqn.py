@@ -72,16 +72,22 @@ def training(market: MarketData, graphs: bool, capacity: int, batch: int, sample
     n = 65_536 if market.device.type == "cuda" else 256
     rollout = max(1, capacity // n)
     step = "fused" if fused else "compiled" if compiled else "torch"
+    per_round = 16  # the round graph below: 16 updates a replay (the trainer's _train_round)
     tr = trainer(market, n_envs=n, rollout_len=rollout, buffer_capacity=capacity, batch_size=batch, sampler=sampler,
                  warmup_transitions=0, graphs=graphs, train_step=step, acting="compiled" if compiled else "torch",
-                 **(over or {}))
+                 train_steps_per_round=per_round, **(over or {}))
     tr._round()
     with stopwatch(market.device) as setup:
         tr._train()
     per = timed(lambda: [tr._train() for _ in range(20)], market.device, reps=5, warmup=1) / 20
-    return {"graphs": graphs, "compiled": compiled, "fused": fused, "over": over or {}, "batch": batch,
-            "capacity": tr.replay.storage.capacity, "sampler": sampler, "update_s": per, "updates_per_s": 1.0 / per,
-            "setup_s": setup.s}
+    row = {"graphs": graphs, "compiled": compiled, "fused": fused, "over": over or {}, "batch": batch,
+           "capacity": tr.replay.storage.capacity, "sampler": sampler, "update_s": per, "updates_per_s": 1.0 / per,
+           "setup_s": setup.s}
+    if graphs:  # the same updates, 16 to a captured graph (one host launch a round, as training runs them)
+        tr._train_round()
+        per_r = timed(lambda: [tr._train_round() for _ in range(2)], market.device, reps=5, warmup=1) / (2 * per_round)
+        row.update(round_graph_update_s=per_r, round_graph_updates_per_s=1.0 / per_r)
+    return row
 
 
 def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
@@ -249,8 +255,9 @@ def main() -> None:
         print(f"{r['n_envs']:>8} {r['variant']:>9} {r['env_steps_per_s']:>14,.0f}")
     for r in res["training"]:
         print(f"train batch {r['batch']} cap {r['capacity']} {r['sampler']:>12} graphs={r['graphs']} compiled={r['compiled']} "
-              f"fused={r['fused']}{''.join(f' {k}={v}' for k, v in r['over'].items())}: {r['updates_per_s']:,.0f} updates/s "
-              f"(setup {r['setup_s']:.1f} s)")
+              f"fused={r['fused']}{''.join(f' {k}={v}' for k, v in r['over'].items())}: {r['updates_per_s']:,.0f} updates/s"
+              + (f", {r['round_graph_updates_per_s']:,.0f} with 16 a graph" if "round_graph_updates_per_s" in r else "")
+              + f" (setup {r['setup_s']:.1f} s)")
     for r in res["syncs"]:
         print(f"syncs/epoch lagged={r['lagged']}: implicit {r['implicit_syncs_per_epoch']} (by epoch {r.get('implicit_syncs_by_epoch')}, from {r.get('implicit_sync_sources')}), blocking waits {r['blocking_event_waits_per_epoch']}")
     if res.get("sb3"):
