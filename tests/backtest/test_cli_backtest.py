@@ -47,7 +47,8 @@ def test_backtest_cli_writes_metrics_trades_and_report(tmp_path):
     assert len(rows) == 4 and {r["label"] for r in rows} == {"model", "buy & hold"}
     assert (out / "metrics.csv").read_text().count("\n") == 5
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 2 and "sharpe" in html
+    assert html.count("data:image/png;base64,") == 3 and "sharpe" in html  # the joined windows' tearsheet + one per window
+    assert "Out of sample: 2 backtest windows joined" in html and "Trades per window and holding time" in html
     ens = CliRunner().invoke(app, args[:3] + ["--model", str(tmp_path / "b.safetensors")] + args[3:])
     assert ens.exit_code == 0, ens.output
     assert "ensemble (vote)" in (out / "metrics.json").read_text()

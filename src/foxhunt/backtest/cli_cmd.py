@@ -41,7 +41,8 @@ def backtest(
                                             "round trip +1 profit / -1 stop / 0 time [default: backtest.barriers, off]")),
     config: Optional[Path] = typer.Option(None, "--config", help=escape("--model: a TOML file whose [accel] and [backtest] "
                                           "sections apply (other sections are ignored) [default: the built-in defaults]")),
-    overrides: list[str] = typer.Option([], "--set", help="override accel.KEY=VALUE or backtest.KEY=VALUE (repeatable), "
+    overrides: list[str] = typer.Option([], "--set", help="override accel.KEY=VALUE or backtest.KEY=VALUE, or how to read --data: "
+                                        "data.KEY=VALUE (timestamp_format, dayfirst, timestamp_unit, adjust, repair; repeatable), "
                                         "e.g. --set accel.eval=torch; with --run over the run's config.toml"),
     backend: Optional[str] = typer.Option(None, "--backend", hidden=True, help="removed: see --set accel.eval"),
 ) -> None:
@@ -77,6 +78,10 @@ def backtest(
             raise ConfigError("--config applies to --model; --run uses the run's own config.toml (override it with --set)")
         if not run.is_dir():
             raise ConfigError(f"--run {run}: not a training run directory (not a directory)")
+        from foxhunt.config import parse_override
+
+        if any(parse_override(text)[0][0] == "data" for text in overrides):
+            raise ConfigError("--set data.* applies to --data with --model; --run reads its data as the run's config.toml says")
         _backtest_run(run, check_output_dir(out or run / "backtest", "--out"), device, bars_per_year, barriers, overrides)
         return
     out = check_output_dir(out or Path("backtests/latest"), "--out")
@@ -91,7 +96,8 @@ def backtest(
     _matmul_precision(plan)
     loaded = [load_model(p, dev) for p in model]  # validates every file before anything is written
     src = {"source": "file", "path": str(data)} if data is not None else {"source": sample}
-    cfg = build_config({"data": src}, source="options")
+    read = {k: v for k, v in settings.to_dict()["data"].items() if k in READ_KEYS}  # --set data.*: how to read the file
+    cfg = build_config({"data": {**read, **src}}, source="options")
     bars = load_source(cfg.data)
     fs = load_or_build(bars, cache_dir, device=dev).features
     # Columns a model was trained with beyond the spec (features.long_momentum, features.ema_horizons) are rebuilt from its
@@ -111,19 +117,32 @@ def backtest(
     (out / "trades.json").write_text(__import__("json").dumps(res.trades, indent=1))
     (out / "accel.json").write_text(res.plan.to_json() + "\n")  # what ran (the plan, settled against the models)
     notes = "; ".join([f"models: {', '.join(str(p) for p in model)}; data: {data or sample}", *res.notes])
-    report = write_backtest_report(out / "report.html", "foxhunt backtest", res.rows, res.curves, res.times, notes=notes)
+    from foxhunt.backtest.annualisation import resolve_bars_per_year
+
+    bpy = resolve_bars_per_year(bars.timestamps, bars_per_year).bars_per_year  # as the backtester resolved it
+    per_window = [[{**t, "entry_bar": t["entry_bar"] - s, "exit_bar": t["exit_bar"] - s} for t in res.trades if t["window"] == w]
+                  for w, s in enumerate(res.starts)]  # bars counted from each window's first
+    report = write_backtest_report(out / "report.html", "foxhunt backtest", res.rows, res.curves, res.times, notes=notes,
+                                   bars_per_year=bpy, trades=per_window)
     _print(res.rows, report)
 
 
+READ_KEYS = ("timestamp_format", "dayfirst", "timestamp_unit", "adjust", "repair")
+"""The [data] keys ``--set`` may give with ``--data``: how to read the file (foxhunt.data.file_options)."""
+
+
 def _check_overrides(overrides: list[str]) -> None:
-    """``--set`` takes [accel] and [backtest] keys only (the rest of a run is the model's or the run's)."""
+    """``--set`` takes [accel], [backtest] and the [data] keys that say how to read a file only (the
+    rest of a run is the model's or the run's)."""
     from foxhunt.config import parse_override
     from foxhunt.errors import ConfigError
 
     for text in overrides:
         section = parse_override(text)[0][0]
-        if section not in ("accel", "backtest"):
-            raise ConfigError(f"--set {text}: foxhunt backtest takes accel.* and backtest.* keys only")
+        if section not in ("accel", "backtest", "data"):
+            raise ConfigError(f"--set {text}: foxhunt backtest takes accel.*, backtest.* and data.* keys only")
+        if section == "data" and parse_override(text)[0][-1] not in READ_KEYS:
+            raise ConfigError(f"--set {text}: the data keys foxhunt backtest takes are {', '.join(READ_KEYS)}")
 
 
 def _matmul_precision(plan: Any) -> None:
@@ -182,6 +201,9 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
     (out / "trades.json").write_text(json.dumps(trades, indent=1))
     (out / "accel.json").write_text(plan.to_json() + "\n")
     report = write_backtest_report(out / "report.html", f"foxhunt backtest — run {run.name}", rows, curves, times,
+                                   bars_per_year=folds[0].agent.bars_per_year,
+                                   trades=[[{**t, "entry_bar": t["entry_bar"] - fb.fold.val_start, "exit_bar": t["exit_bar"] - fb.fold.val_start}
+                                            for t in fb.agent.trades or []] for fb in folds],
                                    notes=f"{plan.summary()}; run: {run}; each fold's model on its validation window (window = fold); "
                                          f"annualisation: {folds[0].agent.bars_per_year:,.1f} bars per year; episode "
                                          f"rules: {'triple-barrier labels' if folds[0].barriers else 'plain windows, no barriers'}")

@@ -1,7 +1,9 @@
 """Backtest outputs for people: metrics JSON and CSV, and a self-contained HTML report.
 
-The report embeds matplotlib PNGs (base64): one equity + drawdown figure per window (with a
-benchmark curve, e.g. buy-and-hold, when given) and the metrics table. Files are written to
+The report embeds matplotlib PNGs (base64): the metrics table, the windows joined in order as one
+out-of-sample tearsheet (``tearsheet_report``: equity, underwater, rolling Sharpe, monthly returns,
+trades and holding time), and one equity + drawdown figure per window (with a benchmark curve, e.g.
+buy-and-hold, when given), all against dates. Files are written to
 temporary names and renamed. This module and ``foxhunt.data`` are the only users of pandas.
 """
 
@@ -107,12 +109,45 @@ def write_metrics(out_dir: Path, rows: Sequence[dict[str, object]]) -> tuple[Pat
     return js, csv
 
 
+def tearsheet(curves: Sequence[Sequence[tuple[str, np.ndarray]]], times: Sequence[np.ndarray], bars_per_year: float,
+              trades: Sequence[Sequence[dict[str, object]]] | None = None) -> str:
+    """The tearsheet section (``foxhunt.backtest.tearsheet_report``) of the windows joined in order,
+    every curve label of the first window beside the first; "" where windows overlap in time (they
+    are then no one curve). trades: each window's round trips (dicts with entry_bar, exit_bar: bar
+    indices counted from the window's first bar, ``times[w][0]``), for the trades-per-window table."""
+    from foxhunt.backtest.tearsheet import holding_bars, join
+    from foxhunt.backtest.tearsheet_report import section
+
+    ts = [np.asarray(t, np.int64) for t in times]
+    if not ts or any(len(t) < 2 for t in ts) or any(b[0] < a[-1] for a, b in zip(ts, ts[1:])):
+        return ""
+    windows = []
+    for cs, t in zip(curves, ts):
+        rets = {}
+        for label, eq in cs:
+            e = np.asarray(eq, np.float64)
+            rets[label] = np.divide(e[1:], e[:-1], out=np.zeros(len(e) - 1), where=e[:-1] != 0) - 1.0
+        windows.append((t, rets))
+    rows = []
+    for w, (t, window_trades) in enumerate(zip(ts, trades or [])):
+        entry = np.clip([int(x["entry_bar"]) for x in window_trades], 0, len(t) - 1)  # type: ignore[call-overload]
+        exit_ = np.clip([int(x["exit_bar"]) for x in window_trades], 0, len(t) - 1)  # type: ignore[call-overload]
+        secs = float(np.mean(t[exit_] - t[entry])) / 1e9 if len(window_trades) else float("nan")
+        rows.append({"window": w, "trades": len(window_trades), "holding_bars": holding_bars(entry, exit_), "holding_s": secs})
+    return section(join(windows), bars_per_year, {label: label for label, _ in curves[0]}, rows, window="backtest window")
+
+
 def write_backtest_report(path: Path, title: str, rows: Sequence[dict[str, object]],
                           curves: Sequence[Sequence[tuple[str, np.ndarray]]], times: Sequence[np.ndarray] | None = None,
-                          notes: str = "") -> Path:
-    """report.html: the metrics table, then one equity/drawdown figure per window."""
+                          notes: str = "", *, bars_per_year: float | None = None,
+                          trades: Sequence[Sequence[dict[str, object]]] | None = None) -> Path:
+    """report.html: the metrics table, the windows joined as one out-of-sample tearsheet (with
+    ``times`` and ``bars_per_year``; trades: each window's round trips), then one equity/drawdown
+    figure per window, against dates."""
     cols = ["window", "label", "start", "end", *TABLE_COLUMNS]
     sections = [f"<p>{html.escape(notes)}</p>" if notes else "", "<h2>Metrics</h2>", html_table(rows, cols)]
+    if times is not None and bars_per_year:
+        sections.append(tearsheet(curves, times, bars_per_year, trades))
     for i, cs in enumerate(curves):
         x = None if times is None else times[i].astype("datetime64[ns]")
         sections += [f"<h2>Window {i}</h2>", img(equity_figure(f"window {i}", cs, x))]

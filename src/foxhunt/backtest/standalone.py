@@ -39,6 +39,7 @@ class StandaloneRun:
     trades: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)
     plan: Any = None  # the ExecutionPlan that ran (eval settled against the models)
+    starts: list[int] = field(default_factory=list)  # each window's first bar (times[w][0]'s index)
 
 
 def window_medians(market: Any, first_bar: int, start: int) -> dict[str, float]:
@@ -187,7 +188,7 @@ def _collect(pairs: list[tuple[Any, Any]], starts: np.ndarray, lengths: np.ndarr
         curves.append([(label, res.equity(i)), ("buy & hold", bh.equity(i))])
         times.append(ts[starts[w]: starts[w] + lengths[w] + 1])
         trades += [{**tr, "window": w} for tr in (res.trades or []) if tr["window"] == i]
-    return StandaloneRun(rows, curves, times, trades, notes)
+    return StandaloneRun(rows, curves, times, trades, notes, starts=[int(x) for x in starts])
 
 
 def _iso(ns: int) -> str:

@@ -81,7 +81,7 @@ def figure(joined: Joined, bars_per_year: float, names: dict[str, str]) -> str:
         eq = equity(joined.returns[key])
         ax1.plot(x, eq, lw=1.1 if key == first else 0.9, color=color, label=label)
     ax1.set_ylabel("equity (start = 1)")
-    ax1.set_title("out of sample: the validation windows joined in order", fontsize=10)
+    ax1.set_title("out of sample: the windows joined in order", fontsize=10)
     ax1.legend(fontsize=8, loc="best")
     dd = drawdown(equity(joined.returns[first]))
     ax2.fill_between(x, dd, 0.0, color=COLORS[0], alpha=0.4, lw=0)
@@ -154,14 +154,15 @@ def duration(seconds: float) -> str:
 
 
 def section(joined: Joined, bars_per_year: float, names: dict[str, str], trades: Sequence[dict[str, Any]] = (),
-            note: str = "") -> str:
-    """The whole tearsheet section (``names``: curve key -> label, the first is the one examined)."""
+            note: str = "", window: str = "validation window") -> str:
+    """The whole tearsheet section (``names``: curve key -> label, the first is the one examined;
+    ``window``: what a window is, for the heading)."""
     names = {k: v for k, v in names.items() if k in joined.returns}
     if not names or joined.times.shape[0] < 2:
         return ""
     first = next(iter(names))
     first_t, last_t = dates(joined.equity_times()[[0, -1]])
-    parts = [f"<h2>Out of sample: {len(joined.bounds) + 1} validation window{'s' if joined.bounds else ''} joined, "
+    parts = [f"<h2>Out of sample: {len(joined.bounds) + 1} {window}{'s' if joined.bounds else ''} joined, "
              f"{str(first_t)[:10]} → {str(last_t)[:10]}</h2>",
              f"<p>{html.escape(note)}</p>" if note else "",
              summary_table(joined, bars_per_year, names),
