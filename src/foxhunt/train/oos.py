@@ -1,8 +1,8 @@
 """What a run's report needs beyond each fold's files, written when the run finishes, read back by
 the report (so that ``--resume`` of a finished run rebuilds it from the directory alone).
 
-``write_oos(run_dir, runner)`` (``WalkForwardRunner.finish``, with ``train.report`` and
-``train.save_curves``) writes::
+``write_oos(run_dir, runner)`` (``WalkForwardRunner.finish``, with ``train.report``; the
+oos.safetensors files with ``train.save_curves`` too) writes::
 
     data.json                     the data line: source, bars, interval, first / last bar, what the
                                   loader inferred (foxhunt.data.describe.data_summary) and how the
@@ -12,7 +12,8 @@ the report (so that ``--resume`` of a finished run rebuilds it from the director
                                   realised at times[1:]); quant_returns, quant_positions [T] float32:
                                   the quant rule chosen on the fold's training window
                                   (foxhunt.backtest.quant_rules) backtested on its validation window
-                                  like the agent, under the fold's statistics; metadata "quant": JSON
+                                  as buy-and-hold is (every fold in one lockstep run, under the first
+                                  fold's statistics); metadata "quant": JSON
                                   of the rule, its training-window Sharpe, cost rate and metrics
 
 ``read_oos(run_dir, results)`` returns the per-fold curves (agent, buy-and-hold, quant rule) with
@@ -45,22 +46,28 @@ def write_oos(run_dir: Path, runner: Any) -> None:
     prepared, market = runner.prepared, runner.market
     _write_text(run_dir / DATA_FILE, json.dumps({"data": data_summary(prepared.bars), "folds": prepared.fold_note}, indent=2) + "\n")
     folds = [f for f in runner.folds if (run_dir / "folds" / f"fold_{f.fold}" / "metrics.json").is_file()]
-    if not folds:
+    if not folds or not runner.tcfg.save_curves:
         return
     bars = prepared.bars
     exposures, info = quant_exposures(bars.close, bars.volume, folds, runner.cfg.env, float(runner.bars_per_year))
     ts = market.timestamps_host
+    # Every fold's window in one lockstep backtest under the first fold's statistics, as buy-and-hold's
+    # (runner.buy_and_hold): one W-window run, the same numbers however the run was resumed.
+    lengths = [f.val_len - 1 for f in folds]
+    ex = np.zeros((len(folds), max(lengths)))
     for i, f in enumerate(folds):
-        n = f.val_len - 1
-        market.set_fold(f)  # the fold's statistics, as the agent's evaluation had them
-        ex = torch.as_tensor(np.clip(exposures[f.fold], -1.0, 1.0)[None, :n], dtype=torch.float32, device=market.device)
-        res = runner.backtester.run([f.val_start], [n], ExposurePolicy(ex), keep_curves=True, backend=runner.plan.eval)
-        assert res.returns is not None and res.positions is not None
+        ex[i, : lengths[i]] = np.clip(exposures[f.fold][: lengths[i]], -1.0, 1.0)
+    market.set_fold(runner.folds[0])
+    res = runner.backtester.run([f.val_start for f in folds], lengths, ExposurePolicy(torch.as_tensor(ex, dtype=torch.float32,
+                                device=market.device)), keep_curves=True, backend=runner.plan.eval)
+    assert res.returns is not None and res.positions is not None
+    for i, f in enumerate(folds):
+        n = lengths[i]
         meta = {"rule": info["rules"][i], "train_sharpe": info["train_sharpe"][i], "cost_rate_bps": info["cost_rate_bps"][i],
-                "metrics": res.metrics[0]}
+                "metrics": res.metrics[i]}
         arrays = {"times": np.ascontiguousarray(ts[f.val_start : f.val_end], dtype=np.int64),
-                  "quant_returns": np.ascontiguousarray(res.returns[0, :n], dtype=np.float32),
-                  "quant_positions": np.ascontiguousarray(res.positions[0, :n], dtype=np.float32)}
+                  "quant_returns": np.ascontiguousarray(res.returns[i, :n], dtype=np.float32),
+                  "quant_positions": np.ascontiguousarray(res.positions[i, :n], dtype=np.float32)}
         path = run_dir / "folds" / f"fold_{f.fold}" / OOS_FILE
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(save(arrays, metadata={"quant": json.dumps(meta, default=float)}))

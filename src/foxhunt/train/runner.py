@@ -409,7 +409,7 @@ class WalkForwardRunner:
         """summary.json and report.html from the run directory's files; returns the fold results.
 
         wall_s: this session's run time (None: keep the recorded one, e.g. re-finishing a run)."""
-        if self.tcfg.report and self.tcfg.save_curves:  # the report's out-of-sample inputs (foxhunt.train.oos)
+        if self.tcfg.report:  # the report's data line and out-of-sample inputs (foxhunt.train.oos)
             write_oos(run_dir, self)
         return write_summary(run_dir, wall_s, self.folds, market=self.market, cfg=self.cfg, epochs=self.tcfg.epochs,
                              bars_per_year=self.bars_per_year, annualisation=self.backtester.annualisation.describe(),
