@@ -62,10 +62,14 @@ def mlp_params(sizes: list[int]) -> int:
     return sum((a + 1) * b for a, b in zip(sizes[:-1], sizes[1:]))
 
 
-def dueling_params(obs_dim: int, hidden: tuple[int, ...] | list[int], head_hidden: int, n_actions: int) -> int:
-    """Parameters of ``DuelingQNet(obs_dim, n_actions, hidden, head_hidden)``."""
+def dueling_params(obs_dim: int, hidden: tuple[int, ...] | list[int], head_hidden: int, n_actions: int,
+                   head: str = "flat") -> int:
+    """Parameters of ``DuelingQNet(obs_dim, n_actions, hidden, head_hidden)``, or with ``head =
+    "branching"`` of ``BranchingQNet(obs_dim, hidden, head_hidden)`` (advantage branches 5, 3, 3)."""
     h = list(hidden)
-    return mlp_params([obs_dim, *h]) + mlp_params([h[-1], head_hidden, 1]) + mlp_params([h[-1], head_hidden, n_actions])
+    advs = (5, 3, 3) if head == "branching" else (n_actions,)
+    return (mlp_params([obs_dim, *h]) + mlp_params([h[-1], head_hidden, 1])
+            + sum(mlp_params([h[-1], head_hidden, n]) for n in advs))
 
 
 def _sampler_bytes(sampler: str, capacity: int, tree_arity: int = 2) -> int:
@@ -87,7 +91,7 @@ def dqn_trainer_bytes(dqn: Any, n_features: int, n_actions: int) -> dict[str, in
     obs_dim = n_features + 3
     n = dqn.n_envs
     capacity = max(n, (dqn.buffer_capacity // n) * n)
-    params = dueling_params(obs_dim, dqn.hidden, dqn.head_hidden, n_actions)
+    params = dueling_params(obs_dim, dqn.hidden, dqn.head_hidden, n_actions, getattr(dqn, "head", "flat"))
     widths = sum(dqn.hidden) + 2 * dqn.head_hidden + n_actions
     parts = {
         "replay": capacity * _STORAGE_BYTES_PER_SLOT + _sampler_bytes(dqn.sampler, capacity, dqn.tree_arity),

@@ -108,12 +108,12 @@ def test_a_declared_architecture_unlike_the_tensors_is_refused_before_any_networ
     def no_network(*a: Any, **k: Any) -> None:
         raise AssertionError("a network was allocated")
 
-    monkeypatch.setattr(model_io, "DuelingQNet", no_network)
+    monkeypatch.setattr(model_io, "q_network", no_network)
     assert _refused(path) == (": tensor 'net.trunk.0.weight' is F32 [8, 7], the metadata's architecture needs F32 [60000, 7]")
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda t: t.pop("norm.mean"), ": tensor 'norm.mean' is missing (metadata: hidden=[8, 6], head_hidden=4, n_actions=5)"),
+    (lambda t: t.pop("norm.mean"), ": tensor 'norm.mean' is missing (metadata: hidden=[8, 6], head_hidden=4, n_actions=5, head=flat)"),
     (lambda t: t.update({"norm.mean": torch.zeros(3, dtype=torch.float64)}),
      ": tensor 'norm.mean' is F64 [3], the metadata's architecture needs F64 [4]"),
     (lambda t: t.update({"norm.std": t["norm.std"].float()}), ": tensor 'norm.std' is F32 [4], the metadata's architecture needs F64 [4]"),

@@ -26,7 +26,7 @@ contradiction. ``fall_back`` applies that rule when the caller learns more than 
 model files' networks and policy with ``fall_back``.
 
 The network checked for ``acting`` and ``eval`` is the one that will run: DQN's (``dqn.hidden``,
-``dqn.head_hidden``) or, with ``ppo``, the actor's (``ppo.hidden``, ``ppo.head_hidden``: PPO's greedy
+``dqn.head_hidden``; ``dqn.head = "branching"`` is a network the fused kernels do not cover) or, with ``ppo``, the actor's (``ppo.hidden``, ``ppo.head_hidden``: PPO's greedy
 policy is a DuelingQNet of those widths, ``ActorCritic.greedy_net``); ``obs_dim`` / ``n_actions``,
 when given, are checked too. ``resolve_config`` picks the agent from ``train.agent``.
 
@@ -210,6 +210,8 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
         # eval runs the fold's model: with train.ensemble = K, the members merged K times as wide
         if net is None:
             return None
+        if ppo is None and getattr(net, "head", "flat") != "flat":  # agents.networks.BranchingQNet
+            return f"dqn.head = {net.head!r}: the fused acting and backtest kernels run the flat dueling head only"
         if part == "acting" and cuda and (why := _acting_width_reason(net)) is not None:
             return why
         return _net_reason(net, obs_dim, n_actions, ensemble if part == "eval" else 1)

@@ -6,7 +6,9 @@ A model file is what ``foxhunt backtest --model`` reads: the Q-network's weights
 training, never with the new data's own statistics), and two header entries:
 
     foxhunt          JSON metadata (``ModelMetaSchema``: architecture, feature names and spec
-                     version, env parameters, data hash, fold, training medians)
+                     version, env parameters, data hash, fold, training medians; ``head``:
+                     "branching" for a ``BranchingQNet``, absent for the flat dueling head, so
+                     files written before the key existed load as before)
     foxhunt_sha256   sha256 over the canonical metadata JSON and every tensor's name, dtype,
                      shape and bytes (``content_sha256``): a flipped byte anywhere is refused
 
@@ -35,7 +37,7 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
 
 from foxhunt.agents.dqn.config import MAX_WIDTH
-from foxhunt.agents.networks import DuelingQNet
+from foxhunt.agents.networks import BRANCHES, N_FACTORED_ACTIONS, head_of, q_network
 from foxhunt.errors import CacheError
 from foxhunt.market import N_PORTFOLIO_FEATURES, STD_FLOOR, NormStats
 
@@ -60,6 +62,8 @@ class ModelMeta:
     extra: dict[str, Any]
     verified: bool = True
     """False for a legacy file without a content hash (its bytes could not be verified)."""
+    head: str = "flat"
+    """The Q head: "flat" (DuelingQNet) or "branching" (BranchingQNet)."""
 
 
 # --------------------------------------------------------------------------- metadata schema
@@ -113,6 +117,7 @@ class ModelMetaSchema(_Strict):
     n_actions: Literal[5, 45]
     hidden: list[Width] = Field(min_length=1, max_length=6)
     head_hidden: Width
+    head: Literal["flat", "branching"] = "flat"
     feature_names: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(min_length=1, max_length=MAX_FEATURES)
     spec_version: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     env: dict[str, Any]
@@ -120,6 +125,8 @@ class ModelMetaSchema(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> "ModelMetaSchema":
+        if self.head == "branching" and self.n_actions != N_FACTORED_ACTIONS:
+            raise ValueError(f"head = 'branching' needs n_actions = {N_FACTORED_ACTIONS} (got {self.n_actions})")
         if len(set(self.feature_names)) != len(self.feature_names):
             raise ValueError("feature_names repeat")
         if self.obs_dim != len(self.feature_names) + N_PORTFOLIO_FEATURES:
@@ -135,7 +142,9 @@ def expected_tensors(meta: ModelMetaSchema) -> dict[str, tuple[str, tuple[int, .
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
         out[f"net.trunk.{2 * i}.weight"] = ("F32", (b, a))
         out[f"net.trunk.{2 * i}.bias"] = ("F32", (b,))
-    for head, n_out in (("value", 1), ("advantage", meta.n_actions)):
+    heads = [("value", 1)] + ([(f"branches.{b}", n) for b, n in enumerate(BRANCHES)] if meta.head == "branching"
+                              else [("advantage", meta.n_actions)])
+    for head, n_out in heads:
         out[f"net.{head}.0.weight"] = ("F32", (meta.head_hidden, meta.hidden[-1]))
         out[f"net.{head}.0.bias"] = ("F32", (meta.head_hidden,))
         out[f"net.{head}.2.weight"] = ("F32", (n_out, meta.head_hidden))
@@ -162,9 +171,10 @@ def _canonical(meta: dict[str, Any]) -> str:
 
 
 # --------------------------------------------------------------------------- save
-def save_model(path: str | os.PathLike[str], net: DuelingQNet, norm: NormStats, *, feature_names: tuple[str, ...],
+def save_model(path: str | os.PathLike[str], net: torch.nn.Module, norm: NormStats, *, feature_names: tuple[str, ...],
                spec_version: str, env: dict[str, Any], extra: dict[str, Any] | None = None) -> Path:
-    """Write ``net`` + ``norm`` + metadata (+ their content hash) to ``path`` atomically."""
+    """Write ``net`` (a DuelingQNet or BranchingQNet) + ``norm`` + metadata (+ their content hash) to
+    ``path`` atomically."""
     from safetensors.torch import save_file
 
     path = Path(path)
@@ -174,6 +184,8 @@ def save_model(path: str | os.PathLike[str], net: DuelingQNet, norm: NormStats, 
         "head_hidden": net.value[0].out_features, "feature_names": list(feature_names),
         "spec_version": spec_version, "env": env, "extra": extra or {},
     }
+    if head_of(net) != "flat":  # a flat head's file is as before the key existed
+        meta["head"] = head_of(net)
     tensors = {f"net.{k}": v.detach().to("cpu", torch.float32).contiguous() for k, v in net.state_dict().items()}
     tensors["norm.mean"] = norm.mean.detach().to("cpu", torch.float64).contiguous()
     tensors["norm.std"] = norm.std.detach().to("cpu", torch.float64).contiguous()
@@ -254,7 +266,7 @@ def _check_fits(path: Path, meta: ModelMetaSchema, want: dict[str, tuple[str, tu
                              f"{have / 2**30:.2f} GiB available on {device}")
 
 
-def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> tuple[DuelingQNet, NormStats, ModelMeta]:
+def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu") -> tuple[torch.nn.Module, NormStats, ModelMeta]:
     """Read and verify a model file (see the module docstring); ModelFileError naming it otherwise."""
     from safetensors import safe_open
     from safetensors.torch import load as st_load
@@ -278,7 +290,7 @@ def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu")
         diff = sorted(set(want) - set(shapes)) or sorted(set(shapes) - set(want))
         kind = "is missing" if diff[0] in want else "is not part of the architecture"
         raise ModelFileError(f"model file {path}: tensor {diff[0]!r} {kind} (metadata: hidden={list(meta.hidden)}, "
-                             f"head_hidden={meta.head_hidden}, n_actions={meta.n_actions}){hint}")
+                             f"head_hidden={meta.head_hidden}, n_actions={meta.n_actions}, head={meta.head}){hint}")
     for k, (dt, shape) in want.items():
         if shapes[k] != (dt, shape):
             raise ModelFileError(f"model file {path}: tensor {k!r} is {shapes[k][0]} {list(shapes[k][1])}, the metadata's "
@@ -306,7 +318,7 @@ def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu")
     if bool((std < 0).any()) or not bool((std > STD_FLOOR).any()):
         raise ModelFileError(f"model file {path}: norm.std must be >= 0 with at least one feature above {STD_FLOOR} "
                              f"(min {float(std.min()):.3g}, max {float(std.max()):.3g}){hint}")
-    net = DuelingQNet(meta.obs_dim, meta.n_actions, tuple(meta.hidden), meta.head_hidden)
+    net = q_network(meta.head, meta.obs_dim, meta.n_actions, tuple(meta.hidden), meta.head_hidden)
     net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
     net = net.to(device).eval()
     norm = NormStats(mean=tensors["norm.mean"].to(device), std=std.to(device))
@@ -314,6 +326,6 @@ def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu")
     info = ModelMeta(
         obs_dim=meta.obs_dim, n_actions=meta.n_actions, hidden=tuple(meta.hidden), head_hidden=meta.head_hidden,
         feature_names=tuple(meta.feature_names), spec_version=meta.spec_version, env=dict(meta.env), extra=extra,
-        verified=verified,
+        verified=verified, head=meta.head,
     )
     return net, norm, info

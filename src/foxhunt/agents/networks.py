@@ -7,6 +7,7 @@ optimiser, the guard and the target update are a handful of whole-buffer operati
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import torch
@@ -54,6 +55,95 @@ class DuelingQNet(nn.Module):
         h = self.trunk(obs)
         adv = self.advantage(h)
         return self.value(h) + adv - adv.mean(dim=-1, keepdim=True)
+
+
+BRANCHES = (5, 3, 3)
+"""The factored action's sub-actions (exposure level, order type, urgency): action = 9 e + 3 o + u
+(``env.actions.decode_factored``), so the joint index is row-major over these branches."""
+
+
+class BranchingQNet(nn.Module):
+    """Action-branching dueling Q-network for the 45 factored actions (``dqn.head = "branching"``).
+
+    One shared trunk and value head V(s), and one advantage branch per sub-action (exposure 5, order
+    type 3, urgency 3), each ``hidden[-1] → head_hidden → n_b``:
+
+        Q(s, a) = V(s) + Σ_b (A_b(s, a_b) − mean_j A_b(s, j)),   a = (a_0, a_1, a_2)
+
+    forward returns the joint Q [B, 45] (action = 9 a_0 + 3 a_1 + a_2), so acting, double-DQN targets
+    and the backtests use it like a flat head's Q. Q is separable, so the joint argmax is the
+    per-branch argmax (``greedy``; ties: both take the first maximal index). The same trunk, value
+    head and LeakyReLU as ``DuelingQNet``; shapes obs [B, obs_dim] float32 → Q [B, 45] float32.
+    """
+
+    def __init__(self, obs_dim: int, hidden: Sequence[int] = (256, 256), head_hidden: int = 128, slope: float = 0.01,
+                 branches: Sequence[int] = BRANCHES) -> None:
+        super().__init__()
+        self.obs_dim = obs_dim
+        self.branch_sizes = tuple(int(n) for n in branches)
+        self.n_actions = math.prod(self.branch_sizes)
+        self.trunk = _mlp([obs_dim, *hidden], slope)
+        self.value = nn.Sequential(nn.Linear(hidden[-1], head_hidden), nn.LeakyReLU(slope), nn.Linear(head_hidden, 1))
+        self.branches = nn.ModuleList(
+            nn.Sequential(nn.Linear(hidden[-1], head_hidden), nn.LeakyReLU(slope), nn.Linear(head_hidden, n))
+            for n in self.branch_sizes)
+
+    def branch_advantages(self, obs: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(V [B, 1], centred advantages A_b − mean A_b, one [B, n_b] per branch)."""
+        h = self.trunk(obs)
+        advs = [a - a.mean(dim=-1, keepdim=True) for a in (br(h) for br in self.branches)]
+        return self.value(h), advs
+
+    def forward(self, obs: torch.Tensor) -> torch.Tensor:
+        v, advs = self.branch_advantages(obs)
+        k = len(advs)
+        q = v.view(-1, *([1] * k))
+        for b, a in enumerate(advs):  # branch b along its own axis of the joint [B, 5, 3, 3] grid
+            q = q + a.view(-1, *([1] * b), a.shape[1], *([1] * (k - b - 1)))
+        return q.reshape(obs.shape[0], self.n_actions)
+
+    def greedy(self, obs: torch.Tensor) -> torch.Tensor:
+        """Greedy joint actions [B] int64 from the per-branch argmaxes (equal to Q.argmax(1))."""
+        _, advs = self.branch_advantages(obs)
+        action = torch.zeros(obs.shape[0], dtype=torch.int64, device=obs.device)
+        for a in advs:
+            action = action * a.shape[1] + a.argmax(dim=1)
+        return action
+
+
+def q_network(head: str, obs_dim: int, n_actions: int, hidden: Sequence[int], head_hidden: int) -> nn.Module:
+    """The DQN Q-network of ``dqn.head``: "flat" (``DuelingQNet``, any action count) or "branching"
+    (``BranchingQNet``, the 45 factored actions only: ValueError otherwise)."""
+    if head == "branching":
+        if n_actions != N_FACTORED_ACTIONS:
+            raise ValueError(f"dqn.head = 'branching' needs the {N_FACTORED_ACTIONS} factored actions "
+                             f"(env.action_mode = 'factored'); this env has {n_actions}")
+        return BranchingQNet(obs_dim, hidden, head_hidden)
+    return DuelingQNet(obs_dim, n_actions, hidden, head_hidden)
+
+
+def head_of(net: nn.Module) -> str:
+    """"branching" for a BranchingQNet, else "flat" (a model file records it)."""
+    return "branching" if isinstance(net, BranchingQNet) else "flat"
+
+
+def action_bias_(net: nn.Module, action: int, value: float) -> None:
+    """Add ``value`` to the output bias that favours ``action`` (in place): the advantage head's
+    entry of a DuelingQNet; each branch's entry of its sub-action in a BranchingQNet."""
+    with torch.no_grad():
+        if isinstance(net, BranchingQNet):
+            for br, sub in zip(net.branches, _sub_actions(action, net.branch_sizes)):
+                br[-1].bias[sub] += value
+        else:
+            net.advantage[-1].bias[action] += value
+
+
+def _sub_actions(action: int, sizes: Sequence[int]) -> list[int]:
+    out = []
+    for n in reversed(sizes):
+        out.append(action % n)
+        action //= n
+    return out[::-1]
 
 
 class CuriosityModel(nn.Module):
@@ -126,17 +216,26 @@ def fused_net_unsupported(net: nn.Module, obs_dim: int, n_actions: int) -> str |
     return None
 
 
-def merge_mean(nets: Sequence[DuelingQNet], weights: Sequence[float] | None = None) -> DuelingQNet:
-    """One DuelingQNet whose Q is the weighted mean of K members' Q-values (a mean-Q ensemble).
+def _stack_names(net: nn.Module) -> tuple[str, ...]:
+    """The Linear/LeakyReLU stacks of a Q-network, trunk first, in parameter order."""
+    if isinstance(net, BranchingQNet):
+        return ("trunk", "value", *(f"branches.{b}" for b in range(len(net.branches))))
+    return ("trunk", "value", "advantage")
 
-    Members must share obs_dim, n_actions, the trunk widths, head_hidden and the slope. The merged
-    net is K times as wide: the first layer of every stack concatenates the members' rows, the inner
-    layers are block-diagonal (member k's units see only member k's units), and the two output layers
-    concatenate the members' columns scaled by their weight, biases weighted alike. Since the dueling
-    combination V + A − mean_a A is linear in (V, A), the merged Q equals Σ_k w_k Q_k exactly (up to
-    float32 summation order). So anything that runs one DuelingQNet (model files, ``foxhunt backtest``,
-    the fused backtest kernel while K × width fits) runs the ensemble. weights: K non-negative, not all
-    zero (normalised to sum 1); None: equal. Returns a detached eval-mode copy on the members' device.
+
+def merge_mean(nets: Sequence[nn.Module], weights: Sequence[float] | None = None) -> nn.Module:
+    """One Q-network whose Q is the weighted mean of K members' Q-values (a mean-Q ensemble).
+
+    Members are DuelingQNets, or BranchingQNets, of one architecture (obs_dim, n_actions, trunk
+    widths, head_hidden, slope); the merged net is of the same class and K times as wide: the first
+    layer of every stack concatenates the members' rows, the inner layers are block-diagonal (member
+    k's units see only member k's units), and each head's output layer concatenates the members'
+    columns scaled by their weight, biases weighted alike. Since the dueling combination V + A −
+    mean_a A (and the branching one, V + Σ_b (A_b − mean A_b)) is linear in the head outputs, the
+    merged Q equals Σ_k w_k Q_k exactly (up to float32 summation order). So anything that runs one
+    such network (model files, ``foxhunt backtest``, the fused backtest kernel for DuelingQNets while
+    K × width fits) runs the ensemble. weights: K non-negative, not all zero (normalised to sum 1);
+    None: equal. Returns a detached eval-mode copy on the members' device.
     """
     if not nets:
         raise ValueError("merge_mean needs at least one network")
@@ -145,18 +244,27 @@ def merge_mean(nets: Sequence[DuelingQNet], weights: Sequence[float] | None = No
         raise ValueError("merge_mean weights: one non-negative weight per network, not all zero")
     w = w / w.sum()
     first = nets[0]
-    stacks = [(_linear_stack(n.trunk), _linear_stack(n.value), _linear_stack(n.advantage)) for n in nets]
+    kind = type(first)
+    if kind not in (DuelingQNet, BranchingQNet) or any(type(n) is not kind for n in nets):
+        raise ValueError("merge_mean: the networks must be DuelingQNets (or BranchingQNets) of one architecture "
+                         "(Linear/LeakyReLU stacks)")
+    names = _stack_names(first)
+    stacks = [tuple(_linear_stack(n.get_submodule(name)) for name in names) for n in nets]
     shapes = {tuple(tuple(l.weight.shape) for part in st for l in part[0]) if all(st) else None for st in stacks}
     slopes = {sl for st in stacks if all(st) for part in st for sl in part[1]}
-    if None in shapes or len(shapes) != 1 or len(slopes) > 1 or any(type(n) is not DuelingQNet for n in nets):
-        raise ValueError("merge_mean: the networks must be DuelingQNets of one architecture (Linear/LeakyReLU stacks)")
-    trunk, value, adv = stacks[0]
+    if None in shapes or len(shapes) != 1 or len(slopes) > 1:
+        raise ValueError("merge_mean: the networks must be DuelingQNets (or BranchingQNets) of one architecture "
+                         "(Linear/LeakyReLU stacks)")
+    trunk, value = stacks[0][0], stacks[0][1]
     hidden = [l.out_features * len(nets) for l in trunk[0]]
-    merged = DuelingQNet(first.obs_dim, first.n_actions, hidden, value[0][0].out_features * len(nets),
-                         slopes.pop() if slopes else 0.01).to(next(first.parameters()).device)
+    head_hidden = value[0][0].out_features * len(nets)
+    slope = slopes.pop() if slopes else 0.01
+    merged = (BranchingQNet(first.obs_dim, hidden, head_hidden, slope, first.branch_sizes) if kind is BranchingQNet
+              else DuelingQNet(first.obs_dim, first.n_actions, hidden, head_hidden, slope))
+    merged = merged.to(next(first.parameters()).device)
     with torch.no_grad():
-        for part, name in enumerate(("trunk", "value", "advantage")):
-            for i, lin in enumerate(_linear_stack(getattr(merged, name))[0]):
+        for part, name in enumerate(names):
+            for i, lin in enumerate(_linear_stack(merged.get_submodule(name))[0]):
                 lin.weight.zero_()
                 lin.bias.zero_()
                 reads_obs = part == 0 and i == 0  # the trunk's first layer: every member reads the same obs

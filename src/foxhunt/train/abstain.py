@@ -29,7 +29,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch import nn
 
-from foxhunt.agents.networks import N_FACTORED_ACTIONS, DuelingQNet, merge_mean
+from foxhunt.agents.networks import N_FACTORED_ACTIONS, action_bias_, merge_mean
 from foxhunt.backtest.display import number, sharpe_text
 from foxhunt.env.actions import FLAT_LEVEL, MARKET, NORMAL
 from foxhunt.train.selection import sharpe_standard_error
@@ -65,16 +65,16 @@ def flat_action(n_actions: int) -> int:
 
 
 @torch.no_grad()
-def flat_net(like: nn.Module) -> DuelingQNet:
-    """A DuelingQNet of ``like``'s architecture (so model files, ``foxhunt backtest`` and the fused
-    backtest kernel run it unchanged) whose Q-values do not depend on the observation and whose
+def flat_net(like: nn.Module) -> nn.Module:
+    """A Q-network of ``like``'s class and architecture (so model files, ``foxhunt backtest`` and, for
+    a DuelingQNet, the fused backtest kernel run it unchanged) whose Q-values do not depend on the observation and whose
     argmax is the flat action: every weight and bias zero but the advantage head's output bias,
     FLAT_LOGIT on the flat action. Eval mode, on ``like``'s device (a detached copy of ``like`` made
     by ``merge_mean`` of one network, then overwritten)."""
     net = merge_mean([like])
     for p in net.parameters():
         p.zero_()
-    net.advantage[-1].bias[flat_action(like.n_actions)] = FLAT_LOGIT
+    action_bias_(net, flat_action(like.n_actions), FLAT_LOGIT)  # a branching head: on each branch's sub-action
     return net.eval()
 
 

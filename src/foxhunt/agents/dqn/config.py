@@ -56,6 +56,10 @@ class DQNConfig(Section):
     target_hard_every: int = Field(500, ge=1, description="gradient steps between hard target copies")
     hidden: tuple[Width, ...] = Field((256, 256), min_length=1, max_length=6, description=f"trunk layer widths (1…{MAX_WIDTH} each)")
     head_hidden: int = Field(128, ge=1, le=MAX_WIDTH)
+    head: Literal["flat", "branching"] = Field("flat", description="Q head: flat (one dueling advantage head over "
+                                               "every action) or branching (env.action_mode = 'factored' only: one "
+                                               "value and three advantage branches, exposure × order type × urgency; "
+                                               "foxhunt.agents.networks.BranchingQNet)")
     # Guard
     loss_clip: float = Field(1e6, gt=0.0, description="a loss above this is a bad step (skipped)")
     grad_collapse: float = Field(1e-10, ge=0.0, description="grad norm below this counts toward collapse")

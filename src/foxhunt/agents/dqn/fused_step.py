@@ -52,7 +52,7 @@ def gather_obs(features: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor
 
 def unsupported(net: torch.nn.Module) -> str | None:
     """Why the fused train step cannot differentiate ``net`` (None when it can): the hand-written
-    backward covers DuelingQNet-shaped Linear / LeakyReLU stacks with biases and one slope."""
+    backward covers DuelingQNet and BranchingQNet Linear / LeakyReLU stacks with biases and one slope."""
     try:
         DuelingLayout.from_module(net)
     except ValueError as exc:

@@ -24,8 +24,9 @@ from foxhunt.agents.dqn.targets import Q_RECORD_FIELDS, linear_schedule, nstep_t
 from foxhunt.agents.flat import FlatParams, MaskedAdam
 from foxhunt.agents.guard import Guard
 from foxhunt.agents.monitor import EpochMonitor
-from foxhunt.agents.networks import DuelingQNet
+from foxhunt.agents.networks import q_network
 from foxhunt.agents.replay import ReplayBuffer
+from foxhunt.errors import ConfigError
 from foxhunt.market import MarketData
 from foxhunt.state import load_into
 
@@ -54,7 +55,10 @@ class QLearner:
         self.n_envs = n_envs
         self.device = dev
         torch.manual_seed(seed)
-        self.online = DuelingQNet(market.obs_dim, n_actions, cfg.hidden, cfg.head_hidden).to(dev)
+        try:  # dqn.head: the flat dueling head or the branching one (45 factored actions only)
+            self.online = q_network(cfg.head, market.obs_dim, n_actions, cfg.hidden, cfg.head_hidden).to(dev)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         self.target = copy.deepcopy(self.online)
         for p in self.target.parameters():
             p.requires_grad_(False)
