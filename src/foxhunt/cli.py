@@ -68,6 +68,8 @@ app.add_typer(features_app, name="features")
 
 
 OverrideOpt = typer.Option([], "--set", help="config override section.key=value (repeatable)")
+ReadOpt = typer.Option([], "--set", help="how to read the file: data.KEY=VALUE (timestamp_format, dayfirst, timestamp_unit, "
+                       "adjust, repair; repeatable)")
 
 
 # --------------------------------------------------------------------------- data
@@ -75,21 +77,14 @@ OverrideOpt = typer.Option([], "--set", help="config override section.key=value 
 def data_validate(
     file: Path = typer.Argument(..., help="CSV or Parquet bar file"),
     repair: bool = typer.Option(False, help="sort rows and drop bad rows instead of failing (logged)"),
-    overrides: list[str] = typer.Option([], "--set", help="how to read the file: data.KEY=VALUE (timestamp_format, "
-                                        "dayfirst, timestamp_unit, adjust, repair; repeatable)"),
+    overrides: list[str] = ReadOpt,
 ) -> None:
     """Check a bar file against every rule; print what was read; exit 2 on bad data. Writes nothing."""
-    from foxhunt.config import load_config, parse_override
-    from foxhunt.data import file_options
     from foxhunt.data.describe import data_summary
     from foxhunt.data.loader import load_bars
-    from foxhunt.errors import ConfigError
 
-    for text in overrides:
-        if parse_override(text)[0][0] != "data":
-            raise ConfigError(f"--set {text}: foxhunt data validate takes data.* keys only")
-    cfg = load_config(None, overrides, values={"data": {"source": "file", "path": str(file)}}).data
-    bars = load_bars(file, **{**file_options(cfg), "repair": repair or cfg.repair})
+    options = _read_options(file, overrides, "foxhunt data validate")
+    bars = load_bars(file, **{**options, "repair": repair or bool(options["repair"])})
     vol = "volume present" if bars.has_volume else "volume MISSING (volume features are constant)"
     first = iso_time(bars.timestamps[0])
     last = iso_time(bars.timestamps[-1])
@@ -98,6 +93,18 @@ def data_validate(
     console.print(f"[green]ok[/] {show_path(file)}: {len(bars)} bars{every}, {first} → {last}, {vol}", highlight=False, soft_wrap=True)
     for note in bars.notes:  # what was inferred to read the file (or ignored in it)
         console.print(f"  read: {escape(note)}", highlight=False, soft_wrap=True)
+
+
+def _read_options(file: Path, overrides: list[str], command: str) -> dict[str, object]:
+    """``load_bars``' options from ``--set data.KEY=VALUE`` texts (data.* keys only: a ConfigError names others)."""
+    from foxhunt.config import load_config, parse_override
+    from foxhunt.data import file_options
+    from foxhunt.errors import ConfigError
+
+    for text in overrides:
+        if parse_override(text)[0][0] != "data":
+            raise ConfigError(f"--set {text}: {command} takes data.* keys only")
+    return file_options(load_config(None, overrides, values={"data": {"source": "file", "path": str(file)}}).data)
 
 
 @data_app.command("sample")
@@ -129,17 +136,19 @@ def features_build(
     file: Path = typer.Argument(..., help="CSV or Parquet bar file"),
     cache_dir: Path = typer.Option(Path(".foxhunt-cache"), help="feature cache directory"),
     device: str = typer.Option("auto", help="auto | cpu | cuda"),
+    overrides: list[str] = ReadOpt,
 ) -> None:
     """Build (or reuse) the feature cache for a bar file and print where it is."""
     from foxhunt.paths import check_output_dir
 
     check_output_dir(cache_dir, "--cache-dir")  # first: before the (torch) imports and any work
+    options = _read_options(file, overrides, "foxhunt features build")
     from foxhunt.data.loader import load_bars
     from foxhunt.device import resolve_device
     from foxhunt.features.cache import load_or_build, require_formed_rows
 
     dev = resolve_device(device)
-    bars = load_bars(file)
+    bars = load_bars(file, **options)
     require_formed_rows(bars)
     res = load_or_build(bars, cache_dir, device=dev)
     state = "reused" if not res.built else f"built in {res.seconds:.2f} s"

@@ -116,3 +116,16 @@ def test_loaded_bars_of_a_validated_layout_are_the_frames_bars(tmp_path: Path) -
     bars = load_bars(tmp_path / "a.csv")
     assert bars.timestamps.tolist() == df.index.asi8.tolist()
     np.testing.assert_array_equal(bars.open, df.Open.to_numpy())
+
+
+def test_features_build_takes_the_same_read_options(tmp_path: Path) -> None:
+    df = frame(400, "2017-01-01 22:00", "10min")  # 1 to 4 January: day and month read both ways
+    df.index = df.index.strftime("%d.%m.%Y %H:%M")
+    df.rename_axis("Gmt time").to_csv(tmp_path / "a.csv")
+    assert_refused(tmp_path, ["features", "build", "a.csv", "--cache-dir", "cache"],
+                   "file a.csv, column 'Gmt time': rule 'ambiguous-dates' broken: '01.01.2017 22:00' .. '04.01.2017 16:30' read "
+                   "as day/month and as month/day, and no day above 12 settles which; set data.dayfirst = true (day first) or "
+                   "false (month first), e.g. --set data.dayfirst=true")
+    res = run_cli(tmp_path, "features", "build", "a.csv", "--cache-dir", "cache", "--device", "cpu", "--set", "data.dayfirst=true")
+    assert res.returncode == 0 and res.stdout.startswith("built in "), res.stdout + res.stderr
+    assert "(400 bars × 51 features, warm-up 303 bars)" in " ".join(res.stdout.split())
