@@ -238,10 +238,12 @@ def _parse_text(s: pd.Series, label: str, colname: str, opts: TimeOptions) -> Pa
         out.ok &= notnull
         return out
     notes: list[str] = []
+    parsed = None
     twin = day_month_twin(best)
     if twin is not None:
-        best, notes = _day_or_month_first(text, best, twin, opts.dayfirst, label, colname)
-    parsed = _to_datetime(text, best)
+        best, notes, parsed = _day_or_month_first(text, best, twin, opts.dayfirst, label, colname)
+    if parsed is None:
+        parsed = _to_datetime(text, best)
     ns, ok = dt64_to_ns(parsed.dt.tz_localize(None).to_numpy())
     ok &= notnull
     if best == "ISO8601" and ok.any():
@@ -257,14 +259,15 @@ def _parse_text(s: pd.Series, label: str, colname: str, opts: TimeOptions) -> Pa
 
 
 def _day_or_month_first(text: pd.Series, fmt: str, twin: str, dayfirst: bool | None, label: str,
-                        colname: str) -> tuple[str, list[str]]:
+                        colname: str) -> tuple[str, list[str], pd.Series | None]:
     """Which of a day/month layout and its twin reads the column: data.dayfirst, or the one that
-    parses more rows; both the same: ``ambiguous-dates`` (no day above 12 settles it)."""
+    parses more rows; both the same: ``ambiguous-dates`` (no day above 12 settles it). Returns the
+    layout, its note and the column parsed with it (None: not parsed yet)."""
     day, month = (fmt, twin) if fmt.startswith("%d") else (twin, fmt)
     if dayfirst is not None:
-        return (day if dayfirst else month), [f"timestamps: {'day' if dayfirst else 'month'} first (data.dayfirst = {str(dayfirst).lower()})"]
-    d_ok = _to_datetime(text, day).notna().to_numpy()
-    m_ok = _to_datetime(text, month).notna().to_numpy()
+        return (day if dayfirst else month), [f"timestamps: {'day' if dayfirst else 'month'} first (data.dayfirst = {str(dayfirst).lower()})"], None
+    by_day, by_month = _to_datetime(text, day), _to_datetime(text, month)
+    d_ok, m_ok = by_day.notna().to_numpy(), by_month.notna().to_numpy()
     nd, nm = int(d_ok.sum()), int(m_ok.sum())
     if nd == nm:
         first = text[d_ok | m_ok]
@@ -275,11 +278,11 @@ def _day_or_month_first(text: pd.Series, fmt: str, twin: str, dayfirst: bool | N
             "(day first) or false (month first), e.g. --set data.dayfirst=true",
             path=label, column=colname,
         )
-    chosen, only = (day, d_ok & ~m_ok) if nd > nm else (month, m_ok & ~d_ok)
+    chosen, only, parsed = (day, d_ok & ~m_ok, by_day) if nd > nm else (month, m_ok & ~d_ok, by_month)
     row = int(np.argmax(only))
     where = "first" if nd > nm else "second"
     return chosen, [f"timestamps: {'day' if nd > nm else 'month'} first (row {row + 1}, {text.iloc[row]!r}, has a day "
-                    f"above 12 in the {where} field)"]
+                    f"above 12 in the {where} field)"], parsed
 
 
 def _with_format(text: pd.Series, s: pd.Series, label: str, colname: str, fmt: str) -> ParsedTimes:
