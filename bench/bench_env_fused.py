@@ -131,7 +131,9 @@ def main() -> None:
     repeats = args.repeats or (2 if args.quick else 20)
     warmup = 1 if args.quick else 3
     market = _common.build_market(5_000 if args.quick else 200_000, 51, device)
-    rows = [r for iv in args.intervals for n in sizes for r in bench_size(market, n, k, repeats, warmup, args.curiosity, iv)]
+    # K decisions a block, at most 64 bars (a torch block of K decisions captures K·k per-bar steps)
+    rows = [r for iv in args.intervals for n in sizes
+            for r in bench_size(market, n, max(2, k // iv), repeats, warmup, args.curiosity, iv)]
     result = {
         "benchmark": "env_fused",
         **_common.machine(device),
