@@ -127,7 +127,7 @@ _SECTIONS: dict[str, type[Section]] = {
 }
 
 
-SECTION_ORDER = ("run", "data", "features", "folds", "env", "dqn", "ppo", "train", "backtest", "accel")
+SECTION_ORDER = ("run", "data", "features", "folds", "env", "dqn", "ppo", "direct", "train", "backtest", "accel")
 """Canonical order of the sections in a written config.toml (others follow, sorted by name).
 
 The order never depends on which module happened to be imported first: a section registry filled
@@ -144,7 +144,8 @@ def register_section(name: str, model: type[Section]) -> None:
     _SECTIONS[name] = model
 
 
-SECTION_MODULES = ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.agents.ppo.config", "foxhunt.train.config",
+SECTION_MODULES = ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.agents.ppo.config",
+                   "foxhunt.agents.direct.config", "foxhunt.train.config",
                    "foxhunt.backtest.config", "foxhunt.accel.config", "foxhunt.tune.config")
 """The modules that own the later layers' sections (each calls ``register_section`` on import):
 the explicit registry. A new section's module is added here; a missing module is an ImportError."""

@@ -13,7 +13,8 @@ Components and the implementations each has:
 
 Those are DQN's. The PPO agent (``ppo`` given: ``train.agent = "ppo"``) has the env step's three and
 the fused evaluation, and runs acting and its update in torch (inside the captured graphs); it has
-no replay (``PPO_IMPLEMENTATIONS``).
+no replay (``PPO_IMPLEMENTATIONS``). Any learner can be given as ``learner`` (name, section,
+implementations: ``foxhunt.agents.registry``); the direct learner has the fused evaluation only.
 
 ``accel.backend`` picks the implementation of every component; a component without that
 implementation (replay or eval under "compiled", replay with the uniform or rank sampler, PPO's
@@ -169,7 +170,8 @@ def fall_back(plan: ExecutionPlan, part: str, reason: str | None) -> ExecutionPl
 
 
 def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None, obs_dim: int | None = None,
-            n_actions: int | None = None, parts: tuple[str, ...] = PARTS, ensemble: int = 1) -> ExecutionPlan:
+            n_actions: int | None = None, parts: tuple[str, ...] = PARTS, ensemble: int = 1,
+            learner: tuple[str, Any, dict[str, tuple[str, ...]]] | None = None) -> ExecutionPlan:
     """The ``ExecutionPlan`` of these sections on ``device``; ConfigError on a contradiction.
 
     dqn: the [dqn] section (DQN trains), or None with ``ppo`` None: no agent, no network checked
@@ -177,7 +179,9 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
     when the PPO agent trains. obs_dim, n_actions: the network's input and output widths, checked
     against the fused kernels when given. parts: the components this command runs (the others
     are neither checked nor reported). ensemble: ``train.ensemble`` (eval runs the members merged, K
-    times as wide: ``agents.networks.merge_mean``)."""
+    times as wide: ``agents.networks.merge_mean``). learner: (name, section, implementations per part)
+    of the learner that trains (``foxhunt.agents.registry``'s ``Learner.plan_learner``); it replaces
+    ``dqn`` / ``ppo`` (its section's ``hidden`` / ``head_hidden`` are the network checked)."""
     dev = torch.device(device)
     cuda = dev.type == "cuda"
     tri = triton_status.status(dev)
@@ -200,17 +204,19 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
     if backend == "fused" and not tri.usable:
         refuse("backend", backend, str(tri.reason))
 
-    agent = "ppo" if ppo is not None else "dqn" if dqn is not None else "none"
-    impls = IMPLEMENTATIONS if ppo is None else PPO_IMPLEMENTATIONS
-    net = ppo if ppo is not None else dqn
-    trees = agent == "dqn" and dqn.sampler == "proportional"
-    sampler = getattr(dqn, "sampler", None)
+    if learner is None:  # the keyword form: the DQN section, or PPO's
+        learner = ("ppo", ppo, PPO_IMPLEMENTATIONS) if ppo is not None else ("dqn", dqn, IMPLEMENTATIONS)
+    agent, net, impls = learner
+    agent = agent if net is not None else "none"
+    trees = agent == "dqn" and net.sampler == "proportional"
+    sampler = getattr(net, "sampler", None)
+    other = agent not in ("dqn", "none")  # a learner with fewer implementations than DQN's
 
     def net_reason(part: str) -> str | None:
         # eval runs the fold's model: with train.ensemble = K, the members merged K times as wide
         if net is None:
             return None
-        if ppo is None and getattr(net, "head", "flat") != "flat":  # agents.networks.BranchingQNet
+        if agent == "dqn" and getattr(net, "head", "flat") != "flat":  # agents.networks.BranchingQNet
             return f"dqn.head = {net.head!r}: the fused acting and backtest kernels run the flat dueling head only"
         if part == "acting" and cuda and (why := _acting_width_reason(net)) is not None:
             return why
@@ -223,7 +229,7 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
         if override != "auto":
             c = override
             if c not in impls[part]:
-                refuse(part, c, f"{part} has no {c} implementation" + (" under train.agent = 'ppo'" if ppo is not None
+                refuse(part, c, f"{part} has no {c} implementation" + (f" under train.agent = '{agent}'" if other
                                                                       else "") + f" (choices: {', '.join(impls[part])})")
             if c == "compiled" and not cuda:
                 refuse(part, c, "torch.compile paths are tested on CUDA only")
@@ -238,7 +244,7 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
             continue
         c = backend if backend in impls[part] else "torch"
         if c != backend:
-            notes[part] = f"no {backend} implementation" + (" for ppo" if ppo is not None else "") + ": torch"
+            notes[part] = f"no {backend} implementation" + (f" for {agent}" if other else "") + ": torch"
         if not explicit and c == "fused" and part in NOT_AUTO:
             c = "torch"
             notes[part] = f"{NOT_AUTO[part]}: torch"
@@ -263,12 +269,15 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
 
 
 def resolve_config(cfg: Any, device: torch.device | str, *, obs_dim: int | None = None,
-                   parts: tuple[str, ...] = PARTS) -> ExecutionPlan:
+                   parts: tuple[str, ...] = PARTS, learner: tuple[str, Any, dict[str, tuple[str, ...]]] | None = None
+                   ) -> ExecutionPlan:
     """``resolve`` for a whole run configuration: ``cfg.accel``, and the agent ``cfg.train.agent``
-    names (its network is the one acted and evaluated), with ``cfg.env.n_actions`` outputs."""
+    names (its network is the one acted and evaluated), with ``cfg.env.n_actions`` outputs. learner:
+    that agent's ``Learner.plan_learner(cfg)`` (``foxhunt.agents.registry``; this layer cannot read the
+    registry); None: DQN's or PPO's by name."""
     ppo = cfg.ppo if cfg.train.agent == "ppo" else None
     return resolve(cfg.accel, cfg.dqn, device, ppo=ppo, obs_dim=obs_dim, n_actions=cfg.env.n_actions, parts=parts,
-                   ensemble=cfg.train.ensemble)
+                   ensemble=cfg.train.ensemble, learner=learner)
 
 
 __all__ = ["IMPLEMENTATIONS", "PARTS", "PPO_IMPLEMENTATIONS", "ExecutionPlan", "fall_back", "resolve", "resolve_config"]

@@ -44,6 +44,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     import torch
 
     from foxhunt.accel.backend import resolve_config
+    from foxhunt.agents import registry
     from foxhunt.agents.model_io import load_model
     from foxhunt.backtest.evaluator import Backtester
     from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
@@ -77,7 +78,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
     use_barriers = cfg.backtest.barriers if barriers is None else barriers
     # The run's own backend, for the run's agent's network: evaluate as training did.
-    plan = resolve_config(cfg, market.device, obs_dim=market.obs_dim, parts=("eval",))
+    plan = resolve_config(cfg, market.device, obs_dim=market.obs_dim, parts=("eval",), learner=registry.of(cfg).plan_learner(cfg))
     if before is not None:
         before(plan)
     bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=plan.graphs, bars_per_year=bpy)

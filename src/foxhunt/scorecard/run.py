@@ -42,6 +42,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from foxhunt.agents import registry
 from foxhunt.scorecard.build import Size, prepare_scenario, scenario_config
 from foxhunt.scorecard.markets import Scenario
 from foxhunt.scorecard.policies import PolicyScore, fold_score, flat_score, score_exposures
@@ -67,7 +68,7 @@ class ScenarioResult:
     bars_per_year: float
     val_bars: int
     n_folds: int
-    agent_kind: str = "dqn"  # train.agent of the configuration under test: "dqn" | "ppo"
+    agent_kind: str = "dqn"  # train.agent of the configuration under test: "dqn" | "ppo" | "direct"
     gate: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)  # a family draw's params (Scenario.params)
 
@@ -244,8 +245,10 @@ def score_references_and_baselines(scenario: Scenario, cfg: Any, prepared: Any, 
             continue
         from foxhunt.scorecard.baselines import sb3_scores
 
-        # The agent's discount (what the scenario's horizon asks for), whichever learner the agent is.
-        gamma = cfg.ppo.gamma if cfg.train.agent == "ppo" else cfg.dqn.gamma
+        # The agent's discount (what the scenario's horizon asks for), whichever learner the agent is;
+        # a learner without one (direct) leaves SB3 at the [dqn] section's.
+        entry = registry.of(cfg)
+        gamma = entry.gamma(cfg) if entry.gamma is not None else cfg.dqn.gamma
         rows, info = sb3_scores(algo, market, folds, env, gamma, sb3_budget, backtester, seed=cfg.run.seed)
         ps = PolicyScore(name, capital=capital, extra={"env_steps": sb3_budget * len(folds), "seconds": info["seconds"]})
         for m, r_, p_, c in rows:

@@ -1,6 +1,7 @@
 """The agent-generic side of the walk-forward runner: which trainer, and what the runner asks of it.
 
-``train.agent`` picks the learner ("dqn" | "ppo"). Both trainers implement ``AgentTrainer``:
+``train.agent`` picks the learner from ``foxhunt.agents.registry`` ("dqn" | "ppo" | "direct"). Every
+trainer implements ``AgentTrainer``:
 built once per process, ``reset_for_fold`` between folds, ``train_epoch`` / ``drain`` for epochs
 (one summary readback each), a greedy network for evaluation and the model file, and their
 device state for checkpoints (``state_dict`` / ``load_state_dict``, ``foxhunt.state``).
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 from torch import nn
 
 from foxhunt.accel.backend import ExecutionPlan
+from foxhunt.agents import registry
 from foxhunt.agents.monitor import EpochSummary
 from foxhunt.config import Config
 from foxhunt.folds import FoldRange
@@ -48,32 +50,21 @@ def cost_multiplier(cfg: Config, epoch: int) -> float:
 
 
 def env_steps_per_epoch(cfg: Config) -> int:
-    """Env steps (transitions collected) in one training epoch of the configured agent:
-    DQN rounds × rollout × envs, PPO iterations × rollout × envs."""
-    if cfg.train.agent == "ppo":
-        p = cfg.ppo
-        return p.iterations_per_epoch * p.rollout_len * p.n_envs
-    d = cfg.dqn
-    return d.rounds_per_epoch * d.rollout_len * d.n_envs
+    """Env steps (bars trained on) in one training epoch of the configured agent (its registry entry):
+    DQN rounds × rollout × envs, PPO iterations × rollout × envs, direct steps × windows × window bars."""
+    return registry.of(cfg).bars_per_epoch(cfg)
 
 
 def build_trainer(market: MarketData, config: Config, plan: ExecutionPlan) -> AgentTrainer:
-    """The configured trainer (``train.agent``) on ``market`` (whose fold is set), run as ``plan``
-    (``foxhunt.accel.backend.resolve``) says."""
-    agent = config.train.agent
-    if agent == "ppo":
-        from foxhunt.agents.exec_choice import exec_choice
-        from foxhunt.agents.ppo.trainer import PPOTrainer
-
-        return PPOTrainer(market, training_env(config), config.ppo, seed=config.run.seed, choice=exec_choice(plan))
-    from foxhunt.agents.dqn.trainer import DQNTrainer
-
-    return DQNTrainer(market, training_env(config), config.dqn, seed=config.run.seed, plan=plan)
+    """The configured trainer (``train.agent``'s registry entry) on ``market`` (whose fold is set), run as
+    ``plan`` (``foxhunt.accel.backend.resolve``) says, with the training env's costs (``training_env``)."""
+    return registry.of(config).build(market, config, plan, training_env(config))
 
 
 def policy_net(trainer: Any) -> nn.Module:
-    """The network whose argmax is the trainer's greedy action (a DuelingQNet for both agents:
-    DQN's online network; PPO's actor packed with a zero value head, see ActorCritic.greedy_net)."""
+    """The network whose argmax is the trainer's greedy action (a DuelingQNet for every agent: DQN's
+    online network; PPO's actor packed with a zero value head, see ActorCritic.greedy_net; the direct
+    policy's levels as market orders, see DirectPolicy.greedy_net)."""
     if hasattr(trainer, "policy_net"):
         return trainer.policy_net()
     return trainer.learner.online
@@ -81,6 +72,7 @@ def policy_net(trainer: Any) -> nn.Module:
 
 def trained_module(trainer: Any) -> nn.Module:
     """The live module holding the parameters that training changes and the greedy policy reads
-    (DQN: the online Q-network; PPO: the actor-critic), for in-place snapshots (epoch selection)."""
+    (DQN: the online Q-network; PPO: the actor-critic; direct: the policy), for in-place snapshots
+    (epoch selection)."""
     learner = trainer.learner
     return learner.online if hasattr(learner, "online") else learner.net

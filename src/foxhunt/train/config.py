@@ -18,6 +18,7 @@ from typing import Any, Literal, Sequence
 from pydantic import Field, model_validator
 
 from foxhunt.accel.config import reject_removed_keys
+from foxhunt.agents.registry import names as learner_names
 
 from foxhunt.config import Config, Section, apply_overrides, apply_values, build_config, register_section
 from foxhunt.errors import ConfigError
@@ -28,10 +29,14 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 
+LEARNER_NAMES = learner_names()
+
+
 class TrainConfig(Section):
     """Walk-forward training: the ``[train]`` section. Units in the field descriptions."""
 
-    agent: Literal["dqn", "ppo"] = Field("dqn", description="the learner: dqn ([dqn] section) or ppo ([ppo] section)")
+    agent: Literal[LEARNER_NAMES] = Field(  # type: ignore[valid-type]
+        "dqn", description="the learner (foxhunt.agents.registry): dqn ([dqn] section), ppo ([ppo] section) or direct ([direct] section)")
     epochs: int = Field(10, ge=1, le=100_000, description="training epochs per fold")
     checkpoint_every: int = Field(0, ge=0, description="also checkpoint every this many epochs inside a fold (0: fold ends only)")
     keep_checkpoints: int = Field(2, ge=1, le=1000, description="committed checkpoints kept (older ones are deleted)")

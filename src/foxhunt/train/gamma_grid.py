@@ -40,6 +40,7 @@ import math
 from statistics import NormalDist
 from typing import Any, Callable, Sequence
 
+from foxhunt.agents import registry
 from foxhunt.config import Config
 from foxhunt.train.abstain import mean_sharpe
 
@@ -85,7 +86,7 @@ def with_member_gamma(cfg: Config, k: int) -> Config:
     changes: dict[str, Any] = {}
     env: dict[str, Any] = {}
     if gamma is not None:
-        changes[cfg.train.agent] = {"gamma": gamma}
+        changes[registry.of(cfg).section] = {"gamma": gamma}
         factor = reward_factor(cfg, k)
         if factor != 1.0:
             env["reward_scale"] = float(cfg.env.reward_scale) * factor

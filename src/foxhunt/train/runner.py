@@ -1,4 +1,4 @@
-"""The walk-forward runner: one trainer (DQN or PPO: ``train.agent``) over every fold, evaluation,
+"""The walk-forward runner: one trainer (``train.agent``'s, ``foxhunt.agents.registry``) over every fold, evaluation,
 checkpoints, logs (the trainer's interface: ``foxhunt.train.agent``).
 
 Data is loaded, featurised and uploaded once (``prepare_market``); folds are index ranges into it;
@@ -29,6 +29,7 @@ from typing import Any, Callable
 import torch
 
 from foxhunt.accel.backend import resolve_config
+from foxhunt.agents import registry
 from foxhunt.backtest.evaluator import Backtester
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
 from foxhunt.config import Config
@@ -66,13 +67,14 @@ class WalkForwardRunner:
         check_prepared(prepared)  # ConfigError before anything is allocated
         if self.tcfg.threads:
             torch.set_num_threads(self.tcfg.threads)
-        # ConfigError on a contradiction; the network checked is the agent's (DQN's or PPO's actor)
-        self.plan = resolve_config(cfg, self.market.device, obs_dim=self.market.obs_dim)
-        if cfg.train.agent == "dqn":
-            from foxhunt.budget import check_trainer_fits
-
-            check_trainer_fits(cfg.dqn, self.market.n_features, cfg.env.n_actions, self.market.device,  # before allocating
-                               copies=self.tcfg.ensemble)
+        learner = registry.of(cfg)  # the learner's entry: its rules, its network for the plan, its memory check
+        if learner.check is not None:  # on the bars each fold trains on (less the held-back tail with inner selection)
+            inner = self.tcfg.select == "inner"
+            learner.check(cfg, [split_fold(f, self.tcfg.inner_fraction, cfg.folds.purge)[0] if inner else f for f in self.folds])
+        # ConfigError on a contradiction; the network checked is the agent's (its section's widths)
+        self.plan = resolve_config(cfg, self.market.device, obs_dim=self.market.obs_dim, learner=learner.plan_learner(cfg))
+        if learner.check_fits is not None:
+            learner.check_fits(cfg, self.market)  # before allocating
         # train.ensemble = K: member k is the trainer a run with run.seed + k builds (foxhunt.train.team)
         self._member_cfgs = [member_config(cfg, k) for k in range(self.tcfg.ensemble)]
         self.members = [build_trainer(self.market, c, self.plan) for c in self._member_cfgs]

@@ -42,6 +42,7 @@ from typing import Any, Callable
 import optuna
 from filelock import FileLock
 
+from foxhunt.agents import registry
 from foxhunt.config import Config, build_config
 from foxhunt.errors import FoxhuntError
 from foxhunt.tune.heartbeat import Heartbeat, Liveness, first_beat
@@ -60,38 +61,39 @@ def _key(cfg_dict: dict[str, Any], sections: tuple[str, ...]) -> str:
 
 
 SWAPPABLE = (("<agent>", "lr"), ("train", "epochs"))
-"""Keys a built trainer takes without a rebuild: the learning rate of the agent's section (dqn.lr or
-ppo.lr) is a device tensor refilled from the learner's config at every fold reset (when no lr
-schedule is compiled in: that section's lr_end unset), and the epoch count is the runner's host loop.
-Everything else in [env]/[dqn]/[ppo] shapes buffers or is captured into graphs as a constant, so it
-means a new trainer."""
+"""Keys a built trainer takes without a rebuild: the learning rate of the agent's section (dqn.lr,
+ppo.lr or direct.lr) is a device tensor refilled from the learner's config at every fold reset (when
+no lr schedule is compiled in: that section's lr_end unset), and the epoch count is the runner's host
+loop. Everything else in [env] and the learners' sections shapes buffers or is captured into graphs as
+a constant, so it means a new trainer."""
 
-SWAP_AGENTS = ("dqn", "ppo")
-"""Agents whose trainer ``_swap`` knows (section name = agent name); any other agent is rebuilt."""
+RUNNER_SECTIONS = ("env", "train", "run", "agent", *registry.sections())
+"""The sections whose values the runner is built from (every learner's, ``foxhunt.agents.registry``)."""
 
 
 def _without_swappable(d: dict[str, Any]) -> dict[str, Any]:
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in d.items()}
     agent = out.get("train", {}).get("agent", "dqn")
-    if agent in SWAP_AGENTS and out.get(agent, {}).get("lr_end") is None:
-        for section, key in SWAPPABLE:
-            out.get(agent if section == "<agent>" else section, {}).pop(key, None)
+    section = registry.learner(agent).section if agent in registry.names() else None
+    if section is not None and out.get(section, {}).get("lr_end") is None:
+        for part, key in SWAPPABLE:
+            out.get(section if part == "<agent>" else part, {}).pop(key, None)
     return out
 
 
 def _swap(runner: Any, cfg: Config) -> bool:
     """Point a built runner (and its trainer's learner) at ``cfg``; the next reset_for_fold applies
-    the new learning rate. False if the objects do not have the expected shape (rebuild): another
-    agent, or an ensemble (every member would need its own member config)."""
-    agent = cfg.train.agent
+    the new learning rate. False if the objects do not have the expected shape (rebuild): an
+    ensemble (every member would need its own member config), or a trainer without a learner."""
+    entry = registry.of(cfg)
     trainer = getattr(runner, "trainer", None)
     learner = getattr(trainer, "learner", None)
-    if (agent not in SWAP_AGENTS or len(getattr(runner, "members", ())) != 1 or learner is None
+    if (len(getattr(runner, "members", ())) != 1 or learner is None
             or not hasattr(learner, "cfg") or not hasattr(learner, "lr")):
         return False
-    section = getattr(cfg, agent)
+    section = getattr(cfg, entry.section)
     runner.cfg, runner.tcfg, trainer.cfg, learner.cfg = cfg, cfg.train, section, section
-    for part in ("collector", "rollout"):  # DQN's collector, PPO's rollout: they read the section too
+    for part in entry.swap_parts:  # DQN's collector, PPO's rollout: they read the section too
         if hasattr(trainer, part):
             getattr(trainer, part).cfg = section
     return True
@@ -150,7 +152,7 @@ class TrialEvaluator:
         from foxhunt.train.runner import WalkForwardRunner
 
         prepared = self.prepared_for(cfg)
-        key = _key(_without_swappable(cfg.to_dict()), ("env", "dqn", "train", "run", "agent", "ppo"))
+        key = _key(_without_swappable(cfg.to_dict()), RUNNER_SECTIONS)
         if key == self._runner_key and _swap(self._runner, cfg):
             self.stats["runner_reuses"] += 1
             return self._runner
