@@ -227,6 +227,15 @@ def test_nan_weights_in_a_checkpoint_are_refused(run):
                         _resume_refused(run))
 
 
+def test_the_monitors_inf_sentinels_resume_but_a_nan_in_it_is_refused(run):
+    """The epoch monitor's min / max fields hold ±inf until a value arrives (an epoch without a train step
+    leaves the Q monitor's there): a checkpoint with them is valid; a NaN is not."""
+    def edit(t: dict[str, torch.Tensor]) -> None:
+        t["buf"][0] = float("nan")
+    _rewrite_tensors(run, "monitor.safetensors", edit)
+    assert _resume_refused(run) == f"checkpoint {run}/checkpoints/{MID}: monitor.safetensors tensor 'buf' holds NaN or infinite values"
+
+
 @pytest.mark.parametrize("content, message", [
     (b"not json", "not JSON ("),
     (b"{}", "expected a non-empty JSON list of folds"),

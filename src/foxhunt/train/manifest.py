@@ -262,7 +262,10 @@ def check_restored_values(path: Path, trainer: Any, manifest: dict[str, Any], pr
         for k, t in group.items():
             if not t.is_floating_point():
                 continue
-            # Sampler trees / priorities use ±inf as the empty-slot sentinel: only NaN is refused there.
-            ok = ~torch.isnan(t) if k.startswith("sampler.") else torch.isfinite(t)
+            # Sampler trees / priorities use ±inf as the empty-slot sentinel, and the epoch monitor's
+            # min / max fields start an epoch at +inf / −inf (the Q monitor's stay there in an epoch
+            # without a train step, e.g. the replay's warm-up): only NaN is refused there.
+            sentinel = k.startswith("sampler.") or (comp.endswith("monitor") and k == "buf")
+            ok = ~torch.isnan(t) if sentinel else torch.isfinite(t)
             if not bool(ok.all()):
                 raise CheckpointError(f"{where}: {prefix}{comp}.safetensors tensor {k!r} holds NaN or infinite values")
