@@ -263,6 +263,22 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return parts, value
 
 
+def read_config_file(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The TOML tables of a ``--config`` file, or a one-line ConfigError naming the file and what is
+    wrong with it (missing, not a file, not UTF-8 text, not TOML, unreadable)."""
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {p} {'is not a regular file' if p.exists() else 'does not exist'}")
+    try:
+        return tomllib.loads(p.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{p}: not a TOML text file (byte {exc.start} is not UTF-8)") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"{p}: cannot be read ({exc.strerror or exc})") from None
+
+
 def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str] | tuple[str, ...] = (),
                 values: dict[str, dict[str, Any]] | None = None) -> Config:
     """Read a TOML file (or start from defaults) and apply ``section.key=value`` overrides, then
@@ -271,18 +287,8 @@ def load_config(path: str | os.PathLike[str] | None = None, overrides: list[str]
     data: dict[str, Any] = {}
     source = "<defaults>"
     if path is not None:
-        p = Path(path)
-        source = str(p)
-        if not p.is_file():
-            raise ConfigError(f"config file {p} {'is not a regular file' if p.exists() else 'does not exist'}")
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except UnicodeDecodeError as exc:
-            raise ConfigError(f"{p}: not a TOML text file (byte {exc.start} is not UTF-8)") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{p}: not valid TOML: {exc}") from None
-        except OSError as exc:
-            raise ConfigError(f"{p}: cannot be read ({exc.strerror or exc})") from None
+        source = str(Path(path))
+        data = read_config_file(path)
     if overrides:
         apply_overrides(data, overrides)
         source = f"{source} + overrides"

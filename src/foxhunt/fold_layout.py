@@ -22,30 +22,24 @@ becomes the run's configuration (``folds.train``, ``folds.val`` …), so its con
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from foxhunt.config import Config, apply_overrides
+from foxhunt.config import Config, apply_overrides, read_config_file
 from foxhunt.folds import FoldError, FoldRange, folds_from_config, parse_span
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 AUTO_FOLDS = 5
 SPAN_KEYS = ("train", "val", "step", "purge", "embargo")
 
 
 def spans_set(config_path: str | Path | None, overrides: Sequence[str] = ()) -> list[str]:
-    """The ``[folds]`` span keys the user set: in the ``--config`` file (read as TOML; it was
-    validated already) or in ``--set`` overrides."""
+    """The ``[folds]`` span keys the user set: in the ``--config`` file or in ``--set`` overrides
+    (a file that is not TOML text is the config loader's one-line error)."""
     data: dict[str, Any] = {}
     if config_path is not None:
-        data = tomllib.loads(Path(config_path).read_text(encoding="utf-8"))
+        data = read_config_file(config_path)
     apply_overrides(data, list(overrides))
     folds = data.get("folds")
     return [k for k in SPAN_KEYS if isinstance(folds, dict) and k in folds]

@@ -39,7 +39,7 @@ def test_foxhunt_train_runs_ppo_end_to_end_and_backtest_runs_its_models(tmp_path
     assert 'agent = "ppo"' in (run / "config.toml").read_text()
     plan = json.loads((run / "accel.json").read_text())  # the plan names the agent whose network it checked
     assert plan["agent"] == "ppo" and plan["acting"] == plan["train_step"] == plan["replay"] == "torch"
-    assert (run / "report.html").read_text().count("data:image/png;base64,") == 2
+    assert (run / "report.html").read_text().count("data:image/png;base64,") == 3  # out of sample, per fold, training
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [(r["fold"], r["epoch"]) for r in rows] == [(f, e) for f in (0, 1) for e in range(2)]
     assert {"entropy", "approx_kl", "clip_frac", "explained_var", "kl_stopped", "loss_mean", "collect_s", "train_s"} <= set(rows[0])

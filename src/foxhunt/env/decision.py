@@ -28,7 +28,7 @@ import torch
 
 from foxhunt.env.params import EnvTensors
 from foxhunt.env.state import EnvState, StartSampler, fresh_portfolio_
-from foxhunt.env.vec_env import StepOutput, step
+from foxhunt.env.bar_step import StepOutput, step
 from foxhunt.market import MarketData
 
 _LAST_TRADE = ("trade_return", "trade_side", "trade_size", "trade_costs", "trade_entry_bar", "trade_exit_bar")
