@@ -93,10 +93,14 @@ class DeviceChecks:
         b[i : i + 1].add_(n.to(b.dtype))
 
     # ---------------------------------------------------------------- collection (Collector hooks)
-    def weights(self) -> None:
-        """Online and target weights finite (the fused acting pass packs them at the round start)."""
+    def weights(self, nets: object | None = None) -> None:
+        """Online and target weights finite (the fused acting pass packs them at the round start).
+        nets: the networks collection acts with (the learner's, or the acting copy of
+        ``dqn.overlap_collection``: its ``online_flat`` and ``target_flat``)."""
         ln = self.trainer.learner
-        self._count("chk_weights_nonfinite", (~torch.isfinite(ln.flat.data)).sum() + (~torch.isfinite(ln.target_flat)).sum())
+        online, target = ((nets.online_flat, nets.target_flat) if hasattr(nets, "online_flat")  # type: ignore[union-attr]
+                          else (ln.flat.data, ln.target_flat))
+        self._count("chk_weights_nonfinite", (~torch.isfinite(online)).sum() + (~torch.isfinite(target)).sum())
 
     def acting(self, obs: torch.Tensor, q: torch.Tensor, greedy: torch.Tensor) -> None:
         """obs [N, F + 3], Q [N, A] and greedy [N] of the acting pass; greedy clamped into range."""

@@ -10,6 +10,10 @@ The execution plan (``foxhunt.accel.backend.ExecutionPlan``) picks how the actin
 env step run: torch, compiled (torch.compile), or fused — the acting passes as one fused Triton MLP
 kernel each (``fused``: packed copies of the weights refreshed in place at the start of every
 round, inside the captured graph), the env step as one Triton kernel (``foxhunt.env.fused``).
+
+``nets`` (default: the learner) holds the ``online`` and ``target`` networks the collector acts with:
+with ``dqn.overlap_collection`` it is the trainer's acting copy (``foxhunt.agents.dqn.overlap``), and a
+round is split into ``collect`` (the steps, into the round buffers) and ``flush`` (the replay write).
 """
 
 from __future__ import annotations
@@ -39,13 +43,15 @@ class Collector:
 
     def __init__(self, cfg: DQNConfig, env: VecTradingEnv, learner: QLearner, replay: ReplayBuffer,
                  monitor: EpochMonitor, curiosity: Curiosity | None = None, seed: int = 0,
-                 plan: ExecutionPlan | None = None) -> None:
+                 plan: ExecutionPlan | None = None, nets: object | None = None) -> None:
         plan = plan or ExecutionPlan(device=str(env.device))
+        nets = nets if nets is not None else learner  # .online, .target, .device: the networks acted with
         dev = env.device
         n, steps = env.n_envs, cfg.rollout_len
         self.cfg = cfg
         self.env = env
         self.learner = learner
+        self.nets = nets
         self.replay = replay
         self.monitor = monitor
         self.curiosity = curiosity
@@ -74,9 +80,10 @@ class Collector:
         # Acting passes: bias + LeakyReLU chains over [N, 256] activations are memory-bound at large N;
         # "compiled" lets inductor fuse the elementwise work, "fused" keeps activations on chip.
         compile_nets = plan.acting == "compiled"
-        self._online = torch.compile(learner.online, dynamic=False) if compile_nets else learner.online
-        self._target = torch.compile(learner.target, dynamic=False) if compile_nets else learner.target
-        self._fused = FusedActing(learner, n, env.n_actions, plan.matmul_precision) if plan.acting == "fused" else None
+        online, target = nets.online, nets.target  # type: ignore[attr-defined]
+        self._online = torch.compile(online, dynamic=False) if compile_nets else online
+        self._target = torch.compile(target, dynamic=False) if compile_nets else target
+        self._fused = FusedActing(nets, n, env.n_actions, plan.matmul_precision) if plan.acting == "fused" else None
         if self._fused is not None:
             self._fused.refresh()  # step() may run before the first round()
         if plan.env_step == "fused":
@@ -168,12 +175,20 @@ class Collector:
         self.monitor.add_collection(flat(self.r_reward), exposure, flat(self.r_done), flat(self.r_trade_closed),
                                     flat(self.r_trade_return), cur)
 
-    def round(self) -> None:
-        """``rollout_len`` steps and the flush (the body that is captured as one CUDA graph)."""
+    def round_buffers(self) -> dict[str, torch.Tensor]:
+        """The round buffers [L, N, ...] by name (what ``collect`` writes and ``flush`` reads)."""
+        return {k: v for k, v in vars(self).items() if k.startswith("r_") and isinstance(v, torch.Tensor)}
+
+    def collect(self) -> None:
+        """``rollout_len`` steps into the round buffers (no replay write)."""
         if self._fused is not None:
             self._fused.refresh()  # weights changed in the train steps since the last round
         if self.checks is not None:
-            self.checks.weights()
+            self.checks.weights(self.nets)
         for k in range(self.cfg.rollout_len):
             self.step(k)
+
+    def round(self) -> None:
+        """``collect`` and the flush (the body that is captured as one CUDA graph)."""
+        self.collect()
         self.flush()

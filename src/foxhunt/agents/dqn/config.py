@@ -28,6 +28,10 @@ class DQNConfig(Section):
     rollout_len: int = Field(16, ge=1, le=4096, description="env steps per collection round")
     rounds_per_epoch: int = Field(24, ge=1, le=1_000_000)
     train_steps_per_round: int = Field(8, ge=0, le=100_000)
+    overlap_collection: bool = Field(False, description="a one-round policy lag: round r+1 is collected (with a "
+                                     "copy of the networks taken after round r-1's updates, into the round buffers) "
+                                     "while round r's updates run, on a second CUDA stream on a GPU; false: "
+                                     "collection and updates take turns (foxhunt.agents.dqn.overlap)")
     # Replay
     buffer_capacity: int = Field(200_000, ge=64, le=1 << 34, description="transitions (rounded down to a multiple of n_envs)")
     warmup_transitions: int = Field(4_096, ge=0, le=1 << 34, description="transitions collected before training starts")
@@ -98,6 +102,9 @@ class DQNConfig(Section):
                 f"rounds_per_epoch × train_steps_per_round = {self.rounds_per_epoch * self.train_steps_per_round} "
                 f"exceeds {1 << 26} gradient steps per epoch (one record row each)"
             )
+        if self.overlap_collection and self.curiosity:
+            raise ValueError("overlap_collection = true cannot combine with curiosity = true (the bonus of a collection "
+                             "on the second stream would read the forward model while its train step writes it)")
         if self.eps_end > self.eps_start:
             raise ValueError("eps_end must be <= eps_start")
         return self

@@ -5,6 +5,9 @@ step in CUDA graphs on first use, and replays them for the life of the process: 
 changes device tensors the graphs read (fold bounds, normalisation, medians) and resets state in
 place, never the graphs. An epoch is a host loop of graph replays with no host reads, ending with
 the one readback of the epoch summary.
+
+With ``dqn.overlap_collection`` a round's collection runs one round ahead of its updates, on a
+second CUDA stream on a GPU (``foxhunt.agents.dqn.overlap``: the order, the streams, the staging).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from foxhunt.agents.dqn.config import DQNConfig
 from foxhunt.agents.dqn.curiosity import Curiosity
 from foxhunt.agents.dqn.fused_step import FusedTrainStep
 from foxhunt.agents.dqn.learner import QLearner
+from foxhunt.agents.dqn.overlap import ActingCopy, LaggedCollection
 from foxhunt.agents.fold_trainer import FoldTrainer, TrainingHalted, load_part  # noqa: F401 (TrainingHalted: re-exported)
 from foxhunt.agents.monitor import EpochMonitor, EpochSummary
 from foxhunt.agents.replay import ProportionalPER, RankPER, ReplayBuffer, ReplayStorage, UniformSampler, WidePER
@@ -90,7 +94,10 @@ class DQNTrainer(FoldTrainer):
         self.curiosity = (
             Curiosity(market, storage, self.env.n_actions, cfg.curiosity_lr, cfg.curiosity_batch, seed) if cfg.curiosity else None
         )
-        self.collector = Collector(cfg, self.env, self.learner, self.replay, self.monitor, self.curiosity, seed, plan)
+        # dqn.overlap_collection: collection acts with a copy of the networks taken one round earlier.
+        acting = ActingCopy(self.learner) if cfg.overlap_collection else None
+        self.collector = Collector(cfg, self.env, self.learner, self.replay, self.monitor, self.curiosity, seed, plan,
+                                   nets=acting)
         # Check mode (plan.check): invariants counted on the device, named at the readback.
         self.checks = DeviceChecks(self) if plan.check else None
         self.collector.checks = self.learner.checks = self.checks
@@ -111,11 +118,33 @@ class DQNTrainer(FoldTrainer):
             GraphedStep(self.curiosity.train_step, self.device, plan.graphs, generators=[self.curiosity.generator])
             if self.curiosity is not None else None
         )
+        # The lagged order's two halves of a round (overlap.py): the steps into the round buffers,
+        # and the snapshot + the replay write. Check mode keeps one stream.
+        self.lag: LaggedCollection | None = None
+        if acting is not None:
+            self.lag = LaggedCollection(self.collector, acting, two_streams=self.device.type == "cuda" and not plan.check)
+            self._collect = GraphedStep(self.collector.collect, self.device, plan.graphs, generators=gens)
+            self._insert = GraphedStep(
+                self._snapshot_and_flush, self.device, plan.graphs,
+                host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
+                after_replay=lambda: storage.advance(rows),
+            )
         self.epoch = 0
         self.rounds = 0
         self.fold: FoldRange | None = market.fold
         self.timing = EpochTiming()
         self.last_summary: EpochSummary | None = None
+
+    def _snapshot_and_flush(self) -> None:
+        """The lagged order's insert (overlap.py): the acting copy takes the current weights, the
+        staged round goes into the replay and the monitor."""
+        assert self.lag is not None
+        self.lag.acting.snapshot()
+        self.collector.flush()
+
+    def _lagged_round(self) -> None:
+        assert self.lag is not None
+        self.lag.round(lambda: self._collect(), lambda: self._insert())  # looked up at call time (PhaseTimer wraps them)
 
     def _set_pos(self, pos: int, size: int) -> None:
         self.replay.storage.pos, self.replay.storage.size = pos, size
@@ -127,6 +156,8 @@ class DQNTrainer(FoldTrainer):
         self.replay.clear()
         self.learner.reset(reinit=not warm_start)
         self.collector.reset()
+        if self.lag is not None:
+            self.lag.reset()
         if self.curiosity is not None:
             self.curiosity.reset()
 
@@ -159,13 +190,18 @@ class DQNTrainer(FoldTrainer):
         ready_at = max(cfg.warmup_transitions, cfg.batch_size)
         updates = 0
         for _ in range(cfg.rounds_per_epoch):
-            self._round()
+            if self.lag is None:
+                self._round()
+            else:
+                self._lagged_round()
             self.rounds += 1
             if self._curiosity is not None and self.rounds % cfg.curiosity_every == 0:
                 self._curiosity()
             if storage.size >= ready_at and cfg.train_steps_per_round:
                 self._train_round()
                 updates += cfg.train_steps_per_round
+        if self.lag is not None:
+            self.lag.join()  # the epoch's last collection lands before its readback
         self.learner.flush_records(updates)
         self.monitor.set_scalar("epsilon", self.collector.epsilon)
         self._end_epoch()
@@ -193,6 +229,8 @@ class DQNTrainer(FoldTrainer):
                                     "collector": self.collector, "monitor": self.monitor}
         if self.curiosity is not None:
             comps["curiosity"] = self.curiosity
+        if self.lag is not None:
+            comps["staging"] = self.lag
         return comps
 
     def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
