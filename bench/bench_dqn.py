@@ -9,9 +9,15 @@
     event waits counted by construction (1 per epoch; 0 blocking waits in lagged mode).
 (d) Stable-Baselines3 DQN trained through the Gymnasium wrapper on the same data for the same number
     of env steps as ours: env-steps/s and out-of-sample Sharpe of both (our backtester evaluates both).
+(e) ``dqn.overlap_collection`` (not in the default --only): whole epochs (train_epoch: one readback
+    each) of one trainer per mode of --streams, in this process: off (collection and updates take
+    turns), one (the one-round policy lag on one stream), two (collection on a second CUDA stream);
+    env-steps/s and updates/s, at configs/h200.toml's [dqn] sizes on the torch backend in CUDA graphs,
+    and with the fused backend (configs/h200-fast.toml's plan) beside it.
 
     PYTHONPATH=src:. python -m bench.bench_dqn            # on the GPU
     PYTHONPATH=src:. python -m bench.bench_dqn --quick    # tiny CPU smoke test of the harness
+    PYTHONPATH=src:. python -m bench.bench_dqn --only e --streams two,off,one,two --name dqn_streams_cuda
 """
 
 from __future__ import annotations
@@ -126,6 +132,37 @@ def syncs_per_epoch(market: MarketData, lagged: bool) -> dict:
             "blocking_event_waits_per_epoch": loop_waits / epochs, "epoch_s": wall.s / epochs}
 
 
+STREAM_MODES = {"off": (False, None), "one": (True, 1), "two": (True, 2)}
+"""(e) mode -> (dqn.overlap_collection, streams of the lagged order)."""
+
+
+def streams(market: MarketData, mode: str, plan: str, epochs: int, quick: bool) -> dict:
+    """(e) ``epochs`` timed epochs of a fresh trainer in ``mode`` after two untimed ones (capture,
+    compile); plan: "torch" (graphs on CUDA, tf32) or "fused" (h200-fast.toml's parts, CUDA only)."""
+    on, n = STREAM_MODES[mode]
+    sizes = (dict(n_envs=64, rounds_per_epoch=4, train_steps_per_round=4, batch_size=64, buffer_capacity=8192, hidden=(16, 16),
+                  head_hidden=8) if quick else
+             dict(n_envs=4096, rounds_per_epoch=12, train_steps_per_round=24, batch_size=512, buffer_capacity=1 << 20,
+                  hidden=(64, 64), head_hidden=32))
+    parts = (dict(env_step="fused", acting="fused", train_step="fused", replay="fused", matmul_precision="bf16")
+             if plan == "fused" else dict(matmul_precision="tf32"))
+    tr = trainer(market, rollout_len=16, warmup_transitions=0, gamma=0.5, lr=1e-4, overlap_collection=on, **sizes, **parts)
+    if n is not None:
+        tr.lag.set_streams(n)  # ValueError: two streams on a CPU
+    with stopwatch(market.device) as setup:
+        tr.train_epoch()
+        tr.train_epoch()
+    steps = updates = 0.0
+    with stopwatch(market.device) as sw:
+        for _ in range(epochs):
+            s = tr.train_epoch()
+            steps += s["transitions"]
+            updates += s["updates"]
+    return {"mode": mode, "plan": plan, "overlap_collection": on, "streams": n or 1, "epochs": epochs, "seconds": sw.s,
+            "epoch_s": sw.s / epochs, "env_steps_per_s": steps / sw.s, "updates_per_s": updates / sw.s,
+            "setup_s": setup.s, "sizes": {k: list(v) if isinstance(v, tuple) else v for k, v in sizes.items()}}
+
+
 def sb3_comparison(device: torch.device, steps: int, quick: bool) -> dict:
     """Ours vs SB3 DQN on a planted-signal synthetic market, same env steps, same evaluation."""
     from foxhunt.env.gym_wrapper import TradingEnv
@@ -179,12 +216,15 @@ def main() -> None:
     ap.add_argument("--train-variants", default="", help="comma-separated labels of (b) rows, e.g. "
                     "graph-fused-proportional_wide,graph-fused-uniform")
     ap.add_argument("--repeat", type=int, default=1, help="run the (b) rows this many times (fresh trainers)")
+    ap.add_argument("--streams", default="two,off,one,two", help="(e): comma-separated modes off | one | two, run in "
+                    "this order (a repeat brackets the first run's one-off compilation)")
+    ap.add_argument("--stream-epochs", type=int, default=10, help="(e): timed epochs per mode")
     ap.add_argument("--batches", default="", help="comma-separated batch sizes for (b) (default 4096 on CUDA, 256 on the CPU), "
                                                   "e.g. 512,4096: the learning configurations' batch beside the throughput one")
     args = parse(ap)  # --name: a partial run (--only) beside the full one
     dev = args.dev
     torch.backends.cuda.matmul.allow_tf32 = True
-    res: dict = {"machine": machine(dev), "collection": [], "training": [], "syncs": [], "errors": []}
+    res: dict = {"machine": machine(dev), "collection": [], "training": [], "syncs": [], "streams": [], "errors": []}
     market = build_market(20_000 if args.quick else 400_000, 51, dev, seed=1)
     sizes = [128, 1024] if args.quick else [128, 4096, 16_384, 65_536]
     if args.sizes:
@@ -245,6 +285,15 @@ def main() -> None:
             r = guarded("syncs", syncs_per_epoch, market, lagged)
             if r:
                 res["syncs"].append(r)
+    if "e" in args.only:
+        for plan in ("torch", "fused") if dev.type == "cuda" else ("torch",):
+            for mode in args.streams.split(","):
+                if mode not in STREAM_MODES:
+                    raise SystemExit(f"error: --streams: {mode!r} is not one of {', '.join(STREAM_MODES)}")
+                r = guarded("streams", streams, market, mode, plan, 2 if args.quick else args.stream_epochs, args.quick)
+                if r:
+                    res["streams"].append(r)
+                    save(args, name, res)
     if "d" in args.only:
         r = guarded("sb3", sb3_comparison, dev, 2_000 if args.quick else args.sb3_steps, args.quick)
         res["sb3"] = r
@@ -260,6 +309,9 @@ def main() -> None:
               + f" (setup {r['setup_s']:.1f} s)")
     for r in res["syncs"]:
         print(f"syncs/epoch lagged={r['lagged']}: implicit {r['implicit_syncs_per_epoch']} (by epoch {r.get('implicit_syncs_by_epoch')}, from {r.get('implicit_sync_sources')}), blocking waits {r['blocking_event_waits_per_epoch']}")
+    for r in res["streams"]:
+        print(f"streams {r['plan']:>5} {r['mode']:>3}: {r['env_steps_per_s']:,.0f} env-steps/s, "
+              f"{r['updates_per_s']:,.0f} updates/s ({r['epoch_s']:.4f} s an epoch)")
     if res.get("sb3"):
         print("sb3 comparison:", res["sb3"])
     if res["errors"]:

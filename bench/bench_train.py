@@ -14,8 +14,18 @@ reported apart), the extra device memory a fold transition allocates, and the pe
     PYTHONPATH=src:. python -m bench.bench_train            # CUDA: configs/h200.toml (1 M bars, 5 folds, 10 epochs)
     PYTHONPATH=src:. python -m bench.bench_train --bars 200000 --folds 3 --epochs 4
     PYTHONPATH=src:. python -m bench.bench_train --quick    # small CPU run (a smoke test of the harness)
+    PYTHONPATH=src:. python -m bench.bench_train --streams off,one,two   # dqn.overlap_collection, see below
 
 Writes bench/results/train_<device>[_quick].json (device name, torch version, git revision).
+
+``--streams MODES`` runs the walk-forward once per mode, in this process and in the order given (a
+mode may repeat: the first run pays the one-off compilation, so ``two,off,one,two`` brackets it):
+``off`` (``dqn.overlap_collection = false``: collection and updates take turns), ``one`` (the option on,
+the lagged order on one stream), ``two`` (the option on, collection on a second CUDA stream; refused on
+a CPU). Per mode: the walk-forward seconds, and env-steps/s and updates/s over every epoch but the
+run's first (the graph capture), from the runner's epoch wall times (which hold what an epoch of
+``foxhunt train`` holds, held-back selection included); every fold's validation Sharpe beside them.
+Writes bench/results/train_streams_<device>[_quick].json.
 """
 
 from __future__ import annotations
@@ -114,6 +124,8 @@ def main() -> None:
     ap.add_argument("--bars", type=int, default=None, help="synthetic bars (default: 1,000,000; --quick 6,000)")
     ap.add_argument("--folds", type=int, default=None, help="walk-forward folds (default 5; --quick 2)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs per fold (default 10; --quick 2)")
+    ap.add_argument("--streams", default="", help="comma-separated modes off | one | two: the walk-forward once "
+                    "per mode (dqn.overlap_collection off; on with one stream; on with two CUDA streams)")
     args = common.parse(ap)  # --device: the run's (auto: the config's run.device with --quick)
     bars = args.bars or (6_000 if args.quick else 1_000_000)
     folds = args.folds or (2 if args.quick else 5)
@@ -126,6 +138,9 @@ def main() -> None:
     ]
     if args.device != "auto" or not args.quick:
         ov.append(f'run.device="{args.device}"')
+    if args.streams:
+        compare_streams(args, ov, [m.strip() for m in args.streams.split(",") if m.strip()])
+        return
     with tempfile.TemporaryDirectory(prefix="foxhunt-bench-") as tmp:
         ov += [f'run.out_dir="{tmp}"', f'features.cache_dir="{tmp}/cache"']
         result = run_bench(load_config(args.config, ov + args.overrides), args.quick)
@@ -134,7 +149,52 @@ def main() -> None:
     print(f"wrote {out}")
 
 
-def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
+STREAMS = {"off": (False, None), "one": (True, 1), "two": (True, 2)}
+"""--streams mode -> (dqn.overlap_collection, streams of the lagged order)."""
+
+
+def compare_streams(args: Any, ov: list[str], modes: list[str]) -> None:
+    """The walk-forward once per ``--streams`` mode (module docstring); one JSON for all."""
+    bad = [m for m in modes if m not in STREAMS]
+    if bad or not modes:
+        raise SystemExit(f"error: --streams {args.streams!r}: each mode is one of {', '.join(STREAMS)}")
+    res: dict[str, Any] = {"bench": "train_streams", "modes": modes, "runs": [], "errors": []}
+    name = None
+    with tempfile.TemporaryDirectory(prefix="foxhunt-bench-") as tmp:
+        for i, mode in enumerate(modes):
+            on, streams = STREAMS[mode]
+            cfg = load_config(args.config, ov + [f'run.out_dir="{tmp}/run{i}"', f'features.cache_dir="{tmp}/cache"']
+                              + args.overrides + [f"dqn.overlap_collection={'true' if on else 'false'}"])
+            try:
+                r = run_bench(cfg, args.quick, streams=streams)
+            except ValueError as exc:  # two streams on a CPU
+                res["errors"].append(f"{mode}: {exc}")
+                print("ERROR", res["errors"][-1], flush=True)
+                continue
+            res["machine"], res["git_revision"], res["device"] = r["machine"], r["git_revision"], r["device"]
+            res["runs"].append({"mode": mode, "overlap_collection": on, "streams": streams or 1, **_rates(r),
+                                "walk_forward_s": r["wall_s"]["run"], "wall_s": r["wall_s"],
+                                "validation": r["validation"], "dqn": r["dqn"], "accel": r["accel"]})
+            name = f"train_streams_{r['device']}{'_quick' if args.quick else ''}"
+            out = common.save(args, name, res)  # partial results survive a timeout
+            print(f"{mode:>4}: walk-forward {r['wall_s']['run']:.2f} s, {res['runs'][-1]['env_steps_per_s']:,.0f} env-steps/s, "
+                  f"{res['runs'][-1]['updates_per_s']:,.0f} updates/s", flush=True)
+    if name is None:
+        raise SystemExit("error: --streams: no mode ran (" + "; ".join(res["errors"]) + ")")
+    print(f"wrote {out}")
+
+
+def _rates(r: dict[str, Any]) -> dict[str, Any]:
+    """env-steps/s and updates/s over every epoch but the run's first (its graph capture)."""
+    rows = r["epoch_rows"][1:] or r["epoch_rows"]
+    secs = sum(x["epoch_s"] for x in rows)
+    steps, updates = sum(x["transitions"] for x in rows), sum(x["updates"] for x in rows)
+    return {"steady_epochs": len(rows), "steady_epoch_s": secs, "env_steps": steps, "updates": updates,
+            "env_steps_per_s": steps / secs if secs else None, "updates_per_s": updates / secs if secs else None}
+
+
+def run_bench(cfg: Any, quick: bool, streams: int | None = None) -> dict[str, Any]:
+    """streams: with dqn.overlap_collection, the lagged order on 1 or 2 streams (None: the trainer's own)."""
     total = common.stopwatch().start()  # no device: this bench counts synchronisations
     prepared = prepare_market(cfg)
     device = prepared.market.device
@@ -151,6 +211,9 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
     run_dir, resolved = create_run_dir(cfg, prepared, "bench")
     runner.use_config(resolved)
     trainer = runner.trainer
+    if streams is not None:
+        for t in runner.members:
+            t.lag.set_streams(streams)  # ValueError: two streams on a CPU
     syncs = SyncCounter(cuda)
     syncs.install()
     epoch_syncs: list[dict[str, int]] = []
@@ -273,6 +336,8 @@ def run_bench(cfg: Any, quick: bool) -> dict[str, Any]:
         "evaluation_syncs": evals,
         "memory_bytes": {"after_upload": data_bytes, "peak_allocated": peak[0],
                          "replay": trainer.replay.storage.nbytes} if cuda else None,
+        "epoch_rows": [{k: row.get(k) for k in ("fold", "epoch", "epoch_s", "transitions", "updates", "collect_s", "train_s")}
+                       for row in rows],
         "validation": [{"fold": r["fold"]["fold"], "agent_sharpe": r["agent"]["sharpe"],
                         "buy_and_hold_sharpe": (r["buy_and_hold"] or {}).get("sharpe")} for r in _fold_results(run_dir)],
     }

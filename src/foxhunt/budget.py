@@ -105,6 +105,8 @@ def dqn_trainer_bytes(dqn: Any, n_features: int, n_actions: int) -> dict[str, in
         "envs": n * (2 * widths * 4 + 2 * obs_dim * 4 + n_actions * 4 + 1024),
         "epoch records": dqn.rounds_per_epoch * max(1, dqn.train_steps_per_round) * 16 * 8,
     }
+    if getattr(dqn, "overlap_collection", False):
+        parts["acting copy"] = 2 * 4 * params  # online + target, float32 (agents/dqn/overlap.py)
     if dqn.curiosity:
         parts["curiosity"] = dqn.curiosity_batch * (3 * n_features * 4 + 64) + 8 * 4 * mlp_params([35, 64, 32])
     return parts

@@ -193,3 +193,14 @@ def test_a_two_stream_epoch_runs_without_any_sync_except_the_readback():
     with cuda_sync_errors("cuda"):
         tr.run_epoch()
     tr.monitor.finish_readback()
+
+
+def test_the_memory_estimate_counts_the_acting_copy():
+    from foxhunt.budget import dqn_trainer_bytes
+
+    tr = small_trainer(overlap_collection=True)
+    on = dqn_trainer_bytes(tr.cfg, tr.market.n_features, tr.env.n_actions)
+    off = dqn_trainer_bytes(small_trainer().cfg, tr.market.n_features, tr.env.n_actions)
+    acting = tr.lag.acting
+    assert on["acting copy"] == acting.online_flat.nbytes + acting.target_flat.nbytes
+    assert "acting copy" not in off and {k: v for k, v in on.items() if k != "acting copy"} == off

@@ -161,7 +161,10 @@ class PhaseTimer:
     have completed then). On the CPU the host clock brackets each (synchronous) call.
     """
 
-    PHASES = {"_round": "collect_s", "_train": "train_s", "_train_round": "train_s", "_curiosity": "curiosity_s"}
+    # dqn.overlap_collection: _collect (on the second stream with two, its events recorded there) and
+    # _insert are collection too; collect_s then overlaps train_s.
+    PHASES = {"_round": "collect_s", "_collect": "collect_s", "_insert": "collect_s", "_train": "train_s",
+              "_train_round": "train_s", "_curiosity": "curiosity_s"}
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"
