@@ -32,6 +32,7 @@ def capture(
     restore: Callable[[object], None] | None = None,
     restore_after_warmup: bool = False,
     during_capture: Callable[[], ContextManager[object]] | None = None,
+    stream: torch.cuda.Stream | None = None,
 ) -> torch.cuda.CUDAGraph:
     """Run ``fn`` ``warmup`` times on a side stream, then capture one call of it in a CUDA graph.
 
@@ -40,6 +41,9 @@ def capture(
     after the warm-up when ``restore_after_warmup`` (the warm-up's effects must not count).
     during_capture: a context entered around the capture only (tests: ``forbid_host_reads``,
     ``cuda_sync_errors``).
+    stream: the capture stream (default: torch's one default capture stream, shared by every graph).
+    A graph replayed concurrently with others needs its own: cuBLAS keys its workspace by (handle,
+    stream), so graphs captured on one stream share one workspace (``dqn.overlap_collection``).
     """
     dev = torch.device(device)
     if dev.type != "cuda":
@@ -58,7 +62,7 @@ def capture(
     graph = torch.cuda.CUDAGraph()
     for gen in generators:
         graph.register_generator_state(gen)
-    with (during_capture() if during_capture is not None else contextlib.nullcontext()), torch.cuda.graph(graph):
+    with (during_capture() if during_capture is not None else contextlib.nullcontext()), torch.cuda.graph(graph, stream=stream):
         fn()
     if restore is not None:
         restore(saved)
@@ -81,11 +85,13 @@ class GraphedStep:
         generators: Sequence[torch.Generator] = (),
         host_state: tuple[Callable[[], object], Callable[[object], None]] | None = None,
         after_replay: Callable[[], None] | None = None,
+        capture_stream: torch.cuda.Stream | None = None,
     ) -> None:
         """generators: device generators the function draws from (registered with the graph so
         each replay advances them). host_state: (save, restore) of host-side bookkeeping that ``fn``
         changes (e.g. replay write positions); it is restored after capture, which runs no work.
-        after_replay: host bookkeeping to do after each replay (what ``fn`` would have done)."""
+        after_replay: host bookkeeping to do after each replay (what ``fn`` would have done).
+        capture_stream: the stream to capture on (``capture``'s ``stream``)."""
         self.fn = fn
         self.device = device
         self.enabled = enabled and device.type == "cuda"
@@ -93,6 +99,7 @@ class GraphedStep:
         self.generators = tuple(generators)
         self.host_state = host_state
         self.after_replay = after_replay
+        self.capture_stream = capture_stream
         self.calls = 0
 
     def __call__(self) -> None:
@@ -106,7 +113,8 @@ class GraphedStep:
                 self.after_replay()
             return
         save, restore = self.host_state if self.host_state is not None else (None, None)
-        self.graph = capture(self.fn, self.device, warmup=1, generators=self.generators, save=save, restore=restore)
+        self.graph = capture(self.fn, self.device, warmup=1, generators=self.generators, save=save, restore=restore,
+                             stream=self.capture_stream)
 
     def reset(self) -> None:
         """Forget the captured graph (only needed when the buffers the function reads were re-allocated)."""

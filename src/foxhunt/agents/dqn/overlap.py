@@ -23,7 +23,9 @@ at the end of the epoch (so the epoch's readback, the env resets at an epoch sta
 and a fold change see every write). What each side touches is disjoint: collection the env, the
 collector's buffers, generators and ε, the acting copy; insert and updates the ring, the sampler,
 the learner and the monitor. All buffers are allocated once (no ``record_stream`` needed); each
-captured graph has its own memory pool. The two-stream result equals the one-stream lagged order
+captured graph has its own memory pool, and the collection graph its own capture stream (cuBLAS
+keys its workspace by handle and stream, so graphs captured on torch's one default capture stream
+share a workspace, which two graphs running at once must not). The two-stream result equals the one-stream lagged order
 bit for bit (``tests/agents/test_dqn_overlap.py``); check mode (``accel.check``) runs the lagged
 order on one stream.
 

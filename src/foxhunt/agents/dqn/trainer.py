@@ -123,7 +123,9 @@ class DQNTrainer(FoldTrainer):
         self.lag: LaggedCollection | None = None
         if acting is not None:
             self.lag = LaggedCollection(self.collector, acting, two_streams=self.device.type == "cuda" and not plan.check)
-            self._collect = GraphedStep(self.collector.collect, self.device, plan.graphs, generators=gens)
+            # Its own capture stream: replayed beside the update graphs, it must not share their cuBLAS workspace.
+            self._collect = GraphedStep(self.collector.collect, self.device, plan.graphs, generators=gens,
+                                        capture_stream=torch.cuda.Stream(self.device) if self.device.type == "cuda" else None)
             self._insert = GraphedStep(
                 self._snapshot_and_flush, self.device, plan.graphs,
                 host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
