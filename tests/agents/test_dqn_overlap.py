@@ -80,7 +80,7 @@ def test_option_off_is_the_default_and_runs_collect_insert_update_in_turn():
 
 
 @pytest.mark.parametrize("over", [{}, {"n_step": 3, "sampler": "uniform"}, {"check": True},
-                                  pytest.param(FUSED, marks=needs_triton, id="fused")])
+                                  pytest.param(FUSED, marks=[needs_triton, pytest.mark.slow], id="fused")])
 def test_option_on_equals_the_lagged_order_written_by_hand(over):
     tr = small_trainer(seed=4, overlap_collection=True, **over)
     ref = small_trainer(seed=4, **over)  # the same components, driven by the loop above

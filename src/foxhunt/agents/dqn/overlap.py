@@ -32,8 +32,9 @@ order on one stream.
 The pipeline runs across the epochs of a fold: at an epoch's end one collected round is staged
 (its rows are inserted in the next epoch's first round, and counted in that epoch's summary), and
 a checkpoint holds it (``LaggedCollection.state_dict``); a new fold drops it and starts with the
-prologue (one extra collected round per fold). The env resets of an epoch start
-(``dqn.reset_*_each_epoch``) apply to the env as it stands then, one round ahead of the ring.
+prologue (one extra collected round per fold). What changes the env at an epoch start (the
+``dqn.reset_*_each_epoch`` resets, the training-cost curriculum) applies to the env as it stands
+then: it shows from the second round of rows the epoch inserts (the first was collected before).
 """
 
 from __future__ import annotations
