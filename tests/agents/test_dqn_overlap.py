@@ -204,3 +204,16 @@ def test_the_memory_estimate_counts_the_acting_copy():
     acting = tr.lag.acting
     assert on["acting copy"] == acting.online_flat.nbytes + acting.target_flat.nbytes
     assert "acting copy" not in off and {k: v for k, v in on.items() if k != "acting copy"} == off
+
+
+def test_the_phase_timer_counts_the_lagged_collection_and_insert_as_collection():
+    from foxhunt.train.logs import PhaseTimer
+
+    tr = small_trainer(overlap_collection=True)
+    timer = PhaseTimer(tr.device)
+    timer.install(tr)
+    timer.begin_epoch(tr.epoch)
+    tr.train_epoch()
+    t = timer.take(0)
+    assert t["collect_s"] > 0 and t["train_s"] > 0
+    assert timer.calls["collect_s"] == 2 * tr.cfg.rounds_per_epoch + 1  # each round's insert and collect, the prologue
