@@ -19,6 +19,8 @@
 # |           | draws ${FAM_DRAWS:-0..11}, split over its processes, every process side by side on the one GPU; each run's rows |  |
 # |           | merge into family_<FAMILY>_cuda_<TAG>.json with the family gates over all its draws (held-out: report only)   |  |
 # | bench     | the benchmarks BENCHMARKS.md cites (BENCH: a subset of bench_*.py names) | 10+ min   |
+# | streams   | dqn.overlap_collection: its GPU tests, bench_dqn --only e, bench_train --streams two,off,one,two (STREAMS_ARGS: | ? |
+# |           | extra bench_train flags, e.g. "--bars 200000 --folds 3 --epochs 4")    |            |
 #
 # Subsets: T_PATHS (tests: test paths), KT_PATHS (ktests: test paths), SAN_KERNELS (sanitize: comma-separated kernel labels).
 # Extra arguments for a step: SC_SET / FAMILY_SET ("--set k=v ..."), T_<STEP> (its timeout, seconds). BUDGET_S: the
@@ -89,6 +91,11 @@ run_step() {
         done
       done; for pid in "${pids[@]}"; do wait "$pid" || rc=$?; done
       for tag in "${tags[@]}"; do python3 -m bench.merge_parts "family_${fam}_${dv}_${tag}" || rc=$?; tail -n 5 "$OUT"/fampar_${tag}_*.log; done
+      return $rc ;;
+    streams) local rc=0
+      TAILN=12 step ${T_TESTS:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests/agents/test_dqn_overlap.py || rc=$?
+      step ${T_BENCH:-600} python3 -m bench.bench_dqn --only e --streams two,off,one,two --name dqn_streams_cuda || rc=$?
+      step ${T_BENCH:-600} python3 -m bench.bench_train --streams two,off,one,two ${STREAMS_ARGS:-} || rc=$?
       return $rc ;;
     bench) local rc=0 b; for b in ${BENCH:-bench_env bench_env_fused bench_dqn bench_ppo bench_replay bench_backtest bench_train}; do
         step ${T_BENCH:-600} python3 -m bench.$b || rc=$?; done; return $rc ;;
