@@ -106,6 +106,8 @@ def test_a_minute_binance_file_trains_with_the_intraday_settings_and_data_folds(
     html = check_run(tmp_path, minute_file, 200_000, "1 min", "intraday",
                      ["--folds", "1", "--set", "train.eval_buy_and_hold=false", "--set", "train.save_curves=false"])
     assert "no header line: columns read as Binance kline columns" in html
+    cfg = tomllib.loads((tmp_path / "runs" / "r" / "config.toml").read_text())  # the intraday row's decision grid
+    assert (cfg["train"]["decision_grid"], cfg["train"]["ensemble"], cfg["train"]["select"]) == ([1, 16], 2, "inner")
 
 
 def test_spans_the_user_set_that_do_not_fit_name_the_set_that_would(tmp_path: Path) -> None:

@@ -67,7 +67,9 @@ def test_the_preset_goes_over_the_built_in_config_and_set_goes_over_the_preset()
     assert cfg.dqn.gamma == default_train_config().dqn.gamma  # untouched keys stay built in
     line = p.line(["env.episode_length=300"])
     assert line.startswith("settings: built-in for intraday bars (every 1 min; foxhunt.train.interval_presets): "
-                           "env.episode_length = 1024 (--set wins), env.reward_scale = ")
+                           "env.episode_length = 1024 (--set wins), train.decision_grid = [1, 16], train.ensemble = 2, "
+                           "train.select = inner, env.reward_scale = ")
+    assert (cfg.train.decision_grid, cfg.train.ensemble, cfg.train.select) == ([1, 16], 2, "inner")
     assert line.endswith(f"; reward scale = 1 / per-bar σ {p.sigma:.3%} of the first half")
 
 

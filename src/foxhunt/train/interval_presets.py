@@ -17,7 +17,8 @@ bar interval, as the built-in daily value 100 gives on its synthetic market (sig
 ``--set`` goes on top of the preset (the user's keys win); ``--config FILE`` replaces the built-in
 configuration and no preset applies. The plan's ``settings:`` line names the row and the values.
 A key added to a row (``"env.decision_interval": 15,`` or ``"dqn.gamma": 0.9,``) is one line; its
-value should come from a measurement (docs/LEARNING.md), as the ones below do not yet.
+value should come from a measurement (docs/LEARNING.md). The intraday row's decision grid rests on the CPU
+probes of that file (k = 16 against k = 1 on intraday drifts), not yet on the GPU family's gates.
 """
 
 from __future__ import annotations
@@ -43,6 +44,12 @@ PRESETS: dict[str, dict[str, Any]] = {
     },
     "intraday": {
         "env.episode_length": 1024,  # 17 hours of minute bars: a session and more, within one fold's training
+        # Deciding every bar, the learners leave intraday edges untraded (PPO flat, DQN a constant
+        # exposure); deciding every 16 bars both trade them (docs/LEARNING.md, "Decisions at the edge's
+        # horizon"). Which k suits a user's market is the fold's held-back choice between the two.
+        "train.decision_grid": [1, 16],
+        "train.ensemble": 2,
+        "train.select": "inner",
     },
 }
 
