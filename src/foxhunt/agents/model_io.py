@@ -8,7 +8,9 @@ training, never with the new data's own statistics), and two header entries:
     foxhunt          JSON metadata (``ModelMetaSchema``: architecture, feature names and spec
                      version, env parameters, data hash, fold, training medians; ``head``:
                      "branching" for a ``BranchingQNet``, absent for the flat dueling head, so
-                     files written before the key existed load as before)
+                     files written before the key existed load as before; ``sequence``:
+                     {length, width, heads} of a ``SequenceQNet``'s lag attention, whose
+                     ``net.encoder.*`` tensors the file then holds, absent for a per-bar network)
     foxhunt_sha256   sha256 over the canonical metadata JSON and every tensor's name, dtype,
                      shape and bytes (``content_sha256``): a flipped byte anywhere is refused
 
@@ -38,6 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 
 from foxhunt.agents.dqn.config import MAX_WIDTH
 from foxhunt.agents.networks import BRANCHES, N_FACTORED_ACTIONS, head_of, q_network
+from foxhunt.agents.sequence_net import SequenceQNet, sequence_tensors
 from foxhunt.errors import CacheError
 from foxhunt.market import N_PORTFOLIO_FEATURES, STD_FLOOR, NormStats
 
@@ -109,6 +112,20 @@ class Extra(BaseModel):
     run: str | None = None
 
 
+class SequenceMeta(_Strict):
+    """A network over the last ``length`` bars (``agents.sequence_net.SequenceQNet``): its lag attention."""
+
+    length: Annotated[int, Field(ge=1, le=4096)]
+    width: Width
+    heads: Annotated[int, Field(ge=1, le=64)]
+
+    @model_validator(mode="after")
+    def _heads(self) -> "SequenceMeta":
+        if self.width % self.heads:
+            raise ValueError(f"width {self.width} must be a multiple of heads {self.heads}")
+        return self
+
+
 class ModelMetaSchema(_Strict):
     """The ``foxhunt`` header entry of a model file."""
 
@@ -118,6 +135,7 @@ class ModelMetaSchema(_Strict):
     hidden: list[Width] = Field(min_length=1, max_length=6)
     head_hidden: Width
     head: Literal["flat", "branching"] = "flat"
+    sequence: SequenceMeta | None = None
     feature_names: list[Annotated[str, StringConstraints(min_length=1, max_length=128)]] = Field(min_length=1, max_length=MAX_FEATURES)
     spec_version: Annotated[str, StringConstraints(min_length=1, max_length=64)]
     env: dict[str, Any]
@@ -127,6 +145,8 @@ class ModelMetaSchema(_Strict):
     def _consistent(self) -> "ModelMetaSchema":
         if self.head == "branching" and self.n_actions != N_FACTORED_ACTIONS:
             raise ValueError(f"head = 'branching' needs n_actions = {N_FACTORED_ACTIONS} (got {self.n_actions})")
+        if self.sequence is not None and self.head != "flat":
+            raise ValueError("sequence needs the flat dueling head")
         if len(set(self.feature_names)) != len(self.feature_names):
             raise ValueError("feature_names repeat")
         if self.obs_dim != len(self.feature_names) + N_PORTFOLIO_FEATURES:
@@ -150,6 +170,8 @@ def expected_tensors(meta: ModelMetaSchema) -> dict[str, tuple[str, tuple[int, .
         out[f"net.{head}.2.weight"] = ("F32", (n_out, meta.head_hidden))
         out[f"net.{head}.2.bias"] = ("F32", (n_out,))
     f = len(meta.feature_names)
+    if meta.sequence is not None:
+        out.update(sequence_tensors(meta, f))
     out["norm.mean"] = ("F64", (f,))
     out["norm.std"] = ("F64", (f,))
     return out
@@ -186,6 +208,8 @@ def save_model(path: str | os.PathLike[str], net: torch.nn.Module, norm: NormSta
     }
     if head_of(net) != "flat":  # a flat head's file is as before the key existed
         meta["head"] = head_of(net)
+    if isinstance(net, SequenceQNet):  # absent for a per-bar network
+        meta["sequence"] = net.sequence_meta()
     tensors = {f"net.{k}": v.detach().to("cpu", torch.float32).contiguous() for k, v in net.state_dict().items()}
     tensors["norm.mean"] = norm.mean.detach().to("cpu", torch.float64).contiguous()
     tensors["norm.std"] = norm.std.detach().to("cpu", torch.float64).contiguous()
@@ -318,7 +342,12 @@ def load_model(path: str | os.PathLike[str], device: torch.device | str = "cpu")
     if bool((std < 0).any()) or not bool((std > STD_FLOOR).any()):
         raise ModelFileError(f"model file {path}: norm.std must be >= 0 with at least one feature above {STD_FLOOR} "
                              f"(min {float(std.min()):.3g}, max {float(std.max()):.3g}){hint}")
-    net = q_network(meta.head, meta.obs_dim, meta.n_actions, tuple(meta.hidden), meta.head_hidden)
+    if meta.sequence is not None:
+        seq = meta.sequence
+        net = SequenceQNet(meta.obs_dim, meta.n_actions, tuple(meta.hidden), meta.head_hidden,
+                           n_features=len(meta.feature_names), length=seq.length, width=seq.width, heads=seq.heads)
+    else:
+        net = q_network(meta.head, meta.obs_dim, meta.n_actions, tuple(meta.hidden), meta.head_hidden)
     net.load_state_dict({k[4:]: v for k, v in tensors.items() if k.startswith("net.")})
     net = net.to(device).eval()
     norm = NormStats(mean=tensors["norm.mean"].to(device), std=std.to(device))

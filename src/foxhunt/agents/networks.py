@@ -244,6 +244,11 @@ def merge_mean(nets: Sequence[nn.Module], weights: Sequence[float] | None = None
         raise ValueError("merge_mean weights: one non-negative weight per network, not all zero")
     w = w / w.sum()
     first = nets[0]
+    copy = getattr(first, "detached_copy", None)  # a network that reads more than the observation (SequenceQNet)
+    if copy is not None:
+        if len(nets) != 1:
+            raise ValueError(f"merge_mean: a {type(first).__name__} merges only as one network (an ensemble of them is not supported)")
+        return copy()
     kind = type(first)
     if kind not in (DuelingQNet, BranchingQNet) or any(type(n) is not kind for n in nets):
         raise ValueError("merge_mean: the networks must be DuelingQNets (or BranchingQNets) of one architecture "

@@ -159,6 +159,9 @@ class _Run:
             self.open_label = torch.full((w,), NO_BARRIER, dtype=torch.int8, device=dev)
             self.trade_more["trade_barrier"] = torch.zeros((w, self.t_pad), dtype=torch.int8, device=dev)
         env_reset(self.state, self.params, m, torch.as_tensor(starts, device=dev), None, persistent=True)
+        bind = getattr(policy, "bind_history", None)  # a policy over the last bars reads them by the live bar index
+        if bind is not None:
+            bind(m.features, self.state.bar, self.mean, self.inv)
 
     def observe(self) -> torch.Tensor:
         m, f = self.m, self.m.n_features

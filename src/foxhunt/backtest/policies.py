@@ -7,7 +7,9 @@ chunk of steps can be captured in a CUDA graph.
 * ``GreedyPolicy(net, decision_interval=k)``: argmax of a Q-network (or of a PPO actor's logits),
   chosen on bars 0, k, 2k, … of each window and held in between (``env.decision_interval``: a
   model decides at the interval it was trained at; the backtester holds the action, execution stays
-  per bar). Every network policy has ``decision_interval``; fixed arrays act on every bar.
+  per bar). Every network policy has ``decision_interval``; fixed arrays act on every bar. A network
+  that reads the last bars of the market (``agents.sequence_net.SequenceQNet``) gets them through
+  ``bind_history``, which the torch backtester calls.
 * ``EnsemblePolicy(nets, weights, mode)``: K models in one batched forward (``torch.func``
   stacked weights + vmap); "vote" (weighted vote of the members' greedy actions) or "mean"
   (argmax of the weighted mean Q). An ensemble of one model acts exactly like that model.
@@ -46,6 +48,14 @@ class GreedyPolicy:
         self.net = net
         self.decision_interval = check_interval(decision_interval)
 
+    def bind_history(self, features: torch.Tensor, bar: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor) -> None:
+        """Hand a network that reads the last bars of the market (``SequenceQNet.bind_history``) the
+        backtest's feature matrix, live decision bars [W] and per-window normalisation [W, F]; a
+        per-bar network ignores them. ``Backtester.run`` calls it before the first step."""
+        bind = getattr(self.net, "bind_history", None)
+        if bind is not None:
+            bind(features, bar, mean, inv_std)
+
     @torch.no_grad()
     def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         return self.net(obs).argmax(dim=1)
@@ -70,6 +80,9 @@ class EnsemblePolicy:
             raise ValueError("EnsemblePolicy needs at least one model")
         if mode not in ("vote", "mean"):
             raise ValueError(f"EnsemblePolicy mode {mode!r}: expected 'vote' or 'mean'")
+        if any(hasattr(n, "bind_history") for n in nets):
+            raise ValueError(f"EnsemblePolicy: a {type(nets[0]).__name__} reads the last bars of the market and runs "
+                             "alone (GreedyPolicy), not in an ensemble")
         w = torch.ones(len(nets)) if weights is None else torch.as_tensor(list(weights), dtype=torch.float32)
         if w.shape != (len(nets),) or bool((w < 0).any()) or float(w.sum()) <= 0:
             raise ValueError("EnsemblePolicy weights: one non-negative weight per model, not all zero")

@@ -42,6 +42,12 @@ class SampledPolicy:
         self.seed = int(seed)
         self.decision_interval = int(decision_interval)  # drawn every k bars, held in between (GreedyPolicy's rule)
 
+    def bind_history(self, features: torch.Tensor, bar: torch.Tensor, mean: torch.Tensor, inv_std: torch.Tensor) -> None:
+        """As ``GreedyPolicy.bind_history``: the bars a network over the last bars reads."""
+        bind = getattr(self.net, "bind_history", None)
+        if bind is not None:
+            bind(features, bar, mean, inv_std)
+
     @torch.no_grad()
     def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         logits = self.net(obs)

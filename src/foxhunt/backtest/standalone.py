@@ -132,6 +132,9 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
     elif len(nets) == 1:
         policy, norms = GreedyPolicy(nets[0], k), [loaded[0][1]] * windows
     else:
+        if any(hasattr(n, "bind_history") for n in nets):
+            raise ConfigError(f"--model: {model[[hasattr(n, 'bind_history') for n in nets].index(True)]} reads the last bars "
+                              "of the market (direct.policy = 'attention') and runs alone, not in an ensemble of model files")
         policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded],
                                 decision_interval=k)
         ident = NormStats(torch.zeros(f, dtype=torch.float64, device=dev), torch.ones(f, dtype=torch.float64, device=dev))

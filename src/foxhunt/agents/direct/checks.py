@@ -5,7 +5,8 @@ at the five exposure levels, sized by equity: what the greedy network sends amon
 factored actions. So the env must take factored actions (the exposure mode routes a level to a
 limit or IoC order by the spread and volatility, which the training P&L does not book), and Kelly
 sizing (a multiplier from the trades' history) must be off. The learner has no discount, so
-``train.gamma_grid`` cannot spread it.
+``train.gamma_grid`` cannot spread it. A policy over the last bars (``direct.policy = "attention"``)
+runs alone: the merged ensemble of ``train.ensemble`` members runs per-bar networks only.
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ def check_config(cfg: Any, folds: Sequence[Any]) -> None:
                           "set env.kelly = false")
     if cfg.train.gamma_grid:
         raise ConfigError("train.gamma_grid spreads a discount, and train.agent = 'direct' has none; leave train.gamma_grid empty")
+    if cfg.direct.policy != "mlp" and cfg.train.ensemble > 1:
+        raise ConfigError(f"direct.policy = {cfg.direct.policy!r} runs alone in the torch backtester (its network reads the "
+                          f"last bars of the market), not as a merged ensemble; set train.ensemble = 1 (got {cfg.train.ensemble})")
     for fold in folds:
         check_window(cfg.direct, fold)
 

@@ -31,6 +31,14 @@ class DirectConfig(Section):
     position_input: bool = Field(True, description="the policy also sees its current exposure (q·C/E, the observation's first "
                                  "portfolio feature), as Moody & Saffell's recurrent trader: it can hold a position a new "
                                  "signal does not pay to reverse. Off: features only (every bar's exposure in one batched pass)")
+    policy: Literal["mlp", "attention"] = Field(
+        "mlp", description="mlp: the decision bar's features (and exposure) alone; attention: the mlp plus lag attention "
+        "over the last direct.sequence bars' features (agents/sequence_net.py), run by the torch backtester only (the fused "
+        "kernels run a per-bar MLP) and not in ensembles. docs/LEARNING.md says whether it trades better")
+    sequence: int = Field(32, ge=2, le=1024, description="direct.policy = attention: bars the policy reads (L, the decision "
+                          "bar and the L − 1 before it), gathered by index from the market's feature matrix")
+    attention_heads: int = Field(4, ge=1, le=64, description="direct.policy = attention: heads of the lag attention (hidden[0] "
+                                 "must be a multiple)")
     relaxation: Literal["softmax", "straight_through", "continuous"] = Field(
         "softmax", description="how training meets the env's five exposure levels: softmax (the softmax-expected exposure "
         "over the levels at direct.temperature; the backtest trades the argmax level), straight_through (the argmax "
@@ -67,6 +75,9 @@ class DirectConfig(Section):
     def _check(self) -> "DirectConfig":
         if self.batch_windows * self.window > 1 << 31:
             raise ValueError(f"batch_windows × window = {self.batch_windows * self.window} bars a step is above 2^31")
+        if self.policy == "attention" and self.hidden[0] % self.attention_heads:
+            raise ValueError(f"direct.policy = 'attention': hidden[0] = {self.hidden[0]} must be a multiple of "
+                             f"direct.attention_heads = {self.attention_heads}")
         if self.objective == "dsr" and self.window > 4096:
             raise ValueError(f"objective = 'dsr' holds a window × window matrix of moving-moment weights: window {self.window} "
                              "must be <= 4096")

@@ -6,8 +6,9 @@ CUDA (``DirectTrainer``) and replayed:
 1. B window starts drawn uniformly from the fold's training bars (device generator; the fold's
    bounds are read on the device, so a new fold needs no new graph; with ``train.mirror`` half of
    them in the mirrored rows, as the env's episode starts);
-2. their features [B, T, F] gathered and normalised with the fold's statistics, their bars
-   (``pnl.gather_bars``);
+2. their features [B, T, F] gathered and normalised with the fold's statistics (with
+   ``direct.policy = "attention"`` the L − 1 bars before each window too: [B, T + L − 1, F]), their
+   bars (``pnl.gather_bars``);
 3. the policy's first layer for every bar at once, then bar by bar: a decision every
    ``env.decision_interval`` bars (the policy sees its exposure with ``direct.position_input``), the
    exposure through the relaxation (``DirectPolicy.exposure``) and the env's execution
@@ -30,6 +31,7 @@ from foxhunt.agents.direct.policy import DirectPolicy
 from foxhunt.agents.flat import FlatParams, MaskedAdam
 from foxhunt.agents.guard import Guard
 from foxhunt.agents.monitor import EpochMonitor
+from foxhunt.agents.sequence_net import history_index
 from foxhunt.env.params import EnvTensors
 from foxhunt.market import MarketData
 
@@ -52,8 +54,9 @@ class DirectLearner:
         self.cfg, self.market, self.params, self.monitor, self.device = cfg, market, params, monitor, dev
         self.k = int(params.decision_interval)
         torch.manual_seed(seed)
+        seq = cfg.sequence if cfg.policy == "attention" else 0
         self.net = DirectPolicy(market.n_features, cfg.hidden, cfg.head_hidden, cfg.relaxation, cfg.position_input,
-                                cfg.temperature).to(dev)
+                                cfg.temperature, sequence=seq, heads=cfg.attention_heads).to(dev)
         self.flat = FlatParams(self.net)
         self._init_weights = self.flat.data.clone()
         self.lr = torch.full((), cfg.lr, dtype=torch.float32, device=dev)
@@ -66,6 +69,7 @@ class DirectLearner:
         b, t = cfg.batch_windows, cfg.window
         self._u = torch.zeros(b, dtype=torch.float64, device=dev)
         self._offsets = torch.arange(t, dtype=torch.int64, device=dev)
+        self._span = torch.arange(t + max(seq, 1) - 1, dtype=torch.int64, device=dev)  # a window's bars and the L − 1 before
         self._levels = torch.tensor(LEVELS, dtype=torch.float32, device=dev)
         self._ema = ema_weights(t, cfg.dsr_eta, torch.float32, dev) if cfg.objective == "dsr" else None
         self.records = torch.zeros((cfg.steps_per_epoch, len(RECORD_FIELDS)), dtype=torch.float32, device=dev)
@@ -102,12 +106,17 @@ class DirectLearner:
         m, net, t = self.market, self.net, self.cfg.window
         b = starts.shape[0]
         idx = starts[:, None] + self._offsets  # [B, T] decision bars
-        feats = m.features.index_select(0, idx.reshape(-1)).view(b, t, -1)
+        big_l = max(net.sequence, 1)
+        # the decision bars and the L − 1 before the first (a sequence policy's), clamped to the start of the
+        # window's rows (the market's first row, or its mirror's)
+        base = (starts >= m.mirror_offset).to(torch.int64) * m.mirror_offset if m.mirror_offset else 0
+        span_idx = history_index(starts, big_l, self._span, base, m.n_rows - 1)
+        feats = m.features.index_select(0, span_idx.reshape(-1)).view(b, span_idx.shape[1], -1)
         feats = (feats - m.norm_mean) * m.norm_inv_std
         ex = Execution.of(self.params)
         terms = step_terms(gather_bars(m, idx), ex, m.median_abs_return)
         book = fresh_book(b, ex)
-        pre = net.first_layer(feats)  # [B, T, hidden[0]]
+        pre = net.first_layer_span(feats, t)  # [B, T, hidden[0]]
         out_all = None if net.position_input else net.rest(pre, None).unbind(1)
         pre_j = pre.unbind(1)  # one backward of T slices (indexing pre[:, j] would zero-fill [B, T, H] per bar)
         exposure = torch.zeros(b, dtype=torch.float32, device=self.device)

@@ -15,6 +15,10 @@ observation's unrealised-return and bars-in-position columns get zero weight (th
 no entry price for a fractional exposure), and the exposure column gets the policy's weight when
 ``position_input``. So everything that runs a DuelingQNet runs the policy unchanged: the torch and
 fused backtests, ``foxhunt backtest --model``, ``merge_mean`` ensembles, abstention's flat network.
+With ``direct.policy = "attention"`` (``sequence`` = L) the first layer also adds lag attention over
+the last L bars and the greedy network is a ``SequenceQNet`` (the same packing plus the encoder),
+which the torch backtester runs (it binds the market's bars to it); the fused kernels and ensembles
+do not.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from torch import nn
 
 from foxhunt.agents.direct.pnl import LEVELS
 from foxhunt.agents.networks import DuelingQNet
+from foxhunt.agents.sequence_net import LagAttention, SequenceQNet
 from foxhunt.env.actions import MARKET, NORMAL
 
 N_LEVELS = len(LEVELS)
@@ -49,7 +54,9 @@ class DirectPolicy(nn.Module):
 
     def __init__(self, n_features: int, hidden: Sequence[int] = (64, 64), head_hidden: int = 32,
                  relaxation: str = "softmax", position_input: bool = True, temperature: float = 1.0,
-                 slope: float = 0.01) -> None:
+                 slope: float = 0.01, sequence: int = 0, heads: int = 4) -> None:
+        """sequence: 0 for the per-bar MLP; L > 0 adds lag attention over the last L bars
+        (``agents.sequence_net.LagAttention``, ``heads`` heads of width hidden[0]) to the first layer."""
         super().__init__()
         if relaxation not in ("softmax", "straight_through", "continuous"):
             raise ValueError(f"relaxation {relaxation!r}: expected softmax, straight_through or continuous")
@@ -63,6 +70,9 @@ class DirectPolicy(nn.Module):
                 nn.init.orthogonal_(m.weight, gain=math.sqrt(2.0))
                 nn.init.zeros_(m.bias)
         nn.init.orthogonal_(self.head[2].weight, gain=0.01)  # a near-flat first policy that still varies by bar
+        self.sequence = int(sequence)
+        self.encoder = LagAttention(self.n_features, self.sequence, self.hidden[0], heads, self.hidden[0], slope) \
+            if self.sequence else None
         self.register_buffer("levels", torch.tensor(LEVELS, dtype=torch.float32), persistent=False)
 
     # ------------------------------------------------------------------ forward, in two parts
@@ -71,6 +81,13 @@ class DirectPolicy(nn.Module):
         the exposure's column is added per bar by ``rest``)."""
         lin = self.trunk[0]
         return nn.functional.linear(features, lin.weight[:, : self.n_features], lin.bias)
+
+    def first_layer_span(self, span: torch.Tensor, t: int) -> torch.Tensor:
+        """``first_layer`` of T decision bars from a span [N, T + L − 1, F] of normalised features
+        (the last T rows are the decision bars), plus the lag attention over each one's last L bars:
+        [N, T, hidden[0]]. The per-bar MLP (sequence 0) reads the last T rows alone."""
+        pre = self.first_layer(span[:, span.shape[1] - t:])
+        return pre if self.encoder is None else pre + self.encoder(span, t)
 
     def rest(self, pre: torch.Tensor, exposure: torch.Tensor | None) -> torch.Tensor:
         """The output from ``first_layer``'s result [..., hidden[0]] and the exposure [...] (ignored
@@ -111,7 +128,13 @@ class DirectPolicy(nn.Module):
         """A detached DuelingQNet (obs = features ++ the 3 portfolio features, 45 factored actions)
         whose argmax is the market order of normal urgency at the policy's level (module docstring)."""
         f = self.n_features
-        net = DuelingQNet(f + 3, N_FACTORED, self.hidden, self.head_hidden, self.slope).to(self.trunk[0].weight.device)
+        if self.encoder is None:
+            net = DuelingQNet(f + 3, N_FACTORED, self.hidden, self.head_hidden, self.slope)
+        else:
+            e = self.encoder
+            net = SequenceQNet(f + 3, N_FACTORED, self.hidden, self.head_hidden, self.slope, n_features=f, length=e.length,
+                               width=e.width, heads=e.heads)
+        net = net.to(self.trunk[0].weight.device)
         for p in net.parameters():
             p.zero_()
         first = net.trunk[0]
@@ -128,6 +151,8 @@ class DirectPolicy(nn.Module):
             e = a // 9
             out.weight[a] = w[e]
             out.bias[a] = b[e] - (0.0 if a % 9 == MARKET_NORMAL else MARGIN)
+        if self.encoder is not None:
+            net.encoder.load_state_dict(self.encoder.state_dict())
         return net.eval()
 
     def level_lines(self) -> tuple[torch.Tensor, torch.Tensor]:
