@@ -142,6 +142,7 @@ def _lagged_edge_market(lag: int, n: int = 4_000) -> MarketData:
     return m
 
 
+@pytest.mark.slow  # two policies × 100 steps: ~2 minutes on a 2-core CPU
 def test_it_reads_an_edge_some_bars_back_that_the_per_bar_mlp_cannot_see():
     m = _lagged_edge_market(lag=5)
     env = EnvParams(episode_length=50, cost_bps=0.1, spread_bps=0.1, impact_eta=0.0)
