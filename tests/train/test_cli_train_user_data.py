@@ -101,10 +101,12 @@ def test_an_hourly_metatrader_file_trains_with_the_hourly_settings_and_data_fold
 @pytest.mark.slow
 def test_a_minute_binance_file_trains_with_the_intraday_settings_and_data_folds(tmp_path: Path) -> None:
     """~50 s on 2 cores: the data's folds validate on 19,969 minutes each and the CPU backtest steps
-    them one by one (about 3 ms a bar), so buy-and-hold and the curves (the report's baselines) are
-    off here; the daily and hourly tests cover the report's out-of-sample section."""
+    them one by one (about 3 ms a bar), so buy-and-hold, the curves (the report's baselines) and
+    abstention (a flat fold backtests its members once more for the report) are off here; the daily and
+    hourly tests cover the report's out-of-sample section and abstention."""
     html = check_run(tmp_path, minute_file, 200_000, "1 min", "intraday",
-                     ["--folds", "1", "--set", "train.eval_buy_and_hold=false", "--set", "train.save_curves=false"])
+                     ["--folds", "1", "--set", "train.eval_buy_and_hold=false", "--set", "train.save_curves=false",
+                      "--set", "train.abstain=false"])
     assert "no header line: columns read as Binance kline columns" in html
     cfg = tomllib.loads((tmp_path / "runs" / "r" / "config.toml").read_text())  # the intraday row's decision grid
     assert (cfg["train"]["decision_grid"], cfg["train"]["ensemble"], cfg["train"]["select"]) == ([1, 16], 2, "inner")
