@@ -18,7 +18,7 @@ import argparse
 
 import torch
 
-from bench.common import arguments, build_market, machine, own_args, parse, save, stopwatch
+from bench.common import arguments, build_market, machine, own_args, parse, record_row, save, stopwatch
 from foxhunt.agents.direct.config import DirectConfig
 from foxhunt.agents.direct.trainer import DirectTrainer
 from foxhunt.env import EnvParams
@@ -94,13 +94,9 @@ def main() -> None:
     market = build_market(20_000 if a.quick else 400_000, 51, dev, seed=1, val_gap=10)
 
     def guarded(fn, *args) -> None:
-        try:
-            r = fn(*args)
-        except Exception as exc:  # a failed row is recorded, the run goes on
-            res["errors"].append(f"{fn.__name__} {args[1:2]}: {type(exc).__name__}: {exc}")
-            return
-        res["rows"].append(r)
-        print(f"{r['impl']:<14} B={r['batch_windows']:>6} T={r['window']}: {r['bars_per_s']:>14,.0f} bars/s", flush=True)
+        r = record_row(res, fn, *args)
+        if r is not None:
+            print(f"{r['impl']:<14} B={r['batch_windows']:>6} T={r['window']}: {r['bars_per_s']:>14,.0f} bars/s", flush=True)
 
     for b in sizes:
         if "foxhunt" in impls:

@@ -26,7 +26,7 @@ import argparse
 import torch
 from torch import nn
 
-from bench.common import arguments, build_market, machine, own_args, parse, save, stopwatch
+from bench.common import arguments, build_market, machine, own_args, parse, record_row, save, stopwatch
 
 from foxhunt.agents.exec_choice import ExecChoice
 from foxhunt.agents.networks import ActorCritic
@@ -194,15 +194,10 @@ def main() -> None:
     market = build_market(20_000 if a.quick else 400_000, 51, dev, seed=1, val_gap=10)
 
     def guarded(fn, *args) -> None:
-        try:
-            r = fn(*args)
-        except Exception as exc:  # a failed row is recorded, the run goes on
-            res["errors"].append(f"{fn.__name__} {args[1:2]}: {type(exc).__name__}: {exc}")
-            print("ERROR", res["errors"][-1], flush=True)
-            return
-        print(r, flush=True)
-        res["rows"].append(r)
-        save(a, name, res)  # partial results survive a timeout
+        r = record_row(res, fn, *args)
+        if r is not None:
+            print(r, flush=True)
+            save(a, name, res)  # partial results survive a timeout
 
     for n in sizes:
         if "foxhunt" in impls:

@@ -107,6 +107,19 @@ def save(args: argparse.Namespace, stem: str, payload: dict[str, Any]) -> Path:
     return _write(result_path(args, stem), payload)
 
 
+
+def record_row(res: dict[str, Any], fn: Callable[..., dict[str, Any]], *args: Any) -> dict[str, Any] | None:
+    """``fn(*args)`` appended to ``res["rows"]``; an exception is recorded in ``res["errors"]`` (named by
+    the function and its second argument, the size) and printed, and the run goes on: returns None."""
+    try:
+        row = fn(*args)
+    except Exception as exc:  # a failed row is recorded, the run goes on
+        res["errors"].append(f"{getattr(fn, '__name__', 'fn')} {args[1:2]}: {type(exc).__name__}: {exc}")
+        print("ERROR", res["errors"][-1], flush=True)
+        return None
+    res["rows"].append(row)
+    return row
+
 def git_revision() -> str:
     """HEAD of the checkout; FOXHUNT_GIT_REV when set (the GPU machine's copy has no .git)."""
     return provenance.git_revision(ROOT)

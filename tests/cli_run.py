@@ -10,10 +10,17 @@ import sys
 from pathlib import Path
 
 
-def run_cli(cwd: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "80"}
+def run_cli(cwd: Path, *args: str, timeout: float = 300, columns: int = 80) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": str(columns)}
     return subprocess.run([sys.executable, "-m", "foxhunt.cli", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=timeout)
+
+
+def run_ok(cwd: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    """``foxhunt ARGS`` in ``cwd`` (200 columns: rich wraps no line a test reads), asserted to exit 0."""
+    p = run_cli(cwd, *args, timeout=timeout, columns=200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
 
 
 def listing(root: Path) -> dict[str, str]:

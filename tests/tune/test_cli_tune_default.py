@@ -9,30 +9,20 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from foxhunt.config import load_config
+from tests.cli_run import run_ok
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow
 
 
-def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    p = subprocess.run([sys.executable, "-m", "foxhunt.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return p
-
-
 def test_tune_without_arguments_runs_the_built_in_study_and_writes_its_outputs(tmp_path: Path) -> None:
     repo_runs_before = sorted((ROOT / "runs").rglob("*")) if (ROOT / "runs").exists() else None
-    out = _run(tmp_path, "tune", "--trials", "2").stdout
+    out = run_ok(tmp_path, "tune", "--trials", "2").stdout
     assert "study default (new)" in out and "report:" in out
     d = tmp_path / "runs" / "tune" / "default"
 
@@ -47,7 +37,7 @@ def test_tune_without_arguments_runs_the_built_in_study_and_writes_its_outputs(t
 
     best = load_config(d / "best.toml")
     assert best.dqn.lr == pytest.approx(s["best"]["params"]["dqn.lr"])
-    train = _run(tmp_path, "train", "--config", str(d / "best.toml"), "--folds", "1", "--epochs", "1", "--name", "from-best")
+    train = run_ok(tmp_path, "train", "--config", str(d / "best.toml"), "--folds", "1", "--epochs", "1", "--name", "from-best")
     assert "validation windows" in train.stdout and (tmp_path / "runs" / "from-best" / "summary.json").is_file()
 
     # everything went under the working directory, nothing into the repository

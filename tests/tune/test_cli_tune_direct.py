@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from foxhunt.config import load_config
+from tests.cli_run import run_ok
 from tests.train.test_cli_train_direct import direct_config
 
 pytestmark = pytest.mark.slow
@@ -33,17 +31,9 @@ direct.turnover_penalty = {{ low = 0.0, high = 5.0 }}
 """
 
 
-def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    p = subprocess.run([sys.executable, "-m", "foxhunt.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return p
-
-
 def test_tune_searches_direct_keys_and_writes_a_best_toml_that_trains_the_direct_learner(tmp_path: Path) -> None:
     cfg = direct_config(tmp_path, epochs=1, every=0, report=True, extra=DIRECT_TUNE.format(studies=tmp_path / "studies"))
-    out = _run(tmp_path, "tune", "--config", str(cfg)).stdout
+    out = run_ok(tmp_path, "tune", "--config", str(cfg)).stdout
     assert "study direct (new)" in out
     d = tmp_path / "studies" / "direct"
     s = json.loads((d / "summary.json").read_text())
@@ -57,7 +47,7 @@ def test_tune_searches_direct_keys_and_writes_a_best_toml_that_trains_the_direct
     params = s["best"]["params"]
     assert best.train.agent == "direct" and best.direct.lr == pytest.approx(params["direct.lr"])
     assert best.direct.objective == params["direct.objective"]
-    train = _run(tmp_path, "train", "--config", str(d / "best.toml"), "--folds", "1", "--epochs", "1", "--name", "b")
+    train = run_ok(tmp_path, "train", "--config", str(d / "best.toml"), "--folds", "1", "--epochs", "1", "--name", "b")
     assert "validation windows" in train.stdout
     assert json.loads((tmp_path / "runs" / "b" / "accel.json").read_text())["agent"] == "direct"
 

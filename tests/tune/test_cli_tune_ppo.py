@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from foxhunt.config import load_config
+from tests.cli_run import run_ok
 from tests.tiny import tiny_config
 
 pytestmark = pytest.mark.slow
@@ -54,17 +52,9 @@ def ppo_tune_config(directory: Path) -> Path:
     return tiny_config(directory, epochs=1, every=0, report=True, extra=PPO_TUNE.format(studies=directory / "studies"))
 
 
-def _run(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-    p = subprocess.run([sys.executable, "-m", "foxhunt.cli", *args], cwd=cwd, env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert p.returncode == 0, p.stdout + p.stderr
-    return p
-
-
 def test_tune_searches_ppo_with_pruning_the_hold_out_and_a_best_toml_that_trains_ppo(tmp_path: Path) -> None:
     cfg = ppo_tune_config(tmp_path)
-    out = _run(tmp_path, "tune", "--config", str(cfg), "--set", "folds.max_folds=3").stdout
+    out = run_ok(tmp_path, "tune", "--config", str(cfg), "--set", "folds.max_folds=3").stdout
     assert "study ppo (new)" in out and "3 folds" in out and "pruner median" in out
     d = tmp_path / "studies" / "ppo"
     s = json.loads((d / "summary.json").read_text())
@@ -88,7 +78,7 @@ def test_tune_searches_ppo_with_pruning_the_hold_out_and_a_best_toml_that_trains
     params = s["best"]["params"]
     assert best.ppo.lr == pytest.approx(params["ppo.lr"]) and best.ppo.ent_coef == pytest.approx(params["ppo.ent_coef"])
     assert best.ppo.clip_coef == params["ppo.clip_coef"]
-    train = _run(tmp_path, "train", "--config", str(d / "best.toml"), "--folds", "1", "--epochs", "1", "--name", "b")
+    train = run_ok(tmp_path, "train", "--config", str(d / "best.toml"), "--folds", "1", "--epochs", "1", "--name", "b")
     assert "validation windows" in train.stdout
     run = tmp_path / "runs" / "b"
     assert json.loads((run / "accel.json").read_text())["agent"] == "ppo"
