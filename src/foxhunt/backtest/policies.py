@@ -80,8 +80,9 @@ class EnsemblePolicy:
             raise ValueError("EnsemblePolicy needs at least one model")
         if mode not in ("vote", "mean"):
             raise ValueError(f"EnsemblePolicy mode {mode!r}: expected 'vote' or 'mean'")
-        if any(hasattr(n, "bind_history") for n in nets):
-            raise ValueError(f"EnsemblePolicy: a {type(nets[0]).__name__} reads the last bars of the market and runs "
+        seq = next((n for n in nets if hasattr(n, "bind_history")), None)
+        if seq is not None:
+            raise ValueError(f"EnsemblePolicy: a {type(seq).__name__} reads the last bars of the market and runs "
                              "alone (GreedyPolicy), not in an ensemble")
         w = torch.ones(len(nets)) if weights is None else torch.as_tensor(list(weights), dtype=torch.float32)
         if w.shape != (len(nets),) or bool((w < 0).any()) or float(w.sum()) <= 0:
