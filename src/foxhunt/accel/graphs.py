@@ -41,13 +41,17 @@ def capture(
     after the warm-up when ``restore_after_warmup`` (the warm-up's effects must not count).
     during_capture: a context entered around the capture only (tests: ``forbid_host_reads``,
     ``cuda_sync_errors``).
-    stream: the capture stream (default: torch's one default capture stream, shared by every graph).
-    A graph replayed concurrently with others needs its own: cuBLAS keys its workspace by (handle,
-    stream), so graphs captured on one stream share one workspace (``dqn.overlap_collection``).
+    stream: the capture stream. Default: the current stream when it is not the device's default stream
+    (a lockstep member's own stream, ``foxhunt.train.lockstep``), else torch's one default capture
+    stream, shared by every graph. A graph replayed concurrently with others needs its own: cuBLAS
+    keys its workspace by (handle, stream), so graphs captured on one stream share one workspace
+    (``dqn.overlap_collection``, lockstep members).
     """
     dev = torch.device(device)
     if dev.type != "cuda":
         raise RuntimeError(f"CUDA-graph capture needs a CUDA device, got {dev} (run the function eagerly)")
+    if stream is None and torch.cuda.current_stream(dev) != torch.cuda.default_stream(dev):
+        stream = torch.cuda.current_stream(dev)
     saved = save() if save is not None and restore_after_warmup else None
     side = torch.cuda.Stream(dev)
     side.wait_stream(torch.cuda.current_stream(dev))

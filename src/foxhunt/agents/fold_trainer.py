@@ -11,7 +11,7 @@ makes a fold current in place (captured CUDA graphs stay valid). Subclasses set 
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -87,6 +87,29 @@ class FoldTrainer:
             reseed(base + k)
 
     # ------------------------------------------------------------------ epochs
+    def epoch_steps(self) -> Iterator[None]:
+        """One epoch of device work as a generator: it enqueues one round (a collection round and its
+        updates, a rollout and its update, a gradient step) per ``next`` and ends by starting the
+        epoch summary's readback (no host reads). ``run_epoch`` runs it through; the lockstep runner
+        (``foxhunt.train.lockstep``) interleaves the members' generators round by round, each on its
+        own CUDA stream."""
+        raise NotImplementedError
+
+    def run_epoch(self) -> None:
+        """Enqueue one epoch of device work and start its summary readback (no host reads)."""
+        for _ in self.epoch_steps():
+            pass
+
+    def finish_epoch(self) -> EpochSummary | None:
+        """After ``run_epoch``: the epoch's summary (its one synchronisation; TrainingHalted if the
+        guard halted). DQN's lagged readback overrides this (an earlier epoch's summary, or None)."""
+        return self._collect_summary()
+
+    def train_epoch(self) -> EpochSummary | None:
+        """One epoch (``run_epoch`` then ``finish_epoch``)."""
+        self.run_epoch()
+        return self.finish_epoch()
+
     def _end_epoch(self) -> None:
         """Start the epoch summary's readback (non-blocking) and count the epoch."""
         self.monitor.start_readback(self.epoch)

@@ -39,13 +39,14 @@ from foxhunt.train import abstain
 from foxhunt.train import checkpoint as ckpt
 from foxhunt.train import gamma_grid
 from foxhunt.train.agent import build_trainer, cost_multiplier, policy_net, trained_module, training_env
+from foxhunt.train.lockstep import Lockstep
 from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
 from foxhunt.train.oos import write_oos
 from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
 from foxhunt.train.preflight import check_prepared
 from foxhunt.train.run_dir import ResumePoint
 from foxhunt.train.selection import EpochSelector, HeldBackScore, WithSelection, split_fold
-from foxhunt.train.team import Team, ensemble_net, member_config
+from foxhunt.train.team import Team, ensemble_net, member_config, member_label
 
 
 
@@ -79,6 +80,9 @@ class WalkForwardRunner:
         self._member_cfgs = [member_config(cfg, k) for k in range(self.tcfg.ensemble)]
         self.members = [build_trainer(self.market, c, self.plan) for c in self._member_cfgs]
         self.trainer = self.members[0]
+        # The members as one program: round by round, each on its own CUDA stream (foxhunt.train.lockstep)
+        self.lockstep = Lockstep(self.members, self.market.device, self.tcfg.lockstep,
+                                 labels=[member_label(c, k) for k, c in enumerate(self._member_cfgs)])
         self.backtester = Backtester(self.market, cfg.env, chunk=self.tcfg.eval_chunk, cuda_graphs=self.plan.graphs,
                                      bars_per_year=cfg.backtest.bars_per_year)  # None: inferred from the data
         self.bars_per_year = self.backtester.bars_per_year
@@ -196,7 +200,7 @@ class WalkForwardRunner:
         if self.tcfg.cost_curriculum > 0 and e <= self.tcfg.cost_curriculum:  # this epoch's training costs, in
             for t, c in zip(self.members, self._member_cfgs):  # place (captured graphs stay valid); constant after
                 t.env.set_params(training_env(c, cost_multiplier(c, e)))
-        summaries = [t.train_epoch() for t in self.members]
+        summaries = self.lockstep.train_epoch()
         inner = [sel.observe(e + 1) for sel in self.selectors]  # before the summaries are emitted
         return summaries[0], summaries[1:], inner
 

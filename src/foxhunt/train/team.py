@@ -34,6 +34,17 @@ def member_config(cfg: Config, k: int) -> Config:
     return cfg if k == 0 else cfg.replace(run={"seed": int(cfg.run.seed) + k})
 
 
+def member_label(cfg: Config, k: int) -> str:
+    """How member k (its config: ``member_config``) is named in messages: ``member k (seed s, γ g, k i)``."""
+    agent = getattr(cfg, cfg.train.agent, None)
+    parts = [f"seed {int(cfg.run.seed)}"]
+    if cfg.train.gamma_grid and agent is not None and hasattr(agent, "gamma"):
+        parts.append(f"gamma {agent.gamma:g}")
+    if cfg.train.decision_grid:
+        parts.append(f"decision interval {cfg.env.decision_interval}")
+    return f"member {k} ({', '.join(parts)})"
+
+
 def ensemble_net(trainers: Sequence[Any]) -> nn.Module:
     """The greedy network of K trainers: member 0's own for K = 1, else their merged mean."""
     if len(trainers) == 1:

@@ -13,7 +13,7 @@ second CUDA stream on a GPU (``foxhunt.agents.dqn.overlap``: the order, the stre
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -180,8 +180,9 @@ class DQNTrainer(FoldTrainer):
         for _ in range(self.cfg.train_steps_per_round):
             self._train_step.fn()
 
-    def run_epoch(self) -> None:
-        """Enqueue one epoch of device work and start its summary readback (no host reads)."""
+    def epoch_steps(self) -> Iterator[None]:
+        """One epoch (``FoldTrainer.epoch_steps``): ``rounds_per_epoch`` rounds, each a collection round
+        and (once the replay holds enough) its ``train_steps_per_round`` updates."""
         cfg = self.cfg
         self.monitor.reset()
         flags = self._reset_flags()
@@ -202,17 +203,17 @@ class DQNTrainer(FoldTrainer):
             if storage.size >= ready_at and cfg.train_steps_per_round:
                 self._train_round()
                 updates += cfg.train_steps_per_round
+            yield
         if self.lag is not None:
             self.lag.join()  # the epoch's last collection lands before its readback
         self.learner.flush_records(updates)
         self.monitor.set_scalar("epsilon", self.collector.epsilon)
         self._end_epoch()
 
-    def train_epoch(self) -> EpochSummary | None:
-        """One epoch. Returns its summary (one synchronisation), or, in lagged mode, the oldest
+    def finish_epoch(self) -> EpochSummary | None:
+        """After ``run_epoch``: its summary (one synchronisation), or, in lagged mode, the oldest
         earlier epoch's summary that has already landed (no blocking wait), else None; only when the
         ring of in-flight summaries is full does the host wait for the oldest (back-pressure)."""
-        self.run_epoch()
         if self.plan.readback != "lagged":
             return self._collect_summary()
         m = self.monitor

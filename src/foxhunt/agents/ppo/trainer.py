@@ -13,7 +13,7 @@ evaluation, the model file), and ``state_dict`` / ``load_state_dict`` (``foxhunt
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -67,8 +67,8 @@ class PPOTrainer(FoldTrainer):
         return [self.rollout.generator.manual_seed, self.learner.generator.manual_seed]
 
     # ------------------------------------------------------------------ epochs
-    def run_epoch(self) -> None:
-        """Enqueue one epoch of device work and start its summary readback (no host reads)."""
+    def epoch_steps(self) -> Iterator[None]:
+        """One epoch (``FoldTrainer.epoch_steps``): ``iterations_per_epoch`` rounds of (rollout, update)."""
         cfg = self.cfg
         self.monitor.reset()
         self.rollout.ev.zero_()
@@ -77,13 +77,9 @@ class PPOTrainer(FoldTrainer):
             self._round()
             self._train()
             self.rounds += 1
+            yield
         self.learner.flush_records(cfg.iterations_per_epoch * cfg.update_epochs * cfg.minibatches, self.rollout.ev)
         self._end_epoch()
-
-    def train_epoch(self) -> EpochSummary:
-        """One epoch; returns its summary (the epoch's one synchronisation)."""
-        self.run_epoch()
-        return self._collect_summary()
 
     # ------------------------------------------------------------------ evaluation / export
     def policy_net(self) -> DuelingQNet:

@@ -1,0 +1,126 @@
+"""A fold's members stepped in lockstep (train.lockstep, foxhunt.train.lockstep) train exactly what they
+train one after another and what each trains alone: DQN, PPO and the direct learner, members at
+different decision intervals and discounts in one program; the guard names a halted member."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from foxhunt.agents.fold_trainer import TrainingHalted
+from foxhunt.config import Config, load_config
+from foxhunt.pipeline import prepare_market
+from foxhunt.train.lockstep import Lockstep
+from foxhunt.train.runner import WalkForwardRunner
+from foxhunt.train.team import member_config
+from tests.train.conftest import tiny_config
+
+PPO = {"n_envs": 16, "rollout_len": 8, "iterations_per_epoch": 2, "minibatches": 2, "update_epochs": 2, "hidden": [16],
+       "head_hidden": 8, "target_kl": 0.05}
+DIRECT = {"window": 32, "batch_windows": 16, "steps_per_epoch": 2, "hidden": [16, 16], "head_hidden": 8,
+          "relaxation": "straight_through"}
+
+
+def _config(tmp_path: Path, agent: str, train: dict[str, Any]) -> Config:
+    cfg = load_config(tiny_config(tmp_path, epochs=2, every=0, select="inner"))
+    sections: dict[str, Any] = {"train": {"agent": agent, "abstain": False, **train}, "folds": {"max_folds": 1}}
+    if agent == "ppo":
+        sections["ppo"] = PPO
+    if agent == "direct":
+        sections["direct"] = DIRECT
+        sections["env"] = {"action_mode": "factored"}
+    return cfg.replace(**sections)
+
+
+def _train(cfg: Config) -> tuple[WalkForwardRunner, list[dict[str, float]]]:
+    runner = WalkForwardRunner(prepare_market(cfg))
+    agents = runner.score_folds()
+    return runner, [a.metrics[0] for a in agents]
+
+
+def _states(runner: WalkForwardRunner) -> list[dict[str, torch.Tensor]]:
+    """Every member's trained network (after its epoch selection restored the picked epoch)."""
+    from foxhunt.train.agent import policy_net
+
+    return [{k: v.detach().clone() for k, v in policy_net(t).state_dict().items()} for t in runner.members]
+
+
+def _same_metrics(a: list[dict[str, float]], b: list[dict[str, float]]) -> bool:
+    """Equal metric rows (NaN equals NaN: an undefined metric is undefined in both)."""
+    return all(x.keys() == y.keys() and all(x[k] == y[k] or (x[k] != x[k] and y[k] != y[k]) for k in x) for x, y in zip(a, b))
+
+
+def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+GRIDS = {
+    "dqn": {"ensemble": 4, "gamma_grid": [0.9, 0.5], "decision_grid": [1, 4]},
+    "ppo": {"ensemble": 2, "decision_grid": [1, 4]},
+    "direct": {"ensemble": 2, "decision_grid": [1, 4]},
+}
+
+
+@pytest.mark.parametrize("agent", ["dqn", "ppo", "direct"])
+def test_members_in_lockstep_equal_members_one_after_another_and_each_member_alone(tmp_path: Path, agent: str) -> None:
+    cfg = _config(tmp_path, agent, GRIDS[agent])
+    together, metrics = _train(cfg)
+    assert together.lockstep.enabled
+    apart, metrics_apart = _train(cfg.replace(train={"lockstep": False}))
+    assert not apart.lockstep.enabled
+    assert _same_metrics(metrics, metrics_apart)  # the fold's validation backtest: every metric, exactly
+    for a, b in zip(_states(together), _states(apart)):
+        _assert_same(a, b)
+    picks = [s.best_epoch for s in together.selectors]
+    assert picks == [s.best_epoch for s in apart.selectors]
+    # the last member (its own seed, discount and interval) trained alone: the same network and pick
+    k = len(together.members) - 1
+    alone_cfg = member_config(cfg, k).replace(train={"ensemble": 1, "gamma_grid": [], "decision_grid": []})
+    alone, _ = _train(alone_cfg)
+    assert alone.members[0].env.decision_interval == together.members[k].env.decision_interval
+    _assert_same(_states(alone)[0], _states(together)[k])
+    assert alone.selectors[0].best_epoch == picks[k]
+
+
+class _Member:
+    """A stand-in trainer: ``rounds`` rounds an epoch, recording the order of its rounds; halts if told."""
+
+    def __init__(self, name: str, rounds: int, log: list[str], halt: bool = False) -> None:
+        self.name, self.rounds, self.log, self.halt = name, rounds, log, halt
+
+    def epoch_steps(self):
+        for r in range(self.rounds):
+            self.log.append(f"{self.name}{r}")
+            yield
+
+    def run_epoch(self) -> None:
+        for _ in self.epoch_steps():
+            pass
+
+    def finish_epoch(self) -> str:
+        if self.halt:
+            raise TrainingHalted("training halted by the guard in fold 0, epoch 0: non-finite loss or gradient norm")
+        return self.name
+
+
+def test_lockstep_enqueues_round_r_of_every_member_before_round_r_plus_one_of_any() -> None:
+    log: list[str] = []
+    members = [_Member("a", 2, log), _Member("b", 3, log), _Member("c", 1, log)]
+    assert Lockstep(members, torch.device("cpu")).train_epoch() == ["a", "b", "c"]
+    assert log == ["a0", "b0", "c0", "a1", "b1", "b2"]
+    log.clear()
+    Lockstep(members, torch.device("cpu"), enabled=False).run_epoch()
+    assert log == ["a0", "a1", "b0", "b1", "b2", "c0"]
+
+
+def test_a_halted_member_is_named_in_the_guards_error() -> None:
+    log: list[str] = []
+    members = [_Member("a", 1, log), _Member("b", 1, log, halt=True)]
+    step = Lockstep(members, torch.device("cpu"), labels=["member 0 (seed 0)", "member 1 (seed 1, decision interval 4)"])
+    with pytest.raises(TrainingHalted, match=r"^member 1 \(seed 1, decision interval 4\): training halted by the guard in fold 0"):
+        step.train_epoch()
