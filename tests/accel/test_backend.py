@@ -198,13 +198,17 @@ def test_auto_checks_the_network_that_will_be_evaluated_dqns_or_ppos_actor():
     assert plan.eval == "torch" and plan.notes["eval"].startswith("ppo: the fused kernels need two trunk layers")
     plan = resolve(AccelConfig(), dqn(), CUDA, obs_dim=700)
     assert plan.eval == "torch" and "observation" in plan.notes["eval"]
-    # train.ensemble = K: eval runs the members merged K times as wide (acting still runs one member)
+    # train.ensemble = K: the held-back backtests run one member (eval); the fold's model, the members merged
+    # K times as wide, runs in torch where the kernel cannot hold it (model_eval), noted, named or not
     plan = resolve(AccelConfig(), dqn(hidden=(128, 128)), CUDA, ensemble=4)
-    assert plan.eval == "fused"
-    plan = resolve(AccelConfig(acting="fused"), dqn(hidden=(256, 256)), CUDA, ensemble=4)
-    assert plan.eval == "torch" and plan.acting == "fused" and "× train.ensemble = 4" in plan.notes["eval"]
+    assert plan.eval == plan.model_eval == "fused" and "eval_model" not in plan.notes
+    for accel in (AccelConfig(acting="fused"), AccelConfig(eval="fused")):
+        plan = resolve(accel, dqn(hidden=(256, 256)), CUDA, ensemble=4)
+        assert plan.eval == "fused" and plan.model_eval == "torch"
+        assert plan.notes["eval_model"] == ("the fold's model of 4 merged members: the fused kernels hold layers of at most 512 "
+                                            "units (hidden / 2 × head_hidden × train.ensemble = 4): torch")
     with pytest.raises(ConfigError, match="accel.eval = 'fused' on cuda: dqn: the fused kernels hold layers of at most 512"):
-        resolve(AccelConfig(eval="fused"), dqn(hidden=(256, 256)), CUDA, ensemble=4)
+        resolve(AccelConfig(eval="fused"), dqn(hidden=(1024, 256)), CUDA)
 
 
 @needs_triton

@@ -60,31 +60,35 @@ def _assert_same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None
 
 
 GRIDS = {
-    "dqn": {"ensemble": 4, "gamma_grid": [0.9, 0.5], "decision_grid": [1, 4]},
+    "dqn": {"ensemble": 2, "gamma_grid": [0.9, 0.5]},
     "ppo": {"ensemble": 2, "decision_grid": [1, 4]},
     "direct": {"ensemble": 2, "decision_grid": [1, 4]},
 }
+"""Two members a fold: DQN's at two discounts, PPO's and the direct learner's at k = 1 and k = 4."""
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["dqn", "ppo", "direct"])
-def test_members_in_lockstep_equal_members_one_after_another_and_each_member_alone(tmp_path: Path, agent: str) -> None:
+def test_a_member_in_lockstep_trains_and_selects_exactly_what_it_does_alone(tmp_path: Path, agent: str) -> None:
     cfg = _config(tmp_path, agent, GRIDS[agent])
     together, metrics = _train(cfg)
     assert together.lockstep.enabled
-    apart, metrics_apart = _train(cfg.replace(train={"lockstep": False}))
-    assert not apart.lockstep.enabled
-    assert _same_metrics(metrics, metrics_apart)  # the fold's validation backtest: every metric, exactly
-    for a, b in zip(_states(together), _states(apart)):
-        _assert_same(a, b)
     picks = [s.best_epoch for s in together.selectors]
-    assert picks == [s.best_epoch for s in apart.selectors]
-    # the last member (its own seed, discount and interval) trained alone: the same network and pick
+    # the last member (its own seed, and discount or interval) trained alone: the same network and pick
     k = len(together.members) - 1
     alone_cfg = member_config(cfg, k).replace(train={"ensemble": 1, "gamma_grid": [], "decision_grid": []})
     alone, _ = _train(alone_cfg)
+    assert not alone.lockstep.enabled
     assert alone.members[0].env.decision_interval == together.members[k].env.decision_interval
     _assert_same(_states(alone)[0], _states(together)[k])
     assert alone.selectors[0].best_epoch == picks[k]
+    if agent == "dqn":  # and the members one after another (train.lockstep = false): the same fold, exactly
+        apart, metrics_apart = _train(cfg.replace(train={"lockstep": False}))
+        assert not apart.lockstep.enabled
+        assert _same_metrics(metrics, metrics_apart)
+        for a, b in zip(_states(together), _states(apart)):
+            _assert_same(a, b)
+        assert picks == [s.best_epoch for s in apart.selectors]
 
 
 class _Member:
@@ -124,3 +128,43 @@ def test_a_halted_member_is_named_in_the_guards_error() -> None:
     step = Lockstep(members, torch.device("cpu"), labels=["member 0 (seed 0)", "member 1 (seed 1, decision interval 4)"])
     with pytest.raises(TrainingHalted, match=r"^member 1 \(seed 1, decision interval 4\): training halted by the guard in fold 0"):
         step.train_epoch()
+
+
+GPU_GRIDS = {"dqn": {"ensemble": 4, "gamma_grid": [0.9, 0.5], "decision_grid": [1, 4]}, **{a: GRIDS[a] for a in ("ppo", "direct")}}
+"""On the GPU DQN's four members span two discounts and two intervals."""
+
+GPU_CASES = {
+    "dqn-torch": ("dqn", {"accel": {"backend": "torch"}, "dqn": {"n_envs": 256}}),
+    "dqn-fused": ("dqn", {"accel": {"backend": "fused"}, "dqn": {"n_envs": 256, "hidden": [64, 64], "head_hidden": 32,
+                                                                "sampler": "proportional"}}),
+    "ppo-fused-env": ("ppo", {"accel": {"backend": "torch", "env_step": "fused"}, "ppo": {**PPO, "n_envs": 256}}),
+    "direct": ("direct", {"accel": {"backend": "torch"}}),
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", list(GPU_CASES))
+def test_members_on_their_own_cuda_streams_equal_members_one_after_another_bit_for_bit(tmp_path: Path, case: str) -> None:
+    agent, sections = GPU_CASES[case]
+    cfg = _config(tmp_path, agent, GPU_GRIDS[agent]).replace(run={"device": "cuda"}, **sections)
+    together, metrics = _train(cfg)
+    assert together.lockstep.streams is not None and len(together.lockstep.streams) == len(together.members)
+    apart, metrics_apart = _train(cfg.replace(train={"lockstep": False}))
+    assert _same_metrics(metrics, metrics_apart)
+    for a, b in zip(_states(together), _states(apart)):
+        _assert_same(a, b)
+    assert [s.best_epoch for s in together.selectors] == [s.best_epoch for s in apart.selectors]
+
+
+@pytest.mark.gpu
+def test_a_lockstep_epoch_of_graphed_members_runs_without_any_sync_but_the_readback(tmp_path: Path) -> None:
+    from foxhunt.testing import cuda_sync_errors
+
+    cfg = _config(tmp_path, "dqn", GPU_GRIDS["dqn"]).replace(run={"device": "cuda"}, **GPU_CASES["dqn-torch"][1])
+    runner = WalkForwardRunner(prepare_market(cfg))
+    runner._begin_fold(runner.folds[0], warm_start=False)
+    runner.lockstep.train_epoch()  # the first epoch captures every member's graphs
+    runner.lockstep.train_epoch()  # the replay buffer is warm: the update graphs are captured too
+    with cuda_sync_errors("cuda"):
+        runner.lockstep.run_epoch()
+    assert all(s is not None for s in runner.lockstep.finish())

@@ -109,6 +109,12 @@ class ExecutionPlan:
     notes: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
     named: tuple[str, ...] = field(default=(), hash=False, compare=False)
 
+    @property
+    def model_eval(self) -> str:
+        """How the fold's model (with ``train.ensemble`` > 1 its members merged) is backtested: ``eval``,
+        or torch where the fused kernel cannot hold the merged network (``notes["eval_model"]``)."""
+        return "torch" if "eval_model" in self.notes else self.eval
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         for p in PARTS:
@@ -213,7 +219,7 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
     other = agent not in ("dqn", "none")  # a learner with fewer implementations than DQN's
 
     def net_reason(part: str) -> str | None:
-        # eval runs the fold's model: with train.ensemble = K, the members merged K times as wide
+        # eval runs one member's network here (the held-back selection); the fold's merged model: below
         if net is None:
             return None
         if agent == "dqn" and getattr(net, "head", "flat") != "flat":  # agents.networks.BranchingQNet
@@ -223,7 +229,7 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
                     "a per-bar MLP only")
         if part == "acting" and cuda and (why := _acting_width_reason(net)) is not None:
             return why
-        return _net_reason(net, obs_dim, n_actions, ensemble if part == "eval" else 1)
+        return _net_reason(net, obs_dim, n_actions, 1)
 
     choice: dict[str, str] = {}
     named: list[str] = []
@@ -262,6 +268,13 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
         choice[part] = c
         if explicit:
             named.append(part)
+
+    if choice.get("eval") == "fused" and net is not None and ensemble > 1 and \
+            (why := _net_reason(net, obs_dim, n_actions, ensemble)) is not None:
+        # train.ensemble = K: the fold's model is the members merged K times as wide (agents.networks.merge_mean);
+        # where the kernel cannot hold it, that model's validation backtests run in torch (ExecutionPlan.model_eval),
+        # while every member's held-back backtests keep the fused kernel
+        notes["eval_model"] = f"the fold's model of {ensemble} merged members: {why}: torch"
 
     if accel.graphs == "on" and not cuda:
         refuse("graphs", "on", "CUDA graphs need a CUDA device")

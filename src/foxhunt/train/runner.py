@@ -115,7 +115,7 @@ class WalkForwardRunner:
         """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
         n = fold.val_len - 1
         agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.fold_net(), self.fold_interval()),
-                                    backend=self.plan.eval,
+                                    backend=self.plan.model_eval,
                                     keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
@@ -148,7 +148,7 @@ class WalkForwardRunner:
             if key not in done:
                 net = ensemble_net([self.members[i] for i in key])
                 policy = GreedyPolicy(net, self.intervals[key[0]])
-                done[key] = self.backtester.run([fold.val_start], [n], policy, backend=self.plan.eval).metrics[0]
+                done[key] = self.backtester.run([fold.val_start], [n], policy, backend=self.plan.model_eval).metrics[0]
             return done[key]
 
         record = (selection or {}).get("abstain")
