@@ -7,7 +7,8 @@ backtests, no files) with ``train.ensemble = M``, on one prepared market (data, 
 done once and not timed). Per run: the walk-forward seconds; its training and evaluation parts; the
 steady epoch seconds (the median wall time of an epoch of every member after the fold's first epoch,
 which captures the graphs); GPU utilisation (``nvidia-smi`` sampled every 100 ms over the run: mean and
-median, percent of time a kernel ran); peak device memory; and every fold's validation Sharpe.
+median of the percent of time in which any kernel ran, which small kernels keep high while most SMs idle: a
+coarse figure beside the seconds); peak device memory; and every fold's validation Sharpe.
 
 M = 1 trains the configuration's first grid point alone (``train.gamma_grid`` / ``train.decision_grid``
 need at least one member per group, so they are cleared); M > 1 keeps the grids (M a multiple of the
@@ -138,6 +139,8 @@ def main() -> None:
     ap.add_argument("--max-sequential", type=int, default=1_000, help="skip sequential runs above this many members")
     ap.add_argument("--folds", type=int, default=None, help="keep this many folds (folds.max_folds; default: the config's)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs per fold (default: the config's)")
+    ap.add_argument("--no-warmup", action="store_true", help="skip the untimed first walk-forward (1 epoch a fold, "
+                    "the smallest M in lockstep) that pays the one-off Triton / torch.compile compilation")
     ap.add_argument("--tag", default="dqn", help="result file suffix (members_<device>_<tag>.json)")
     args = common.parse(ap)
     members = [int(m) for m in args.members.split(",") if m.strip()]
@@ -162,6 +165,8 @@ def main() -> None:
                    agent=base.train.agent, bars=prepared.market.n_bars)
         out = None
         stem = f"members_{dev.type}_{args.tag}{'_quick' if args.quick else ''}"
+        if not args.no_warmup:  # compile once, so that no timed run pays it (the first of them would)
+            run_one(prepared, member_config(base.replace(train={"epochs": 1}), min(members), True))
         for m in members:
             for mode in modes:
                 if mode == "sequential" and m > args.max_sequential:
