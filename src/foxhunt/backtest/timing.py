@@ -20,11 +20,11 @@ Definitions (``timing_block``'s keys; Sharpe ratios annualised as ``backtest.met
   e gives r ≈ e · m and leaves only its costs.
 - ``timing_sharpe``: mean(t) / std(t, ddof = 1) · sqrt(bars_per_year); 0 when every t is equal
   to 0 (nothing is left, e.g. a flat agent, or one that is buy-and-hold bar for bar); ±inf for a
-  nonzero constant t (metrics.py's zero-dispersion rule); NaN for n < 2.
+  nonzero constant t (metrics.py's zero-dispersion rule); None for n < 2.
 - ``timing_total_return``: prod(1 + t) − 1, the equity of the agent hedged by −beta of
   buy-and-hold rebalanced every bar (as ``total_return`` compounds r).
 - ``r_squared``: 1 − Σ(t − mean t)² / Σ(r − mean r)²: the share of the agent's return variance its
-  exposure to buy-and-hold explains (NaN when the agent's returns do not vary).
+  exposure to buy-and-hold explains (None when the agent's returns do not vary).
 - ``standard_error``: sqrt(bars_per_year / n), the SE of an annualised Sharpe over n bars when the
   true Sharpe is small (``sharpe_standard_error``).
 - ``time_in_market``, ``long_share``, ``short_share``: the share of the n bars with a nonzero,
@@ -32,7 +32,8 @@ Definitions (``timing_block``'s keys; Sharpe ratios annualised as ``backtest.met
   ``exposure_time``).
 - ``trades``: the window's round trips (the metrics' ``trade_count``), repeated here for the reader.
 
-The holding rule (``verdict``), in this order:
+Undefined values are None, never NaN (the block goes into JSON as it is). The holding rule
+(``verdict``), in this order:
 
 - ``"flat"``: no position on any bar.
 - ``"holding"``: the agent holds the market: |beta| ≥ ``HOLDING_MIN_BETA`` (0.5) and what is left is
@@ -117,12 +118,12 @@ def annualised_sharpe(x: np.ndarray, bars_per_year: float) -> float:
     return float(v.mean() / v.std(ddof=1) * math.sqrt(bars_per_year))
 
 
-def exposure_shares(positions: np.ndarray) -> dict[str, float]:
-    """time_in_market, long_share, short_share of positions [n] (shares of the n bars; NaN for n = 0)."""
+def exposure_shares(positions: np.ndarray) -> dict[str, float | None]:
+    """time_in_market, long_share, short_share of positions [n] (shares of the n bars; None for n = 0)."""
     p = _vector("positions", positions)
     n = p.size
     if n == 0:
-        return {"time_in_market": math.nan, "long_share": math.nan, "short_share": math.nan}
+        return {"time_in_market": None, "long_share": None, "short_share": None}
     long_, short = float(np.count_nonzero(p > 0)) / n, float(np.count_nonzero(p < 0)) / n
     return {"time_in_market": float(np.count_nonzero(p)) / n, "long_share": long_, "short_share": short}
 
@@ -135,8 +136,8 @@ def verdict(b: float | None, timing_sharpe: float | None, r_squared: float | Non
         return "flat"
     if b is None or timing_sharpe is None:
         return None
-    ts = 0.0 if math.isnan(timing_sharpe) else timing_sharpe  # n < 2: nothing measured
-    negligible = r_squared is not None and math.isfinite(r_squared) and r_squared >= HOLDING_R_SQUARED
+    ts = timing_sharpe
+    negligible = r_squared is not None and r_squared >= HOLDING_R_SQUARED
     if abs(b) >= HOLDING_MIN_BETA and (abs(ts) <= standard_error or negligible):
         return "holding"
     if ts > standard_error:
@@ -157,6 +158,8 @@ def timing_block(returns: np.ndarray, positions: np.ndarray | None, market: np.n
     non-finite values."""
     r = _vector("returns", returns)
     n = r.size
+    if n == 0:
+        raise ValueError("timing: a window of 0 bars has no returns to regress")
     se = sharpe_standard_error(n, bars_per_year)
     if positions is not None:
         p = _vector("positions", positions)
@@ -178,8 +181,9 @@ def timing_block(returns: np.ndarray, positions: np.ndarray | None, market: np.n
     t = r - b * m
     rc, tc = r - r.mean(), t - t.mean()
     ss_r = float(rc @ rc)
-    out.update(beta=b, timing_sharpe=annualised_sharpe(t, bars_per_year), timing_total_return=float(np.prod(1.0 + t) - 1.0),
-               r_squared=(1.0 - float(tc @ tc) / ss_r) if ss_r > 0 else math.nan,
+    ts = annualised_sharpe(t, bars_per_year)
+    out.update(beta=b, timing_sharpe=None if math.isnan(ts) else ts, timing_total_return=float(np.prod(1.0 + t) - 1.0),
+               r_squared=(1.0 - float(tc @ tc) / ss_r) if ss_r > 0 else None,
                note=None if varies else CONSTANT_MARKET_NOTE)
     out["verdict"] = verdict(b, out["timing_sharpe"], out["r_squared"], in_market, se)
     return out
