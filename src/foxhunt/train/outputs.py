@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,10 +84,9 @@ def fold_timing(agent: Any, bh: BuyHold | None) -> dict[str, Any] | None:
     if agent.returns is None or agent.positions is None:
         return None
     n = int(agent.lengths[0])
-    a = agent.metrics[0]
-    trades = value(a, "trade_count")
+    trades = value(agent.metrics[0], "trade_count")
     return timing_block(agent.returns[0, :n], agent.positions[0, :n], bh.returns[:n] if bh is not None else None,
-                        float(agent.bars_per_year), trades if trades == trades else None)
+                        float(agent.bars_per_year), trades if math.isfinite(trades) else None)
 
 
 def write_model(path: Path, net: Any, market: MarketData, part: FoldRange, fold: FoldRange, cfg: Config,
