@@ -49,6 +49,9 @@ def test_backtest_cli_writes_metrics_trades_and_report(tmp_path):
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 3 and "sharpe" in html  # the joined windows' tearsheet + one per window
     assert "Out of sample: 2 backtest windows joined" in html and "Trades per window and holding time" in html
+    for r in rows:  # the model's exposure and timing against buy-and-hold on its window (foxhunt.backtest.timing)
+        assert ("verdict" in r and "beta" in r and "long_share" in r) == (r["label"] == "model")
+    assert "Timing apart from holding (against buy &amp; hold, the windows joined)" in html and "<th>timing_sharpe</th>" in html
     ens = CliRunner().invoke(app, args[:3] + ["--model", str(tmp_path / "b.safetensors")] + args[3:])
     assert ens.exit_code == 0, ens.output
     assert "ensemble (vote)" in (out / "metrics.json").read_text()
@@ -84,6 +87,9 @@ def test_backtest_of_a_run_directory_reproduces_the_runs_fold_metrics(tmp_path):
         want = saved["agent" if r["label"] == "agent" else "buy_and_hold"]
         for key in ("sharpe", "total_return", "max_drawdown", "trade_count", "bars"):
             assert r[key] == want[key], (r["window"], r["label"], key)
+        if r["label"] == "agent":  # and the fold's beta / timing record
+            for key in ("beta", "timing_sharpe", "time_in_market", "long_share", "short_share", "verdict"):
+                assert r[key] == saved["timing"][key], (r["window"], key)
     assert (run / "backtest" / "report.html").is_file() and (run / "backtest" / "trades.json").is_file()
     # the run's own [accel] (eval only, for the run's agent), printed and written beside the metrics
     plan = json.loads((run / "backtest" / "accel.json").read_text())

@@ -8,6 +8,13 @@ what was learned). ``bench/probe_decision_interval.py`` ran the same settings on
 (``decision_interval_cpu_ci4_{dqn,ppo}.json``): DQN at k = 16 traded every fold of every seed (13-15
 round trips a 1,000 bars, mean Sharpe +9.0, every seed above 0), PPO at k = 16 traded every fold
 (17-19 a 1,000 bars), PPO at k = 1 never traded. This test runs seed 0.
+
+Where a learner trades a fold at a profit, it does so by timing: the fold's timing Sharpe (its returns
+less beta × buy-and-hold's on the same bars, ``foxhunt.backtest.timing``) is above 0 there. Seed 0
+on this revision's CPU: DQN Sharpe −21.2 / +22.0 with timing −26.9 / +4.8 (beta 0.15 / 0.30), PPO
+−23.8 / +22.5 with timing −18.7 / +21.3, the direct learner (k = 16, selection on the last epoch)
+−7.4 / +18.4 with timing −2.2 / +26.0; one SE of a fold's Sharpe is 22.9 here, so each profitable
+fold's timing is above 0 but within 1.2 SE of it.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from foxhunt.backtest.timing import annualised_sharpe, timing_returns
 from foxhunt.scorecard.build import Size
 from foxhunt.scorecard.markets import intraday_drift
 from foxhunt.scorecard.run import run_scenario
@@ -30,12 +38,21 @@ COMMON = ["train.abstain=false", "train.epochs=3", "features.ema_horizons=[30,10
 LEARNER = {
     "dqn": ["dqn.n_envs=32", "dqn.rollout_len=8", "dqn.rounds_per_epoch=8", "dqn.warmup_transitions=512"],
     "ppo": ["ppo.n_envs=32", "ppo.rollout_len=16", "ppo.iterations_per_epoch=4"],
+    "direct": ['train.select="last"', "direct.window=64"],
 }
+CONFIGS = {"ppo": "train-ppo.toml", "direct": "train-direct.toml"}
 
 
 def _base(agent: str) -> dict:
-    text = (ROOT / "configs" / "train-ppo.toml").read_text() if agent == "ppo" else DEFAULT_TRAIN_TOML
+    text = (ROOT / "configs" / CONFIGS[agent]).read_text() if agent in CONFIGS else DEFAULT_TRAIN_TOML
     return tomllib.loads(text)
+
+
+def _timing_where_profitable(r) -> list[tuple[float, float]]:
+    """(Sharpe, timing Sharpe) of each fold the agent traded at a profit (Sharpe > 0)."""
+    bh = r.references["buy_and_hold"].folds
+    return [(f.sharpe, annualised_sharpe(timing_returns(f.returns, m.returns), r.bars_per_year))
+            for f, m in zip(r.agent.folds, bh) if f.sharpe > 0]
 
 
 def _run(agent: str, k: int, tmp: Path):
@@ -54,6 +71,17 @@ def test_deciding_every_16_bars_both_learners_trade_an_intraday_drift_in_every_f
         assert np.abs(f.positions).max() > 0
     if agent == "dqn":  # and at a profit (every seed the probe ran was above 0)
         assert np.mean([f.sharpe for f in r.agent.folds]) > 0
+    profitable = _timing_where_profitable(r)
+    assert profitable, f"{agent} at k = 16 traded no fold at a profit"
+    assert all(t > 0 for _, t in profitable), f"{agent}: (Sharpe, timing Sharpe) of the profitable folds {profitable}"
+
+
+@pytest.mark.slow
+def test_deciding_every_16_bars_the_direct_learner_trades_the_drift_and_times_it_where_it_profits(tmp_path):
+    r = _run("direct", 16, tmp_path)
+    assert all(f.trades >= 5 for f in r.agent.folds), [f.trades for f in r.agent.folds]
+    profitable = _timing_where_profitable(r)
+    assert profitable and all(t > 0 for _, t in profitable), profitable
 
 
 @pytest.mark.slow

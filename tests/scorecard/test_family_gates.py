@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 from rich.console import Console
 
@@ -115,3 +116,67 @@ def test_the_family_block_reaches_the_json_the_console_and_the_html(tmp_path):
     write_html(tmp_path / "report.html", results, {"size": "tiny"}, block)
     page = (tmp_path / "report.html").read_text()
     assert "family dev" in page and "PASS  not below flat" in page and page.count("data:image/png;base64,") == 2
+
+
+def _timed(name: str, kind: str, beta: float, agent_timing: float, quant_timing: float, index: int, seed: int = 0):
+    """A hand-made draw whose folds' returns are beta × buy-and-hold's plus a part orthogonal to it
+    with an exact timing Sharpe (the agent's ``agent_timing``, the quant rule's ``quant_timing``)."""
+    from foxhunt.scorecard.policies import FoldScore, PolicyScore
+
+    rng = np.random.default_rng(seed)
+    n, bpy = 1000, 252.0
+
+    def rest(m: np.ndarray, sharpe: float) -> np.ndarray:
+        x = np.stack([np.ones(n), m], 1)
+        z = rng.normal(size=n)
+        z -= x @ np.linalg.lstsq(x, z, rcond=None)[0]  # orthogonal to a constant and to buy-and-hold
+        return z / z.std(ddof=1) * 1e-3 + sharpe / math.sqrt(bpy) * 1e-3
+
+    def score(label: str, folds: list[np.ndarray]) -> PolicyScore:
+        p = PolicyScore(label, capital=10_000.0)
+        for r in folds:
+            p.folds.append(FoldScore(float(r.mean() / r.std(ddof=1) * math.sqrt(bpy)), float(np.prod(1 + r) - 1), -0.05, 10, 5.0,
+                                     0.0, r.astype(np.float32), np.ones(n, np.float32)))
+        return p
+
+    ms = [rng.normal(2e-4, 1e-2, n) for _ in range(2)]
+    r = _draw(name, kind, agent=1.0, quant=2.0, index=index)
+    r.references["buy_and_hold"] = score("buy_and_hold", ms)
+    r.agent = score("agent", [beta * m + rest(m, agent_timing) for m in ms])
+    r.baselines["quant"] = score("quant", [0.3 * m + rest(m, quant_timing) for m in ms])
+    r.baselines["quant"].extra = {"rules": ["mom100"]}
+    return r
+
+
+def test_timing_capture_is_agent_timing_over_quant_timing_and_is_pooled_where_the_quant_rule_times(tmp_path):
+    se = math.sqrt(252 / 1000) / math.sqrt(2)  # 2 SE ~ 0.71
+    results = [_timed("dev00_drift", "edge", beta=1.0, agent_timing=0.6, quant_timing=2.0, index=0),  # holds: 30 %
+               _timed("dev02_mean_revert", "edge", beta=0.1, agent_timing=3.0, quant_timing=1.5, index=2),  # times: 200 %
+               _timed("dev04_vol_state", "edge", beta=0.0, agent_timing=1.0, quant_timing=0.5, index=4),  # quant within noise
+               _timed("dev05_no_edge", "no_edge", beta=0.0, agent_timing=0.0, quant_timing=3.0, index=5)]  # no edge
+    r = results[0]
+    assert r.timing()["beta"] == pytest.approx(1.0, abs=1e-6) and r.timing()["timing_sharpe"] == pytest.approx(0.6, abs=1e-4)
+    assert r.timing(r.baselines["quant"])["timing_sharpe"] == pytest.approx(2.0, abs=1e-4)
+    assert r.timing_capture_vs_quant() == pytest.approx(0.3, abs=1e-4)
+    assert _timed("x", "edge", beta=0.0, agent_timing=1.0, quant_timing=-0.5, index=1).timing_capture_vs_quant() is None
+    d = r.to_dict()
+    assert d["timing_capture_vs_quant"] == d["agent"]["timing_capture_vs_quant"] == pytest.approx(0.3, abs=1e-4)
+    assert d["agent"]["beta"] == pytest.approx(1.0, abs=1e-6) and d["baselines"]["quant"]["timing_capture_vs_quant"] is None
+    block = family_block(results, "dev", "tiny")
+    row = {x["scenario"]: x for x in block["rows"]}["dev02_mean_revert"]
+    assert row["agent_beta"] == pytest.approx(0.1, abs=1e-6) and row["agent_timing_sharpe"] == pytest.approx(3.0, abs=1e-4)
+    assert row["quant_timing_sharpe"] == pytest.approx(1.5, abs=1e-4) and row["timing_capture_vs_quant"] == pytest.approx(2.0, abs=1e-4)
+    t = block["timing"]
+    assert 0.5 < 2 * se < 1.5 and t["draws"] == ["dev00_drift", "dev02_mean_revert"]  # where the quant rule times, edge only
+    assert t["value"] == pytest.approx((0.3 + CAPTURE_CLIP[1]) / 2, abs=1e-4) and t["met"] is True and t["goal"] == 1.0
+    assert [g["name"] for g in block["gates"]] == ["capture vs quant", "capture vs oracle", "not below flat", "no-edge flat"]
+    assert "GOAL met  timing capture vs quant: timing capture vs quant 115.0% >= 100% over the 2 edge draws" in gate_lines(block)[4]
+    parts = [json.loads(json.dumps(draw_row(x))) for x in results]  # rows pooled from JSON give the same block
+    assert block_from_rows(parts, "dev", "tiny")["timing"] == t
+    console = Console(record=True, width=300)
+    console.print(rich_family_table(block))
+    text = console.export_text()
+    assert "timing vs q" in text and "200.0%" in text
+    write_html(tmp_path / "report.html", results, {"size": "tiny"}, block)
+    page = (tmp_path / "report.html").read_text()
+    assert "<th>timing vs quant</th>" in page and "<th>agent β</th>" in page and "timing capture vs quant 115.0%" in page

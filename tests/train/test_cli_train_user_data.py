@@ -8,6 +8,7 @@ layout is the data's, as a user's first run has it."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -15,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from foxhunt.backtest.timing import NO_MARKET_NOTE
 from foxhunt.config import load_config
 from foxhunt.fold_layout import auto_spans
 from foxhunt.train.interval_presets import PRESETS
@@ -110,6 +112,10 @@ def test_a_minute_binance_file_trains_with_the_intraday_settings_and_data_folds(
     assert "no header line: columns read as Binance kline columns" in html
     cfg = tomllib.loads((tmp_path / "runs" / "r" / "config.toml").read_text())  # the intraday row's decision grid
     assert (cfg["train"]["decision_grid"], cfg["train"]["ensemble"], cfg["train"]["select"]) == ([1, 16], 2, "inner")
+    # without curves files and without buy-and-hold, the fold still records its exposure (no beta, said why)
+    timing = json.loads(next((tmp_path / "runs" / "r" / "folds").glob("fold_*/metrics.json")).read_text())["timing"]
+    assert timing["beta"] is None and timing["note"] == NO_MARKET_NOTE and 0.0 <= timing["time_in_market"] <= 1.0
+    assert not list((tmp_path / "runs" / "r" / "folds").glob("fold_*/curves.safetensors"))
 
 
 def test_spans_the_user_set_that_do_not_fit_name_the_set_that_would(tmp_path: Path) -> None:

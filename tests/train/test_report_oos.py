@@ -93,3 +93,51 @@ def test_a_run_without_the_oos_files_still_gets_a_report_against_bars(run: Path,
     html = write_report(old).read_text()
     assert "Out of sample" not in html and html.count("data:image/png;base64,") == 2
     assert "quant rule (chosen in sample)" not in html
+
+
+def test_each_fold_records_the_agents_exposure_and_timing_against_buy_and_hold_in_metrics_and_summary(run: Path) -> None:
+    """metrics.json's ``timing`` is ``timing_block`` of the fold's own curves (the agent's returns and
+    positions, buy-and-hold's returns on the same bars); summary.json's row and the fold line carry it."""
+    from safetensors.numpy import load_file
+
+    from foxhunt.backtest.timing import TIMING_KEYS, timing_block, timing_text
+    from foxhunt.train.outputs import fold_line
+
+    summary = json.loads((run / "summary.json").read_text())
+    for f, row in zip(folds_of(run), summary["folds"]):
+        rec = json.loads((run / "folds" / f"fold_{f.fold}" / "metrics.json").read_text())
+        c = load_file(str(run / "folds" / f"fold_{f.fold}" / "curves.safetensors"))
+        want = timing_block(c["agent_returns"], c["agent_positions"], c["bh_returns"], summary["bars_per_year"],
+                            rec["agent"]["trade_count"])
+        got = rec["timing"]
+        assert list(got) == sorted(TIMING_KEYS)  # written with sorted keys
+        for key in TIMING_KEYS:
+            assert got[key] == (pytest.approx(want[key], rel=1e-12) if isinstance(want[key], float) else want[key]), key
+        assert got["beta"] is not None and got["verdict"] in ("flat", "holding", "timing", "mistiming", "noise")
+        assert got["time_in_market"] == pytest.approx(rec["agent"]["exposure_time"]) and got["bars"] == f.val_len - 1
+        for key in ("beta", "timing_sharpe", "time_in_market", "long_share", "short_share", "trades", "verdict"):
+            assert row[f"agent_{key}"] == got[key]
+        assert fold_line(rec).endswith(timing_text(got)) and timing_text(got).startswith("β ")
+
+
+def test_the_report_shows_each_folds_timing_beside_its_sharpe_and_the_joined_series_beta_and_timing(run: Path) -> None:
+    import html as html_lib
+
+    from foxhunt.backtest.timing import timing_block
+    from foxhunt.backtest.timing_report import RULE, TIMING_HEAD, timing_cells
+
+    page = (run / "report.html").read_text()
+    assert "<th>win rate</th>" + TIMING_HEAD + "<th>B&amp;H Sharpe</th>" in page and html_lib.escape(RULE) in page
+    results = [json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text()) for k in (0, 1)]
+    for r in results:
+        assert timing_cells(r["timing"]) in page
+    folds = {k: read_fold(run, k) for k in (0, 1)}
+    joined, _ = oos_inputs(run, results, folds)
+    assert joined is not None and set(joined.positions) == {"agent", "bh", "quant"}
+    bpy = json.loads((run / "summary.json").read_text())["bars_per_year"]
+    table = page[page.index("Timing apart from holding (against buy &amp; hold, the windows joined)"):]
+    for key, label in (("agent", "agent"), ("quant", "quant rule")):
+        t = timing_block(joined.returns[key], joined.positions[key], joined.returns["bh"], bpy)
+        row = re.search(rf"<td style='text-align:left'>{label}</td>(.*?)</tr>", table).group(1)
+        assert row.startswith(f"<td>{t['beta']:+.2f}</td><td>{t['timing_sharpe']:+.2f}</td><td>{t['standard_error']:.2f}</td>")
+        assert row.endswith(f"<td>{t['verdict']}</td>") and f"<td>{t['time_in_market']:.0%}</td>" in row

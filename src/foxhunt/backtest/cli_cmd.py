@@ -183,6 +183,7 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
 
     from foxhunt.backtest.report import write_backtest_report, write_metrics
     from foxhunt.backtest.run_dir import backtest_run_dir
+    from foxhunt.backtest.timing import row_fields, window_timing
 
     folds, market, plan = backtest_run_dir(run, device, bars_per_year=bars_per_year, barriers=barriers,
                                            overrides=overrides or [], before=_matmul_precision)
@@ -192,7 +193,9 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
     for fb in folds:
         f, start, n = fb.fold, fb.fold.val_start, fb.fold.val_len - 1
         for label, r in (("agent", fb.agent), ("buy & hold", fb.buy_and_hold)):
-            rows.append({"window": f.fold, "label": label, "start": iso_time(ts[start]), "end": iso_time(ts[start + n]), **r.metrics[0]})
+            timing = row_fields(window_timing(fb.agent, 0, fb.buy_and_hold, 0)) if r is fb.agent else {}  # beta, timing
+            rows.append({"window": f.fold, "label": label, "start": iso_time(ts[start]), "end": iso_time(ts[start + n]),
+                         **r.metrics[0], **timing})
         curves.append([("agent", fb.agent.equity(0)), ("buy & hold", fb.buy_and_hold.equity(0))])
         times.append(ts[start: start + n + 1])
     out.mkdir(parents=True, exist_ok=True)

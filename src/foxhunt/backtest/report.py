@@ -27,7 +27,9 @@ import pandas as pd  # noqa: E402
 
 TABLE_COLUMNS = ("total_return", "annual_return", "sharpe", "sortino", "max_drawdown", "max_drawdown_duration",
                  "value_at_risk", "conditional_value_at_risk", "turnover", "exposure_time", "trade_count",
-                 "win_rate", "profit_factor")
+                 "win_rate", "profit_factor", "beta", "timing_sharpe", "long_share", "short_share", "verdict")
+BENCHMARK = "buy & hold"
+"""The curve label of buy-and-hold, which the tearsheet's timing table regresses the others on."""
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -134,7 +136,9 @@ def tearsheet(curves: Sequence[Sequence[tuple[str, np.ndarray]]], times: Sequenc
         exit_ = np.clip([int(x["exit_bar"]) for x in window_trades], 0, len(t) - 1)  # type: ignore[call-overload]
         secs = float(np.mean(t[exit_] - t[entry])) / 1e9 if len(window_trades) else float("nan")
         rows.append({"window": w, "trades": len(window_trades), "holding_bars": holding_bars(entry, exit_), "holding_s": secs})
-    return section(join(windows), bars_per_year, {label: label for label, _ in curves[0]}, rows, window="backtest window")
+    labels = [label for label, _ in curves[0]]
+    return section(join(windows), bars_per_year, {label: label for label in labels}, rows, window="backtest window",
+                   benchmark=BENCHMARK if BENCHMARK in labels else None)
 
 
 def write_backtest_report(path: Path, title: str, rows: Sequence[dict[str, object]],

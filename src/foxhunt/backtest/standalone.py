@@ -180,14 +180,19 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
 
 def _collect(pairs: list[tuple[Any, Any]], starts: np.ndarray, lengths: np.ndarray, medians: list[dict[str, float]],
              ts: np.ndarray, notes: list[str], label: str, one_run: bool) -> StandaloneRun:
+    """The rows (the model's with its exposure and timing against buy-and-hold on the same window:
+    ``foxhunt.backtest.timing``), curves, times and trades of every window."""
+    from foxhunt.backtest.timing import row_fields, window_timing
+
     rows, curves, times, trades = [], [], [], []
     for w in range(starts.shape[0]):
         res, bh = pairs[0] if one_run else pairs[w]
         i = w if one_run else 0
         med = {f"median_{k}": v for k, v in medians[w].items()}
         for name, r in ((label, res), ("buy & hold", bh)):
+            timing = row_fields(window_timing(res, i, bh, i)) if r is res else {}
             rows.append({"window": w, "label": name, "start": _iso(ts[starts[w]]), "end": _iso(ts[starts[w] + lengths[w]]),
-                         **r.metrics[i], **med})
+                         **r.metrics[i], **timing, **med})
         curves.append([(label, res.equity(i)), ("buy & hold", bh.equity(i))])
         times.append(ts[starts[w]: starts[w] + lengths[w] + 1])
         trades += [{**tr, "window": w} for tr in (res.trades or []) if tr["window"] == i]

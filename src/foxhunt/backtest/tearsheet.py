@@ -11,7 +11,7 @@ realised at (the bar it ends on); equity [n + 1] starts at 1 before the first re
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
@@ -23,27 +23,35 @@ SUMMARY_KEYS = ("total_return", "annual_return", "annual_volatility", "sharpe", 
 class Joined:
     """Windows joined in order: ``start`` the time of the first equity point (the first window's
     first bar), ``times`` [n] and ``returns`` {label: [n]} over every window's bars, ``bounds`` the
-    index in ``returns`` where each window after the first begins."""
+    index in ``returns`` where each window after the first begins; ``positions`` {label: [n]} the
+    exposures of the curves every window gave them for (the timing table's shares)."""
 
     start: int
     times: np.ndarray
     returns: dict[str, np.ndarray]
     bounds: list[int]
+    positions: dict[str, np.ndarray] = field(default_factory=dict)
 
     def equity_times(self) -> np.ndarray:
         """[n + 1] int64 ns: the equity points' times (``start``, then each return's)."""
         return np.concatenate([[self.start], self.times]).astype(np.int64)
 
 
-def join(windows: Sequence[tuple[np.ndarray, dict[str, np.ndarray]]]) -> Joined:
+def join(windows: Sequence[tuple[np.ndarray, dict[str, np.ndarray]]],
+         positions: Sequence[dict[str, np.ndarray]] | None = None) -> Joined:
     """Join windows given in order as (times [T_k + 1]: the window's bars, the first being the
-    equity's starting point; {label: returns [T_k]}). Labels missing from a window are left out of
-    the join (a label is kept only if every window has it)."""
+    equity's starting point; {label: returns [T_k]}), and optionally each window's {label:
+    positions [T_k]}. Labels missing from a window are left out of the join (a label is kept only
+    if every window has it)."""
     labels = [k for k in windows[0][1] if all(k in w for _, w in windows)]
     times = np.concatenate([np.asarray(t[1:], np.int64) for t, _ in windows])
     rets = {k: np.concatenate([np.asarray(w[k], np.float64) for _, w in windows]) for k in labels}
     bounds = list(np.cumsum([len(t) - 1 for t, _ in windows])[:-1].astype(int))
-    return Joined(int(windows[0][0][0]), times, rets, bounds)
+    pos: dict[str, np.ndarray] = {}
+    if positions is not None and len(positions) == len(windows):
+        keep = [k for k in labels if all(k in p for p in positions)]
+        pos = {k: np.concatenate([np.asarray(p[k], np.float64) for p in positions]) for k in keep}
+    return Joined(int(windows[0][0][0]), times, rets, bounds, pos)
 
 
 def equity(returns: np.ndarray) -> np.ndarray:

@@ -2,6 +2,8 @@
 curve of windows joined in order beside its benchmarks, as a quant reads it (QuantStats / pyfolio):
 
 * a table of each curve's total return, CAGR, volatility, Sharpe and max drawdown;
+* with a benchmark (buy-and-hold), each other curve's beta on it and what is left, its timing
+  (``timing_report.timing_table``: one beta and timing Sharpe over the joined series);
 * one figure, dates on its time axis, window boundaries dashed: equity, the first
   curve's underwater (drawdown) plot, and its rolling Sharpe (``tearsheet.rolling_window``);
 * the first curve's monthly returns as a year × month heat-map table (and each year's total);
@@ -154,9 +156,12 @@ def duration(seconds: float) -> str:
 
 
 def section(joined: Joined, bars_per_year: float, names: dict[str, str], trades: Sequence[dict[str, Any]] = (),
-            note: str = "", window: str = "validation window") -> str:
+            note: str = "", window: str = "validation window", benchmark: str | None = None) -> str:
     """The whole tearsheet section (``names``: curve key -> label, the first is the one examined;
-    ``window``: what a window is, for the heading)."""
+    ``window``: what a window is, for the heading; ``benchmark``: the key of buy-and-hold's curve,
+    which the timing table regresses the others on; None: no timing table)."""
+    from foxhunt.backtest.timing_report import timing_table
+
     names = {k: v for k, v in names.items() if k in joined.returns}
     if not names or joined.times.shape[0] < 2:
         return ""
@@ -166,6 +171,7 @@ def section(joined: Joined, bars_per_year: float, names: dict[str, str], trades:
              f"{str(first_t)[:10]} → {str(last_t)[:10]}</h2>",
              f"<p>{html.escape(note)}</p>" if note else "",
              summary_table(joined, bars_per_year, names),
+             timing_table(joined, bars_per_year, names, benchmark) if benchmark is not None else "",
              img(figure(joined, bars_per_year, names)),
              monthly_table(joined.times, joined.returns[first], names[first])]
     if trades:

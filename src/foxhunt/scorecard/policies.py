@@ -4,6 +4,7 @@ A *policy score* pools a policy's validation folds: the mean of the fold Sharpe 
 compounded total return over all folds, the worst fold's max drawdown, round trips per 1,000
 bars, the costs paid (closed round trips' costs, % of the starting capital, summed over folds) and
 turnover (mean |Δexposure| per bar). A window whose returns are all zero (flat) has Sharpe 0.
+``timing_of`` pools its beta and timing Sharpe against buy-and-hold's score the same way.
 """
 
 from __future__ import annotations
@@ -67,6 +68,30 @@ class PolicyScore:
         """Equity over the concatenated validation windows, starting at 1 ([bars + 1])."""
         r = np.concatenate([x.returns for x in self.folds]) if self.folds else np.zeros(0)
         return np.concatenate([[1.0], np.cumprod(1.0 + r.astype(np.float64))])
+
+
+def timing_of(policy: PolicyScore, market: PolicyScore | None, bars_per_year: float) -> dict[str, float | None]:
+    """The policy's exposure and timing against ``market`` (buy-and-hold's score on the same validation
+    windows), pooled over folds as the Sharpe is: ``beta``, the mean of the fold betas, and
+    ``timing_sharpe``, the mean of the fold timing Sharpes (``foxhunt.backtest.timing``: the returns
+    less beta × buy-and-hold's, annualised; a flat fold's is 0). Both None without a market, with
+    folds of other lengths, or where a fold's value is not finite (fewer than 2 bars)."""
+    from foxhunt.backtest.timing import annualised_sharpe, beta
+
+    none: dict[str, float | None] = {"beta": None, "timing_sharpe": None}
+    if market is None or not policy.folds or len(market.folds) != len(policy.folds):
+        return none
+    betas, sharpes = [], []
+    for f, m in zip(policy.folds, market.folds):
+        if len(f.returns) != len(m.returns):
+            return none
+        r, mr = f.returns.astype(np.float64), m.returns.astype(np.float64)
+        b, _ = beta(r, mr)
+        betas.append(b)
+        sharpes.append(annualised_sharpe(r - b * mr, bars_per_year))
+    if not all(math.isfinite(x) for x in sharpes):
+        return none
+    return {"beta": float(np.mean(betas)), "timing_sharpe": float(np.mean(sharpes))}
 
 
 def _num(m: dict[str, float | None], key: str) -> float:

@@ -28,7 +28,10 @@ Gates (``gate``):
 
 Capture is reported against the quant baseline (``foxhunt.backtest.quant_rules``) as well as the oracle:
 ``capture_vs_quant`` = agent Sharpe / quant Sharpe, None when the quant rule's Sharpe is <= 0 (or it
-did not run).
+did not run). Timing apart from holding: ``timing`` gives a policy's beta on buy-and-hold and its
+timing Sharpe (``scorecard.policies.timing_of``), and ``timing_capture_vs_quant`` = agent timing
+Sharpe / the quant rule's timing Sharpe, both against buy-and-hold on the same bars, None when the
+quant rule's timing Sharpe is <= 0 (or either is undefined).
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ import numpy as np
 from foxhunt.agents import registry
 from foxhunt.scorecard.build import Size, prepare_scenario, scenario_config
 from foxhunt.scorecard.markets import Scenario
-from foxhunt.scorecard.policies import PolicyScore, fold_score, flat_score, score_exposures
+from foxhunt.scorecard.policies import PolicyScore, fold_score, flat_score, score_exposures, timing_of
 
 CAPTURE_GATE = 0.6
 CAPTURE_GOAL = 0.8
@@ -105,16 +108,32 @@ class ScenarioResult:
         s = (policy or self.agent).summary()["sharpe"]
         return float(s / qs) if math.isfinite(qs) and qs > 0 and math.isfinite(s) else None
 
+    def timing(self, policy: PolicyScore | None = None) -> dict[str, float | None]:
+        """The policy's (default: the agent's) beta and timing Sharpe against buy-and-hold's folds."""
+        return timing_of(policy or self.agent, self.references.get("buy_and_hold"), self.bars_per_year)
+
+    def timing_capture_vs_quant(self, policy: PolicyScore | None = None) -> float | None:
+        """Timing Sharpe / the quant baseline's timing Sharpe; None when the quant rule's timing is <= 0,
+        either is undefined, or the quant rule did not run."""
+        q = self.baselines.get("quant")
+        if q is None:
+            return None
+        qt, t = self.timing(q)["timing_sharpe"], self.timing(policy)["timing_sharpe"]
+        return float(t / qt) if qt is not None and t is not None and qt > 0 else None
+
     def to_dict(self) -> dict[str, Any]:
         name, best = self.best_reference()
         return {
             "scenario": self.name, "description": self.description, "config": self.config_source,
             "agent_kind": self.agent_kind,
-            "agent": {**self.agent.summary(), "capture": self.capture(), "capture_vs_quant": self.capture_vs_quant()},
+            "agent": {**self.agent.summary(), "capture": self.capture(), "capture_vs_quant": self.capture_vs_quant(),
+                      **self.timing(), "timing_capture_vs_quant": self.timing_capture_vs_quant()},
             "references": {k: v.summary() for k, v in self.references.items()},
-            "baselines": {k: {**v.summary(), "capture": self.capture(v), "capture_vs_quant": self.capture_vs_quant(v) if k != "quant" else None}
+            "baselines": {k: {**v.summary(), "capture": self.capture(v), "capture_vs_quant": self.capture_vs_quant(v) if k != "quant" else None,
+                              **self.timing(v), "timing_capture_vs_quant": self.timing_capture_vs_quant(v) if k != "quant" else None}
                           for k, v in self.baselines.items()},
             "capture_vs_quant": self.capture_vs_quant(),
+            "timing_capture_vs_quant": self.timing_capture_vs_quant(),
             "best_reference": name, "best_reference_sharpe": best,
             "wall_s": self.wall_s, "train_s": self.train_s, "env_steps": self.env_steps,
             "bars_per_year": self.bars_per_year, "val_bars_per_fold": self.val_bars, "folds": self.n_folds,

@@ -148,7 +148,8 @@ def _print_prepared(p: Any, console: Any) -> None:
 
 
 def print_results(results: list[dict[str, Any]], console: Any) -> None:
-    """The per-fold validation table: greedy agent next to buy-and-hold (a flat fold reads "flat")."""
+    """The per-fold validation table: greedy agent next to buy-and-hold (a flat fold reads "flat"), with
+    the agent's beta on buy-and-hold, timing Sharpe and holding verdict (metrics.json's ``timing``)."""
     from rich import box
     from rich.table import Table
 
@@ -157,17 +158,19 @@ def print_results(results: list[dict[str, Any]], console: Any) -> None:
     val = {r["fold"]["val_end"] - r["fold"]["val_start"] for r in results}
     span = f"{val.pop()} bars each" if len(val) == 1 else "bars vary"
     table = Table(title=f"validation windows ({span}): greedy agent vs buy & hold", box=box.SIMPLE_HEAD)
-    for col in ("fold", "agent\nSharpe", "agent\nreturn", "agent\nmax DD", "agent\ntrades", "B&H\nSharpe", "B&H\nreturn", "B&H\nmax DD"):
+    for col in ("fold", "agent\nSharpe", "agent\nreturn", "agent\nmax DD", "agent\ntrades", "agent\nβ", "agent\ntiming",
+                "agent\nverdict", "B&H\nSharpe", "B&H\nreturn", "B&H\nmax DD"):
         table.add_column(col, justify="right", no_wrap=True)
     wins = flats = 0
     for r in results:
-        a, b = r.get("agent") or {}, r.get("buy_and_hold") or {}
+        a, b, t = r.get("agent") or {}, r.get("buy_and_hold") or {}, r.get("timing") or {}
         wins += int(bool(b) and beats(a, b))  # a flat fold counts as Sharpe 0
         flats += int(is_flat(a))
         table.add_row(
             str(r["fold"]["fold"]),
             cell(a, "sharpe", "{:+.2f}"), cell(a, "total_return", "{:+.1%}"), cell(a, "max_drawdown", "{:.1%}"),
             cell(a, "trade_count", "{:.0f}"),
+            cell(t, "beta", "{:+.2f}"), cell(t, "timing_sharpe", "{:+.2f}"), str(t.get("verdict") or "–"),
             cell(b, "sharpe", "{:+.2f}"), cell(b, "total_return", "{:+.1%}"), cell(b, "max_drawdown", "{:.1%}"),
         )
     console.print(table)

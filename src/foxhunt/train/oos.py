@@ -87,23 +87,31 @@ def read_data(run_dir: Path) -> dict[str, Any] | None:
 
 def read_fold(run_dir: Path, fold: int) -> dict[str, Any]:
     """A fold's curves: {"times" [T + 1], "agent" / "bh" / "quant": [T] float64 returns, "quant_info",
-    "positions": {...}}; keys missing where the run did not write them (older runs, save_curves off)."""
+    "positions": {"agent" / "bh" / "quant": [T] float64 exposures}}; keys missing where the run did not
+    write them (older runs, save_curves off)."""
     from safetensors import safe_open
     from safetensors.numpy import load
 
     d = run_dir / "folds" / f"fold_{fold}"
     out: dict[str, Any] = {}
+    positions: dict[str, np.ndarray] = {}
     if (d / "curves.safetensors").is_file():
         c = load((d / "curves.safetensors").read_bytes())
         for key, name in (("agent_returns", "agent"), ("bh_returns", "bh")):
             if key in c:
                 out[name] = c[key].astype(np.float64)
+        for key, name in (("agent_positions", "agent"), ("bh_positions", "bh")):
+            if key in c:
+                positions[name] = c[key].astype(np.float64)
     if (d / OOS_FILE).is_file():
         with safe_open(str(d / OOS_FILE), framework="numpy") as fh:
             meta = fh.metadata() or {}
             out["times"] = fh.get_tensor("times").astype(np.int64)
             out["quant"] = fh.get_tensor("quant_returns").astype(np.float64)
+            positions["quant"] = fh.get_tensor("quant_positions").astype(np.float64)
         out["quant_info"] = json.loads(meta["quant"]) if "quant" in meta else {}
+    if positions:
+        out["positions"] = positions
     return out
 
 

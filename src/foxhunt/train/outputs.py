@@ -3,8 +3,9 @@
 Per fold, in ``folds/fold_k/`` (the runner writes them in this order, after the fold's evaluation)::
 
     metrics.json          fold_result(): fold ranges, validation times, agent and buy-and-hold
-                          metrics, the last epoch's summary row, the epoch selection; no timings,
-                          so the same seed gives the same bytes
+                          metrics, the agent's exposure and timing against buy-and-hold
+                          (``timing``: foxhunt.backtest.timing), the last epoch's summary row, the
+                          epoch selection; no timings, so the same seed gives the same bytes
     model.safetensors     write_model(): the fold's greedy network + its training-slice normalisation
     curves.safetensors    write_curves(): float32 [T] per-bar returns / positions (train.save_curves)
     trades.csv            write_trades(): the agent's round trips (train.save_trades)
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +29,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from foxhunt.backtest.display import is_flat, number, sharpe_or_zero, sharpe_text
+from foxhunt.backtest.display import is_flat, number, sharpe_or_zero, sharpe_text, value
+from foxhunt.backtest.timing import timing_block, timing_text
 from foxhunt.config import Config
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
@@ -55,7 +58,8 @@ def fold_result(fold: FoldRange, timestamps: np.ndarray, agent: Any, bh: BuyHold
                 selection: dict[str, Any] | None, *, epochs: int, seed: int) -> dict[str, Any]:
     """The content of folds/fold_k/metrics.json. timestamps: the market's [N] int64 ns bar times
     (the validation window's first and last bar are written as ISO times); agent: the greedy
-    policy's one-window BacktestResult; last: the fold's last summary row (None: no epoch ran)."""
+    policy's one-window BacktestResult (with its curves: ``timing`` is computed from them, None
+    without); last: the fold's last summary row (None: no epoch ran)."""
     result = {
         "fold": fold.to_dict(),
         "val_first_time": str(np.datetime64(int(timestamps[fold.val_start]), "ns")) + "Z",
@@ -64,11 +68,25 @@ def fold_result(fold: FoldRange, timestamps: np.ndarray, agent: Any, bh: BuyHold
         "seed": seed,
         "agent": agent.metrics[0],
         "buy_and_hold": bh.metrics if bh is not None else None,
+        "timing": fold_timing(agent, bh),
         "last_epoch": last,
     }
     if selection is not None:
         result["selection"] = selection
     return result
+
+
+def fold_timing(agent: Any, bh: BuyHold | None) -> dict[str, Any] | None:
+    """metrics.json's ``timing``: the agent's beta on buy-and-hold's returns over the validation bars,
+    its timing returns' Sharpe and total, time in the market, long and short shares, trades and the
+    holding verdict (``foxhunt.backtest.timing.timing_block``; float64 on the host, once a fold).
+    None when the agent's curves were not kept."""
+    if agent.returns is None or agent.positions is None:
+        return None
+    n = int(agent.lengths[0])
+    trades = value(agent.metrics[0], "trade_count")
+    return timing_block(agent.returns[0, :n], agent.positions[0, :n], bh.returns[:n] if bh is not None else None,
+                        float(agent.bars_per_year), trades if math.isfinite(trades) else None)
 
 
 def write_model(path: Path, net: Any, market: MarketData, part: FoldRange, fold: FoldRange, cfg: Config,
@@ -184,12 +202,17 @@ def guarded_report(run_dir: Path, results: list[dict[str, Any]]) -> None:
 def summary_fold(r: dict[str, Any]) -> dict[str, Any]:
     """summary.json's row for one fold (r: its metrics.json content). ``agent_sharpe`` is the Sharpe a
     ranking uses (0 for a flat window: no position, no return; None where it is undefined);
-    ``agent_flat`` says the fold held no position; an abstained fold adds what its ensemble would
-    have scored (``ensemble_sharpe``)."""
+    ``agent_flat`` says the fold held no position; ``agent_beta``, ``agent_timing_sharpe``,
+    ``agent_time_in_market``, ``agent_long_share``, ``agent_short_share``, ``agent_trades`` and
+    ``agent_verdict`` are metrics.json's ``timing`` block (None where the fold has none); an abstained
+    fold adds what its ensemble would have scored (``ensemble_sharpe``)."""
     a, b = r.get("agent") or {}, r.get("buy_and_hold")
     row: dict[str, Any] = {"fold": r["fold"]["fold"], "agent_sharpe": sharpe_or_zero(a), "agent_flat": is_flat(a),
                            "agent_total_return": a.get("total_return"),
                            "buy_and_hold_sharpe": sharpe_or_zero(b) if b else None}
+    timing = r.get("timing") or {}
+    for key in ("beta", "timing_sharpe", "time_in_market", "long_share", "short_share", "trades", "verdict"):
+        row[f"agent_{key}"] = timing.get(key)
     selection = r.get("selection") or {}
     if selection.get("gamma") is not None:
         row["gamma"] = selection["gamma"]
@@ -209,6 +232,9 @@ def fold_line(r: dict[str, Any]) -> str:
     s = f"agent {sharpe_text(a)} return {number(a.get('total_return'), '{:+.2%}')}"
     if b:
         s += f" | buy&hold {sharpe_text(b)} return {number(b.get('total_return'), '{:+.2%}')}"
+    timing = timing_text(r.get("timing"))
+    if timing:  # the agent's exposure and what is left (foxhunt.backtest.timing)
+        s += f" | {timing}"
     selection = r.get("selection") or {}
     if selection.get("gamma") is not None:  # train.gamma_grid: the fold's chosen discount
         s += f" | γ {selection['gamma']:g}"

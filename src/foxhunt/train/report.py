@@ -25,6 +25,7 @@ import numpy as np
 
 from foxhunt.backtest.display import beats, cell, number
 from foxhunt.backtest.tearsheet import Joined, holding_bars, join
+from foxhunt.backtest.timing_report import RULE, TIMING_HEAD, timing_cells
 from foxhunt.train.logs import read_metrics
 from foxhunt.train.oos import read_data, read_fold, read_trades
 
@@ -77,7 +78,9 @@ def abstain_cell(r: dict[str, Any]) -> str | None:
 
 
 def fold_table_html(results: list[dict[str, Any]], quant: dict[int, dict[str, Any]] | None = None) -> str:
-    """One row per fold; ``quant``: fold -> the in-sample-chosen quant rule's record (oos.safetensors)."""
+    """One row per fold; ``quant``: fold -> the in-sample-chosen quant rule's record (oos.safetensors).
+    The agent's beta, timing Sharpe, time in market, long and short shares and verdict (metrics.json's
+    ``timing``) follow its own columns, beside its Sharpe; the holding rule is printed under the table."""
     quant = quant or {}
     head = "".join(f"<th>{label}</th>" for _, label, _ in TABLE_COLS)
     notes = [abstain_cell(r) for r in results]
@@ -96,15 +99,15 @@ def fold_table_html(results: list[dict[str, Any]], quant: dict[int, dict[str, An
                   "<td>–</td><td>–</td>") if quant else ""
         rows.append(
             f"<tr><td>{f['fold']}</td><td>{f['train_end'] - f['train_start']}</td><td>{f['val_end'] - f['val_start']}</td>"
-            f"{cells}{bcells}{qcells}<td>{'yes' if better else 'no'}</td>"
+            f"{cells}{timing_cells(r.get('timing'))}{bcells}{qcells}<td>{'yes' if better else 'no'}</td>"
             f"{f'<td>{gamma:g}</td>' if with_gamma and gamma is not None else '<td>–</td>' if with_gamma else ''}"
             f"{f'<td>{note or chr(8211)}</td>' if extra else ''}</tr>"
         )
     bh = "".join(f"<th>B&amp;H {label}</th>" for _, label, _ in TABLE_COLS[:3])
     last = ("<th>γ (held-back choice)</th>" if with_gamma else "") + ("<th>abstention</th>" if extra else "")
     qh = "<th>quant rule (chosen in sample)</th><th>quant Sharpe</th>" if quant else ""
-    return (f"<table><tr><th>fold</th><th>train bars</th><th>val bars</th>{head}{bh}{qh}<th>agent Sharpe &gt; B&amp;H</th>{last}</tr>"
-            + "".join(rows) + "</table>")
+    return (f"<table><tr><th>fold</th><th>train bars</th><th>val bars</th>{head}{TIMING_HEAD}{bh}{qh}<th>agent Sharpe &gt; B&amp;H</th>"
+            f"{last}</tr>" + "".join(rows) + f"</table><p>{html.escape(RULE)}</p>")
 
 
 def equity_figure(run_dir: Path, results: list[dict[str, Any]], folds: dict[int, dict[str, Any]] | None = None) -> str | None:
@@ -149,13 +152,14 @@ def oos_inputs(run_dir: Path, results: list[dict[str, Any]],
                folds: dict[int, dict[str, Any]]) -> tuple[Joined | None, list[dict[str, Any]]]:
     """The validation windows joined in fold order (agent, buy-and-hold, quant rule) where every fold
     has its times, and the trades-per-fold rows (count, mean holding in bars and time)."""
-    windows, trades = [], []
+    windows, positions, trades = [], [], []
     for r in results:
         k = r["fold"]["fold"]
         c = folds.get(k, {})
         times = c.get("times")
         if "agent" in c and times is not None and len(times) == len(c["agent"]) + 1:
             windows.append((times, {key: c[key] for key in ("agent", "bh", "quant") if key in c}))
+            positions.append(c.get("positions", {}))
         rt = read_trades(run_dir, k)
         if rt is not None:
             vs = r["fold"]["val_start"]
@@ -165,7 +169,7 @@ def oos_inputs(run_dir: Path, results: list[dict[str, Any]],
                 at = lambda b: int(times[min(max(b - vs, 0), len(times) - 1)])  # noqa: E731 - bar -> its time
                 secs = float(np.mean([at(x) - at(e) for e, x in rt])) / 1e9
             trades.append({"window": f"fold {k}", "trades": len(rt), "holding_bars": held, "holding_s": secs})
-    joined = join(windows) if windows and len(windows) == len(results) else None
+    joined = join(windows, positions) if windows and len(windows) == len(results) else None
     return joined, trades
 
 
@@ -230,7 +234,7 @@ def write_report(run_dir: Path, title: str | None = None) -> Path:
         note = ("quant rule: the simple momentum / reversal rule with the best Sharpe on each fold's training window "
                 f"(foxhunt.backtest.quant_rules), backtested on its validation window like the agent ({rules})") if rules else ""
         parts.append(section(joined, float(bars_per_year), {"agent": "agent", "bh": "buy & hold", "quant": "quant rule"},
-                             trades, note))
+                             trades, note, benchmark="bh"))
     quant = {k: c["quant_info"] for k, c in folds.items() if c.get("quant_info")}
     parts.append("<h2>Validation per fold (greedy agent vs buy-and-hold)</h2>" + fold_table_html(results, quant))
     eq = equity_figure(run_dir, results, folds)

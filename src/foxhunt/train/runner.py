@@ -112,11 +112,12 @@ class WalkForwardRunner:
 
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, fold: FoldRange) -> tuple[Any, BuyHold | None]:
-        """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1."""
+        """Greedy agent (and buy-and-hold) on the validation window: bars val_start+1 … val_end-1; its
+        curves are kept (one host copy a fold) whatever ``save_curves`` says: ``timing`` needs them."""
         n = fold.val_len - 1
         agent = self.backtester.run([fold.val_start], [n], GreedyPolicy(self.fold_net(), self.fold_interval()),
                                     backend=self.plan.model_eval,
-                                    keep_curves=self.tcfg.save_curves, keep_trades=self.tcfg.save_trades,
+                                    keep_curves=True, keep_trades=self.tcfg.save_trades,
                                     barriers=self.cfg.backtest.barriers)  # triple-barrier labels on the trades
         return agent, self.buy_and_hold().get(fold.fold)
 

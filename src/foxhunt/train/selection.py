@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
+from foxhunt.backtest.timing import sharpe_standard_error, timing_returns  # noqa: F401 - re-exported: the selector's and abstention's
 from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
 from foxhunt.state import ComponentStateError, StateDict, host_int, load_into
@@ -58,30 +59,6 @@ def pooled_sharpe(returns: np.ndarray, bars_per_year: float) -> float:
         return float("nan")
     sd = float(r.std(ddof=1))
     return float(r.mean() / sd * np.sqrt(bars_per_year)) if sd > 0 else float("nan")
-
-
-def timing_returns(returns: np.ndarray, market: np.ndarray) -> np.ndarray:
-    """Per-bar returns [n] less their least-squares regression on the market's (buy-and-hold) returns
-    [n] over the same bars: r − β·m, β = cov(r, m) / var(m) (float64; β = 0 when m does not vary).
-
-    What is left is the part of the policy's return that holding a fixed exposure cannot earn: a
-    constant exposure e gives r ≈ e·m and leaves only its costs, a policy that times the market keeps
-    its timing (``train.select_score = "timing"``)."""
-    r = np.asarray(returns, dtype=np.float64)
-    m = np.asarray(market, dtype=np.float64)
-    if r.shape != m.shape:
-        raise ValueError(f"timing_returns: returns {r.shape} and market returns {m.shape} differ")
-    mc = m - m.mean() if m.size else m
-    var = float(mc @ mc)
-    varies = var > 1e-20 * float(m @ m)  # relative: a constant market's rounding residue is not variance
-    beta = float((r - r.mean()) @ mc) / var if varies else 0.0
-    return r - beta * m
-
-
-def sharpe_standard_error(steps: int, bars_per_year: float) -> float:
-    """SE of an annualised Sharpe ratio measured over ``steps`` bar returns when the true Sharpe is
-    small: sqrt(bars_per_year / steps) (annualised units)."""
-    return math.sqrt(bars_per_year / max(int(steps), 1))
 
 
 def split_fold(fold: FoldRange, fraction: float, purge: int) -> tuple[FoldRange, int, int]:

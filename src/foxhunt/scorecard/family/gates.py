@@ -24,6 +24,16 @@ Reported beside the gates (``beyond_noise``, not gated): the same capture vs qua
 draws whose quant Sharpe exceeds 2 SE of the draw's fold mean, where the rule's earnings are not noise
 (a minute draw's quant rule can earn +2 on a draw with no edge).
 
+Timing apart from holding, reported beside Sharpe capture (``timing``, a goal, not gated): each row
+carries the agent's beta on buy-and-hold and its timing Sharpe, the quant rule's timing Sharpe (both
+``foxhunt.backtest.timing``: the returns less beta × buy-and-hold's on the same bars, the mean of the
+fold values) and ``timing_capture_vs_quant`` = agent timing Sharpe / quant timing Sharpe (None when
+the quant rule's timing is <= 0). The quant rule **times** a draw when its timing Sharpe exceeds 2 SE of
+the draw's fold mean, the noise bar ``beyond_noise`` applies to its Sharpe; over the edge draws where
+it times, the mean timing capture (each ratio clipped to ``CAPTURE_CLIP``, as the gate's) against the
+goal ``TIMING_CAPTURE_GOAL`` (100 %: issue 45's gate, "timing capture >= 100 % of the quant rule's
+timing where it times").
+
 A gate with no draw to judge (e.g. no quant baseline run) is reported as not gated (passed None).
 """
 
@@ -41,6 +51,7 @@ CAPTURE_VS_QUANT_GATE = 0.5
 CAPTURE_VS_QUANT_GOAL = 1.0
 CAPTURE_VS_ORACLE_GOAL = 0.6
 CAPTURE_CLIP = (-1.0, 2.0)
+TIMING_CAPTURE_GOAL = 1.0
 
 
 def _sharpe(p: Any) -> float | None:
@@ -67,6 +78,7 @@ def draw_row(r: ScenarioResult) -> dict[str, Any]:
     p = r.params
     a = r.agent.summary()
     q = r.baselines.get("quant")
+    at = r.timing()
     return {
         "scenario": r.name, "index": p.get("index"), "seed": p.get("seed"), "form": p.get("form"), "kind": p.get("kind"),
         "interval": p.get("interval"), "horizon": p.get("horizon"), "strength": p.get("strength"), "costs": p.get("costs"),
@@ -75,6 +87,9 @@ def draw_row(r: ScenarioResult) -> dict[str, Any]:
         "quant_sharpe": _sharpe(q), "quant_rules": (q.extra.get("rules") if q is not None else None),
         "buy_and_hold_sharpe": _sharpe(r.references.get("buy_and_hold")), "agent_sharpe": _sharpe(r.agent),
         "capture_vs_quant": r.capture_vs_quant(), "capture_vs_oracle": capture_vs_oracle(r),
+        "agent_beta": at["beta"], "agent_timing_sharpe": at["timing_sharpe"],
+        "quant_timing_sharpe": r.timing(q)["timing_sharpe"] if q is not None else None,
+        "timing_capture_vs_quant": r.timing_capture_vs_quant(),
         "trades_per_1000": a["trades_per_1000"], "turnover": a["turnover"], "walk_forward_s": r.train_s,
         "sharpe_standard_error": r.standard_error(), "sharpe_tolerance": r.tolerance(), "gate": r.gate.get("passed"),
     }
@@ -97,7 +112,7 @@ def block_from_rows(rows: Sequence[dict[str, Any]], family: str, size: str) -> d
     return {"set": family, "size": size, "draws": len(rows), "edge_draws": sum(r["kind"] == "edge" for r in rows),
             "no_edge_draws": sum(r["kind"] == "no_edge" for r in rows),
             "rule": "HELD_OUT scores are reported, never optimised" if family == "heldout" else "development draws (tuning allowed)",
-            "rows": list(rows), "gates": gates, "beyond_noise": beyond_noise(rows),
+            "rows": list(rows), "gates": gates, "beyond_noise": beyond_noise(rows), "timing": timing_capture(rows),
             "passed": bool(all(judged)) if judged else None}
 
 
@@ -109,6 +124,25 @@ def beyond_noise(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     m = _mean_capture(vals)
     return {"value": m, "draws": names,
             "rule": f"capture vs quant {pct(m)} over the {len(names)} edge draws whose quant Sharpe > 2 SE (reported, not gated)"}
+
+
+def times(row: dict[str, Any]) -> bool:
+    """Whether the draw's quant rule times the market: its timing Sharpe above 2 SE of the draw's fold mean."""
+    qt = row.get("quant_timing_sharpe")
+    return qt is not None and qt > 2.0 * row["sharpe_standard_error"]
+
+
+def timing_capture(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Timing capture vs quant (clipped mean, as the gate) over the edge draws where the quant rule
+    times (``times``); a goal, reported and not gated (see the module docstring)."""
+    names = [r["scenario"] for r in rows if r["kind"] == "edge" and times(r) and r.get("timing_capture_vs_quant") is not None]
+    vals = [r["timing_capture_vs_quant"] for r in rows if r["scenario"] in names]
+    m = _mean_capture(vals)
+    timed = sum(r["kind"] == "edge" and times(r) for r in rows)
+    return {"value": m, "draws": names, "goal": TIMING_CAPTURE_GOAL, "met": None if m is None else bool(m >= TIMING_CAPTURE_GOAL),
+            "rule": f"timing capture vs quant {pct(m)} >= {TIMING_CAPTURE_GOAL:.0%} over the {len(names)} edge draws where the quant "
+                    f"rule times (its timing Sharpe > 2 SE; {timed} of {sum(r['kind'] == 'edge' for r in rows)} edge draws; "
+                    f"each ratio clipped to {list(CAPTURE_CLIP)}; a goal, not gated)"}
 
 
 def family_gates(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -145,6 +179,8 @@ def gate_lines(block: dict[str, Any]) -> list[str]:
     word = {True: "PASS", False: "FAIL", None: "not gated"}
     goal = {True: "GOAL met", False: "GOAL not met", None: "GOAL n/a"}
     lines = [f"{goal[g.get('met')] if g.get('goal') else word[g['passed']]}  {g['name']}: {g['rule']}" for g in block["gates"]]
+    if block.get("timing") is not None:  # timing apart from holding, beside Sharpe capture
+        lines.append(f"{goal[block['timing'].get('met')]}  timing capture vs quant: {block['timing']['rule']}")
     if block.get("beyond_noise") is not None:
         lines.append(f"reported  capture vs quant beyond noise: {block['beyond_noise']['rule']}")
     return lines
@@ -157,9 +193,10 @@ def _f(x: Any, fmt: str = "{:+.2f}") -> str:
 
 
 COLUMNS = ("draw", "form", "interval", "horizon", "strength", "costs", "noise", "oracle", "quant", "quant rules",
-           "B&H", "agent", "vs quant", "vs oracle", "trades/1k", "walk-fwd s", "gate")
+           "B&H", "agent", "vs quant", "vs oracle", "agent β", "agent timing", "quant timing", "timing vs quant",
+           "trades/1k", "walk-fwd s", "gate")
 SHORT_COLUMNS = ("draw", "bars", "horizon", "strength", "costs", "noise", "oracle", "quant (rules)", "B&H", "agent",
-                 "vs quant", "vs oracle", "trades/1k", "wf s", "gate")
+                 "vs quant", "vs oracle", "β", "timing", "q timing", "timing vs q", "trades/1k", "wf s", "gate")
 """The console's narrower table: the form is in the draw's name, the noise and the rules abbreviated."""
 
 
@@ -178,13 +215,20 @@ def _cells(row: dict[str, Any], short: bool = False) -> list[str]:
         return [row["scenario"], str(row["interval"]), _f(row["horizon"], "{:,.0f}"), _f(row["strength"], "{:.3g}"),
                 f"{_f(row['cost_rate_bps'], '{:.1f}')} bp", _short_noise(row.get("noise_params"), row["noise"]),
                 _f(row["oracle_sharpe"]), quant, _f(row["buy_and_hold_sharpe"]), _f(row["agent_sharpe"]),
-                pct(row["capture_vs_quant"]), pct(row["capture_vs_oracle"]), _f(row["trades_per_1000"], "{:.1f}"),
+                pct(row["capture_vs_quant"]), pct(row["capture_vs_oracle"]), *_timing_cells(row), _f(row["trades_per_1000"], "{:.1f}"),
                 _f(row["walk_forward_s"], "{:.0f}"), gate]
     return [row["scenario"], str(row["form"]), str(row["interval"]), _f(row["horizon"], "{:,.0f}"), _f(row["strength"], "{:.3g}"),
             f"{row['costs']} ({_f(row['cost_rate_bps'], '{:.1f}')} bps)", str(row["noise"]), _f(row["oracle_sharpe"]),
             _f(row["quant_sharpe"]), ",".join(rules) if rules else "-", _f(row["buy_and_hold_sharpe"]), _f(row["agent_sharpe"]),
-            pct(row["capture_vs_quant"]), pct(row["capture_vs_oracle"]), _f(row["trades_per_1000"], "{:.1f}"),
+            pct(row["capture_vs_quant"]), pct(row["capture_vs_oracle"]), *_timing_cells(row), _f(row["trades_per_1000"], "{:.1f}"),
             _f(row["walk_forward_s"], "{:.1f}"), gate]
+
+
+def _timing_cells(row: dict[str, Any]) -> list[str]:
+    """agent beta, agent timing Sharpe, quant timing Sharpe, timing capture vs quant ("n/a" for rows
+    written before the timing columns)."""
+    return [_f(row.get("agent_beta")), _f(row.get("agent_timing_sharpe")), _f(row.get("quant_timing_sharpe")),
+            pct(row.get("timing_capture_vs_quant"))]
 
 
 def rich_family_table(block: dict[str, Any]) -> Any:
