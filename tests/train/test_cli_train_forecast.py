@@ -88,20 +88,40 @@ def test_a_killed_forecast_run_resumes_to_the_uninterrupted_result(tmp_path):
 @pytest.mark.parametrize("sets,line", [
     (['env.action_mode="exposure"'], "train.agent = 'forecast' trades market orders of normal urgency, which env.action_mode = "
      "'exposure' would route by spread and volatility; set env.action_mode = \"factored\""),
-    (["env.kelly=true"], "train.agent = 'forecast' sizes positions by equity alone (its cost band prices a level, not a Kelly "
-     "multiple of it); set env.kelly = false"),
     (["forecast.horizon=1999"], "forecast.horizon = 1999 bars (0: env.decision_interval) leaves no training bar with a target "
      "inside fold 0's 2000 training bars (must be <= 1998)"),
-    (['forecast.loss="quantile"', "forecast.quantiles=[0.1, 0.9]"], "tiny.toml + overrides: forecast: loss = 'quantile' trades "
-     "the median: quantiles = [0.1, 0.9] must contain 0.5"),
-], ids=["exposure-mode", "kelly", "horizon", "quantiles"])
+], ids=["exposure-mode", "horizon"])
 def test_the_forecast_learners_rules_are_one_line_errors_that_write_nothing(tmp_path, sets, line):
     work = tmp_path / "w"  # the config and its runs/ inside, the feature cache (which may be written) outside
     cfg = forecast_config(work, epochs=1, every=0, cache=tmp_path / "cache")
     args = ["train", "--config", str(cfg)] + [a for s in sets for a in ("--set", s)]
-    if line.startswith("tiny.toml"):
-        line = f"{cfg}{line.removeprefix('tiny.toml')}"
     assert_refused(work, args, line)
+
+
+@pytest.mark.parametrize("sets,line", [
+    (["env.kelly=true"], "train.agent = 'forecast' sizes positions by equity alone (its cost band prices a level, not a Kelly "
+     "multiple of it); set env.kelly = false"),
+    (["train.gamma_grid=[0.5, 0.9]", 'train.select="inner"', "train.ensemble=2"], "train.gamma_grid spreads a discount, and train.agent = 'forecast' has none; leave "
+     "train.gamma_grid empty"),
+    (['forecast.loss="quantile"', "forecast.quantiles=[0.1, 0.9]"], "tiny.toml + overrides: forecast: loss = 'quantile' trades "
+     "the median: quantiles = [0.1, 0.9] must contain 0.5"),
+    (["forecast.quantiles=[0.5, 0.3]"], "tiny.toml + overrides: forecast: quantiles = [0.5, 0.3] must be strictly increasing "
+     "inside (0, 1)"),
+], ids=["kelly", "gamma-grid", "quantile-median", "quantile-order"])
+def test_the_forecast_learners_other_rules_are_one_line_config_errors(tmp_path, sets, line):
+    """The same rules in this process: the configuration's loader and the learner's checks (the runner calls
+    them before anything is allocated, as the fresh-process cases above show)."""
+    from foxhunt.agents import registry
+    from foxhunt.config import load_config
+    from foxhunt.errors import ConfigError
+    from foxhunt.folds import FoldRange
+
+    cfg_path = forecast_config(tmp_path, epochs=1, every=0)
+    line = line.replace("tiny.toml", str(cfg_path))
+    with pytest.raises(ConfigError) as err:
+        cfg = load_config(cfg_path, overrides=sets)
+        registry.of(cfg).check(cfg, [FoldRange(0, 0, 2_000, 2_010, 2_300)])
+    assert str(err.value) == line
 
 
 @pytest.mark.slow
