@@ -4,7 +4,8 @@ The greedy network trades market orders of normal urgency at the five exposure l
 equity (``execution``): so the env must take factored actions (the exposure mode routes a level to
 a limit or IoC order by the spread and volatility) and Kelly sizing must be off (the band prices a
 level, not a Kelly multiple of it). The learner has no discount, so ``train.gamma_grid`` cannot
-spread it. The horizon must leave training bars with a target inside every fold's training slice.
+spread it. A forecast over the last bars (``forecast.policy = "attention"``) runs alone: the merged
+ensemble of ``train.ensemble`` members runs per-bar networks only. The horizon must leave training bars with a target inside every fold's training slice.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ def check_config(cfg: Any, folds: Sequence[Any]) -> None:
                           "Kelly multiple of it); set env.kelly = false")
     if cfg.train.gamma_grid:
         raise ConfigError("train.gamma_grid spreads a discount, and train.agent = 'forecast' has none; leave train.gamma_grid empty")
+    if cfg.forecast.policy != "mlp" and cfg.train.ensemble > 1:
+        raise ConfigError(f"forecast.policy = {cfg.forecast.policy!r} runs alone in the torch backtester (its network reads "
+                          f"the last bars of the market), not as a merged ensemble; set train.ensemble = 1 (got {cfg.train.ensemble})")
     intervals = cfg.train.decision_grid or (cfg.env.decision_interval,)
     for fold in folds:
         for k in intervals:

@@ -32,6 +32,14 @@ class ForecastConfig(Section):
     # Network
     hidden: tuple[Width, ...] = Field((64, 64), min_length=1, max_length=6, description="MLP layer widths (LeakyReLU "
                                       "0.01); two layers run in the fused backtest kernel")
+    policy: Literal["mlp", "attention"] = Field(
+        "mlp", description="mlp: the forecast reads the decision bar's features alone; attention: the mlp plus lag "
+        "attention over the last forecast.sequence bars' features (agents/sequence_net.py), run by the torch backtester "
+        "only (the fused kernels run a per-bar MLP) and not in ensembles")
+    sequence: int = Field(32, ge=2, le=1024, description="forecast.policy = attention: bars the forecast reads (L, the "
+                          "decision bar and the L − 1 before it), gathered by index from the market's feature matrix")
+    attention_heads: int = Field(4, ge=1, le=64, description="forecast.policy = attention: heads of the lag attention "
+                                 "(hidden[0] must be a multiple)")
     # Loss
     loss: Literal["huber", "mse", "quantile"] = Field("huber", description="regression loss of the forecast against the "
                                                       "target: huber (forecast.huber_delta), mse, or quantile (pinball loss "
@@ -64,6 +72,9 @@ class ForecastConfig(Section):
         q = self.quantiles
         if any(not 0.0 < v < 1.0 for v in q) or any(b <= a for a, b in zip(q[:-1], q[1:])):
             raise ValueError(f"quantiles = {list(q)} must be strictly increasing inside (0, 1)")
+        if self.policy == "attention" and self.hidden[0] % self.attention_heads:
+            raise ValueError(f"policy = 'attention': hidden[0] = {self.hidden[0]} must be a multiple of attention_heads = "
+                             f"{self.attention_heads}")
         if self.loss == "quantile" and 0.5 not in q:
             raise ValueError(f"loss = 'quantile' trades the median: quantiles = {list(q)} must contain 0.5")
         return self
@@ -82,6 +93,11 @@ class ForecastConfig(Section):
     def head_hidden(self) -> int:
         """The packed greedy network's head width (what the accel resolver checks for the fused kernels)."""
         return PACKED_HEAD
+
+    @property
+    def lags(self) -> int:
+        """Bars the forecast reads at a decision: ``sequence`` with attention, else 0 (the decision bar alone)."""
+        return self.sequence if self.policy == "attention" else 0
 
     def horizon_for(self, decision_interval: int) -> int:
         """h: ``horizon``, or the env's decision interval when it is 0."""

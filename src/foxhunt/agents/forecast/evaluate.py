@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 import torch
 
-from foxhunt.agents.forecast.net import ForecastNet
+from foxhunt.agents.forecast.net import ForecastNet, gather
 from foxhunt.agents.forecast.target import realised, targets, valid_span
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
@@ -32,8 +32,7 @@ ERROR_SAMPLES = 65_536
 @torch.no_grad()
 def forecasts(net: ForecastNet, market: MarketData, bars: torch.Tensor, output: int = 0) -> torch.Tensor:
     """Forecast ``output`` [N] float32 of market rows ``bars`` ([N] int64), normalised with the market's fold."""
-    feats = (market.features.index_select(0, bars) - market.norm_mean) * market.norm_inv_std
-    return net(feats)[:, output]
+    return net(gather(market, bars, net.sequence))[:, output]
 
 
 @torch.no_grad()

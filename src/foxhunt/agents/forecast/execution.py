@@ -32,6 +32,9 @@ score, every non-market order of the level ``MARGIN`` below it; the value head i
 e*'s market order of normal urgency, so model files, both backtesters (the fused kernel runs a
 two-layer trunk: ``forecast.hidden`` of length 2), ensembles (the mean of the members' scores: the
 rule on their mean forecast and mean risk), abstention, the scorecard and tune run it unchanged.
+With ``forecast.policy = "attention"`` the greedy network is a ``SequenceQNet`` (the same packing plus
+the lag attention, whose output rows for the two ±x units are zero), which the torch backtester runs
+(it binds the market's bars to it); the fused kernels and ensembles do not.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import torch
 from foxhunt.agents.forecast.config import PACKED_EXTRA, PACKED_HEAD
 from foxhunt.agents.forecast.net import SLOPE, ForecastNet
 from foxhunt.agents.networks import N_FACTORED_ACTIONS, DuelingQNet
+from foxhunt.agents.sequence_net import SequenceQNet
 from foxhunt.env.actions import EXPOSURE_FRACTIONS, MARKET, NORMAL, N_LEVELS
 
 LEVELS = EXPOSURE_FRACTIONS
@@ -86,9 +90,18 @@ def pack(net: ForecastNet, b: Band, output: int = 0) -> DuelingQNet:
     lins = net.linears()
     widths = [w + PACKED_EXTRA for w in net.hidden]
     dev = lins[0].weight.device
-    q = DuelingQNet(f_dim + 3, N_FACTORED_ACTIONS, widths, PACKED_HEAD, s).to(dev)
+    enc = net.encoder
+    if enc is None:
+        q = DuelingQNet(f_dim + 3, N_FACTORED_ACTIONS, widths, PACKED_HEAD, s).to(dev)
+    else:  # the first layer also adds the lag attention over the last L bars (torch backtester only)
+        q = SequenceQNet(f_dim + 3, N_FACTORED_ACTIONS, widths, PACKED_HEAD, s, n_features=f_dim, length=enc.length,
+                         width=enc.width, heads=enc.heads).to(dev)
     for p in q.parameters():
         p.zero_()
+    if enc is not None:  # the encoder's output feeds the forecast's first units; the two ±x units get none
+        state = {k: v.clone() for k, v in enc.state_dict().items()}
+        state["out.weight"] = torch.cat([state["out.weight"], state["out.weight"].new_zeros(PACKED_EXTRA, enc.width)])
+        q.encoder.load_state_dict(state)
     qlins = [m for m in q.trunk if isinstance(m, torch.nn.Linear)]
     up = 1.0 / (1.0 + s)  # (lrelu(x) − lrelu(−x)) · up = x
     for i, (src, dst) in enumerate(zip(lins, qlins)):

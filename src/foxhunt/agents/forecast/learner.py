@@ -6,7 +6,8 @@ CUDA (``ForecastTrainer``, ``accel.graphs.GraphedStep``) and replayed; on a CPU 
 1. ``batch`` bars drawn uniformly from the fold's training bars whose target lies inside the
    training slice (``target.valid_span``: the fold's bounds are read on the device, so a new fold
    needs no new graph; with ``train.mirror`` half of them in the mirrored rows);
-2. their normalised features (the fold's statistics) and targets (``target.targets``);
+2. their normalised features (the fold's statistics; with ``forecast.policy = "attention"`` the spans
+   of the L − 1 bars before each too: ``net.gather``) and targets (``target.targets``);
 3. the loss (``loss``: Huber, MSE or the pinball loss over the quantiles), its gradient, the shared
    guard, clipping, masked Adam;
 4. one record row (loss, gradient norm, guard flags, the median forecast's squared error and the
@@ -19,7 +20,7 @@ import torch
 
 from foxhunt.agents.flat import FlatParams, MaskedAdam
 from foxhunt.agents.forecast.config import ForecastConfig
-from foxhunt.agents.forecast.net import ForecastNet
+from foxhunt.agents.forecast.net import ForecastNet, gather
 from foxhunt.agents.forecast.target import targets, valid_span
 from foxhunt.agents.guard import Guard
 from foxhunt.agents.monitor import EpochMonitor
@@ -54,7 +55,7 @@ class ForecastLearner:
         dev = market.device
         self.cfg, self.market, self.monitor, self.device, self.h = cfg, market, monitor, dev, int(h)
         torch.manual_seed(seed)
-        self.net = ForecastNet(market.n_features, cfg.hidden, cfg.n_outputs).to(dev)
+        self.net = ForecastNet(market.n_features, cfg.hidden, cfg.n_outputs, cfg.lags, cfg.attention_heads).to(dev)
         self.flat = FlatParams(self.net)
         self._init_weights = self.flat.data.clone()
         self.lr = torch.full((), cfg.lr, dtype=torch.float32, device=dev)
@@ -66,6 +67,7 @@ class ForecastLearner:
         self.generator.manual_seed(seed + 5_000_011)
         self._u = torch.zeros(cfg.batch, dtype=torch.float64, device=dev)
         self._offsets = torch.arange(1, self.h + 1, dtype=torch.int64, device=dev)
+        self._lags = torch.arange(max(cfg.lags, 1), dtype=torch.int64, device=dev)
         self._levels = torch.tensor(cfg.quantiles, dtype=torch.float32, device=dev)
         self.records = torch.zeros((cfg.steps_per_epoch, len(RECORD_FIELDS)), dtype=torch.float32, device=dev)
         self.record_idx = torch.zeros(1, dtype=torch.int64, device=dev)
@@ -98,8 +100,7 @@ class ForecastLearner:
     def forward(self, bars: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(forecasts [B, Q], targets [B]) of training bars ``bars`` ([B] int64)."""
         m = self.market
-        feats = (m.features.index_select(0, bars) - m.norm_mean) * m.norm_inv_std
-        return self.net(feats), targets(m, bars, self.h, self._offsets)
+        return self.net(gather(m, bars, self.cfg.lags, self._lags)), targets(m, bars, self.h, self._offsets)
 
     def step(self) -> None:
         """One guarded gradient step on fresh bars (the body captured as one CUDA graph)."""
