@@ -14,7 +14,7 @@ leaves the argmax unchanged):
   (``env.bar_step``, ENV_SPEC): commission on the filled notional plus the half spread at the
   fold's median bar range, c = (cost_rate + half_spread·(1 + cost_rate)) / σ_h (cost_rate =
   env.cost_bps·1e-4, half_spread = ½·env.spread_bps·1e-4, at the training env's costs, so
-  ``train.train_cost_multiplier`` widens the band). Square-root impact is left out (it grows with
+  ``train.train_cost_multiplier`` widens the band; a cost curriculum's ramp does not change it). Square-root impact is left out (it grows with
   the trade's size against the bar's volume: zero on a market without volume, small for the
   accounts the configs trade);
 * r·L_e²: the risk term, r = λ·v with λ = ``forecast.risk_aversion`` and v the forecast's mean

@@ -1,7 +1,7 @@
 """ForecastTrainer: one object per process, reused across folds (the walk-forward runner's interface).
 
 It owns the training env's parameters (a one-env ``VecTradingEnv``, never stepped: the fold, the
-costs × the training multiplier, which the execution band reads, the decision interval), the
+decision interval; the costs × the training multiplier as built are the execution band's), the
 learner and the monitor. The gradient step is wrapped in ``GraphedStep``: captured once as a CUDA
 graph on CUDA and replayed for the life of the process (a new fold changes device tensors the graph
 reads), run eagerly on a CPU. An epoch is ``steps_per_epoch`` steps with no host reads, ending with
@@ -29,6 +29,7 @@ from foxhunt.agents.forecast.target import sigma_h
 from foxhunt.agents.monitor import EpochMonitor, EpochSummary
 from foxhunt.agents.networks import DuelingQNet
 from foxhunt.env import EnvParams, VecTradingEnv
+from foxhunt.env.params import BPS
 from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
@@ -46,6 +47,9 @@ class ForecastTrainer(FoldTrainer):
         self.market, self.cfg, self.seed = market, cfg, seed
         self.device = market.device
         self.env = VecTradingEnv(market, 1, env_params, seed=seed)  # the parameters and the fold; never stepped
+        # the band's costs: the training env's as built (× train.train_cost_multiplier), never a cost curriculum's
+        # ramp, so that every epoch's greedy network (epoch selection) and the fold's model price trades alike
+        self.exec_params = env_params
         self.h = cfg.horizon_for(self.env.decision_interval)
         self.monitor = EpochMonitor(self.device, extra_fields=SUMMARY_FIELDS)
         self.learner = ForecastLearner(cfg, market, self.monitor, self.h, seed=seed)
@@ -85,10 +89,10 @@ class ForecastTrainer(FoldTrainer):
     # ------------------------------------------------------------------ execution / evaluation / export
     def band(self) -> Band:
         """The execution's constants at the current fold and weights (host reads: outside the hot loop)."""
-        p = self.env.params
+        p = self.exec_params
         v = training_error_variance(self.learner.net, self.market, self.h, self.cfg.median_output) \
             if self.cfg.risk_aversion > 0 else 0.0
-        return band(float(p.cost_rate[0]), float(p.half_spread[0]), float(p.max_position[0]), float(p.reserve[0]),
+        return band(p.cost_bps * BPS, 0.5 * p.spread_bps * BPS, p.max_position, p.reserve,
                     float(sigma_h(self.market, self.h)), self.cfg.risk_aversion, v)
 
     def policy_net(self) -> DuelingQNet:
