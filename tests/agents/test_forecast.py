@@ -156,6 +156,8 @@ def test_information_is_spearman_and_pearson_of_forecast_and_outcome_and_the_sig
     assert got["ic_spearman"] == pytest.approx(spearmanr(f, r)[0], rel=1e-12)
     assert got["ic_pearson"] == pytest.approx(pearsonr(f, r)[0], rel=1e-12)
     assert got["hit_rate"] == pytest.approx(4 / 5) and got["n"] == 6  # the zero forecast is left out
+    tied_f, tied_r = torch.tensor([1.0, 1.0, 0.0, 2.0, 0.0, 3.0]), torch.tensor([0.0, 0.2, 0.0, 0.0, -0.1, 0.3])
+    assert information(tied_f, tied_r)["ic_spearman"] == pytest.approx(spearmanr(tied_f, tied_r)[0], rel=1e-12)  # mean ranks
 
 
 def test_the_fold_report_scores_the_validation_bars_whose_horizon_stays_inside_the_window():

@@ -4,7 +4,8 @@ On the fold's validation window, every bar t whose next h bars lie inside it (va
 1 − h) gets the fold's forecast (the mean of its members' median forecasts, features normalised
 with the fold's training statistics) and its realised next-h log return (bars t+1 … t+h):
 
-* ``ic_spearman``: Spearman rank correlation of forecast and realised return (the headline IC);
+* ``ic_spearman``: Spearman rank correlation of forecast and realised return (the headline IC; tied
+  values share their mean rank);
 * ``ic_pearson``: their Pearson correlation;
 * ``hit_rate``: the fraction of bars whose forecast has the realised return's sign (bars where
   either is exactly 0 are left out).
@@ -46,9 +47,13 @@ def training_error_variance(net: ForecastNet, market: MarketData, h: int, output
 
 
 def _ranks(x: torch.Tensor) -> torch.Tensor:
-    """Ordinal ranks 0 … N − 1 of x [N] (float64; ties broken by position)."""
+    """Ranks 0 … N − 1 of x [N] (float64), tied values sharing their mean rank (bars of zero return tie)."""
+    values, order = torch.sort(x, stable=True)
+    _, inverse, counts = torch.unique_consecutive(values, return_inverse=True, return_counts=True)
+    first = torch.cumsum(counts, 0) - counts
+    mean_rank = first.to(x.dtype) + (counts.to(x.dtype) - 1.0) / 2.0
     r = torch.empty_like(x)
-    r[torch.argsort(x, stable=True)] = torch.arange(x.numel(), dtype=x.dtype, device=x.device)
+    r[order] = mean_rank[inverse]
     return r
 
 
