@@ -48,6 +48,23 @@ def test_training_draws_only_bars_whose_target_ends_inside_the_training_slice(h)
     assert int(drawn.max()) == train_end - 1 - h and int(drawn.min()) == 0  # the last bar read is train_end − 1
 
 
+def test_with_a_mirror_half_the_draws_are_the_mirrors_training_bars_with_targets_inside_its_training_rows():
+    from foxhunt.folds import FoldRange
+    from foxhunt.market import MarketData
+    from tests.helpers import random_feature_set
+
+    m = MarketData(random_feature_set(1_000, 6, seed=0), "cpu", mirror=random_feature_set(1_000, 6, seed=1))
+    m.set_fold(FoldRange(0, 100, 700, 710, 1_000))
+    tr = small_forecast(m, env=EnvParams(episode_length=50, action_mode="factored", decision_interval=4), batch=8_192)
+    drawn = tr.learner.bars()
+    in_mirror = drawn >= m.mirror_offset
+    local = drawn - in_mirror.long() * m.mirror_offset
+    assert 0.45 < float(in_mirror.double().mean()) < 0.55
+    for part in (local[in_mirror], local[~in_mirror]):  # each copy's bars 100 … 700 − 4 − 1: targets end by row 699
+        assert int(part.min()) == 100 and int(part.max()) == 700 - 4 - 1
+    assert torch.isfinite(tr.learner.forward(drawn)[1]).all()
+
+
 def test_bars_after_the_training_slice_change_no_trained_weight():
     """Every row from the training slice's end on (the purge, validation) poisoned with NaN: the
     epoch trains to the same weights bit for bit. The same poison one bar earlier (the last training
