@@ -130,6 +130,22 @@ def test_the_gradient_step_reads_nothing_back_to_the_host(over):
     assert not torch.equal(before, tr.learner.flat.data)
 
 
+def test_the_losses_are_huber_mse_and_the_mean_pinball_loss_over_the_quantiles():
+    from foxhunt.agents.forecast.config import ForecastConfig
+    from foxhunt.agents.forecast.learner import loss_of
+
+    gen = torch.Generator().manual_seed(0)
+    out, y = torch.randn(37, 3, generator=gen, dtype=torch.float64), torch.randn(37, generator=gen, dtype=torch.float64) * 2
+    taus = (0.1, 0.5, 0.8)
+    want = np.mean([max(t * (yi - o), (t - 1) * (yi - o)) for row, yi in zip(out.tolist(), y.tolist()) for t, o in zip(taus, row)])
+    got = loss_of(out, y, ForecastConfig(loss="quantile", quantiles=taus), torch.tensor(taus, dtype=torch.float64))
+    assert float(got) == pytest.approx(want, rel=1e-12)
+    assert float(loss_of(out, y, ForecastConfig(loss="mse"))) == pytest.approx(float((out[:, 0] - y).square().mean()), rel=1e-12)
+    e = (out[:, 0] - y).abs()
+    huber = torch.where(e < 0.7, 0.5 * e * e, 0.7 * (e - 0.35)).mean()
+    assert float(loss_of(out, y, ForecastConfig(huber_delta=0.7))) == pytest.approx(float(huber), rel=1e-12)
+
+
 def test_an_epoch_summary_counts_its_steps_and_bars_and_its_forecast_error():
     tr = small_forecast(loss="mse")
     s = tr.train_epoch()
