@@ -19,7 +19,7 @@ def test_hash_and_section_order_are_the_same_whatever_order_sections_registered_
         again = load_config(None, ["data.bars=5000"])
         assert again.hash() == ref.hash()
         assert again.to_toml() == ref.to_toml()
-        assert list(again.sections())[:9] == ["run", "data", "features", "folds", "env", "dqn", "ppo", "direct", "train"]
+        assert list(again.sections())[:10] == ["run", "data", "features", "folds", "env", "dqn", "ppo", "direct", "forecast", "train"]
 
 
 def test_every_section_registered_by_any_module_is_registered_by_build_config():

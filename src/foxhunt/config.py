@@ -127,7 +127,7 @@ _SECTIONS: dict[str, type[Section]] = {
 }
 
 
-SECTION_ORDER = ("run", "data", "features", "folds", "env", "dqn", "ppo", "direct", "train", "backtest", "accel")
+SECTION_ORDER = ("run", "data", "features", "folds", "env", "dqn", "ppo", "direct", "forecast", "train", "backtest", "accel")
 """Canonical order of the sections in a written config.toml (others follow, sorted by name).
 
 The order never depends on which module happened to be imported first: a section registry filled
@@ -145,7 +145,7 @@ def register_section(name: str, model: type[Section]) -> None:
 
 
 SECTION_MODULES = ("foxhunt.env.params", "foxhunt.agents.dqn.config", "foxhunt.agents.ppo.config",
-                   "foxhunt.agents.direct.config", "foxhunt.train.config",
+                   "foxhunt.agents.direct.config", "foxhunt.agents.forecast.config", "foxhunt.train.config",
                    "foxhunt.backtest.config", "foxhunt.accel.config", "foxhunt.tune.config")
 """The modules that own the later layers' sections (each calls ``register_section`` on import):
 the explicit registry. A new section's module is added here; a missing module is an ImportError."""

@@ -224,8 +224,8 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
             return None
         if agent == "dqn" and getattr(net, "head", "flat") != "flat":  # agents.networks.BranchingQNet
             return f"dqn.head = {net.head!r}: the fused acting and backtest kernels run the flat dueling head only"
-        if agent == "direct" and getattr(net, "policy", "mlp") != "mlp":  # agents.sequence_net.SequenceQNet
-            return (f"direct.policy = {net.policy!r} reads the last direct.sequence bars: the fused backtest kernel runs "
+        if getattr(net, "policy", "mlp") != "mlp":  # a learner's policy over the last bars: agents.sequence_net.SequenceQNet
+            return (f"{agent}.policy = {net.policy!r} reads the last {agent}.sequence bars: the fused backtest kernel runs "
                     "a per-bar MLP only")
         if part == "acting" and cuda and (why := _acting_width_reason(net)) is not None:
             return why

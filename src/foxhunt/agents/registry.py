@@ -14,7 +14,8 @@ epoch trains on; the execution implementations it has per accelerated part (``fo
 (``train.gamma_grid`` sets it, the SB3 baselines train with it); the trainer attributes besides
 ``trainer.cfg`` and ``trainer.learner.cfg`` that read its section (``foxhunt tune`` re-points them
 when a trial changes only the learning rate); and checks across sections, run before anything is
-allocated.
+allocated; and, for a learner with an evaluation of its own (the forecast's IC), the fold's record
+of it (``fold_report``: metrics.json's ``learner_eval``, summary.json) and its words on the fold line.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class Learner:
     swap_parts: tuple[str, ...] = ()  # trainer attributes holding its section (foxhunt tune's in-place lr)
     check: Callable[[Any, Sequence[Any]], None] | None = None  # (Config, folds it trains on) -> ConfigError or None
     check_fits: Callable[[Any, Any], None] | None = None  # (Config, market) -> ConfigError when it cannot fit the device
+    fold_report: Callable[[Sequence[Any], Any, Any], dict[str, Any]] | None = None  # (fold's member trainers, market, fold) -> metrics.json's learner_eval
+    fold_phrase: Callable[[dict[str, Any]], str] | None = None  # learner_eval record -> words for the fold line
 
     def plan_learner(self, cfg: Any) -> tuple[str, Any, Mapping[str, tuple[str, ...]]]:
         """What ``accel.backend.resolve`` checks: (name, its section, its implementations)."""
@@ -80,6 +83,33 @@ def _check_direct(cfg: Any, folds: Sequence[Any]) -> None:
     check_config(cfg, folds)
 
 
+# ------------------------------------------------------------------ forecast
+def _build_forecast(market: Any, cfg: Any, plan: Any, env: Any) -> Any:
+    from foxhunt.agents.exec_choice import apply_matmul_precision, exec_choice
+    from foxhunt.agents.forecast.trainer import ForecastTrainer
+
+    apply_matmul_precision(exec_choice(plan))
+    return ForecastTrainer(market, env, cfg.forecast, seed=cfg.run.seed, cuda_graphs=plan.graphs)
+
+
+def _check_forecast(cfg: Any, folds: Sequence[Any]) -> None:
+    from foxhunt.agents.forecast.checks import check_config
+
+    check_config(cfg, folds)
+
+
+def _forecast_report(trainers: Sequence[Any], market: Any, fold: Any) -> dict[str, Any]:
+    from foxhunt.agents.forecast.evaluate import fold_report
+
+    return fold_report(trainers, market, fold)
+
+
+def _forecast_phrase(record: dict[str, Any]) -> str:
+    from foxhunt.agents.forecast.evaluate import fold_phrase
+
+    return fold_phrase(record)
+
+
 TORCH_ONLY = ("torch",)
 LEARNERS: dict[str, Learner] = {
     "dqn": Learner(
@@ -96,6 +126,12 @@ LEARNERS: dict[str, Learner] = {
         {"env_step": TORCH_ONLY, "acting": TORCH_ONLY, "train_step": TORCH_ONLY, "replay": TORCH_ONLY,
          "eval": ("torch", "fused")},
         check=_check_direct),
+    "forecast": Learner(
+        "forecast", "forecast", "supervised forecast of the next h bars' return, traded through the costs (a no-trade band)",
+        _build_forecast, lambda c: c.forecast.steps_per_epoch * c.forecast.batch,
+        {"env_step": TORCH_ONLY, "acting": TORCH_ONLY, "train_step": TORCH_ONLY, "replay": TORCH_ONLY,
+         "eval": ("torch", "fused")},
+        check=_check_forecast, fold_report=_forecast_report, fold_phrase=_forecast_phrase),
 }
 """Every learner, by its ``train.agent`` name."""
 

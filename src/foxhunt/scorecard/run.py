@@ -71,7 +71,7 @@ class ScenarioResult:
     bars_per_year: float
     val_bars: int
     n_folds: int
-    agent_kind: str = "dqn"  # train.agent of the configuration under test: "dqn" | "ppo" | "direct"
+    agent_kind: str = "dqn"  # train.agent of the configuration under test: "dqn" | "ppo" | "direct" | "forecast"
     gate: dict[str, Any] = field(default_factory=dict)
     params: dict[str, Any] = field(default_factory=dict)  # a family draw's params (Scenario.params)
 

@@ -1,6 +1,6 @@
 """The agent-generic side of the walk-forward runner: which trainer, and what the runner asks of it.
 
-``train.agent`` picks the learner from ``foxhunt.agents.registry`` ("dqn" | "ppo" | "direct"). Every
+``train.agent`` picks the learner from ``foxhunt.agents.registry`` ("dqn" | "ppo" | "direct" | "forecast"). Every
 trainer implements ``AgentTrainer``:
 built once per process, ``reset_for_fold`` between folds, ``train_epoch`` / ``drain`` for epochs
 (one summary readback each), a greedy network for evaluation and the model file, and their

@@ -36,7 +36,7 @@ class TrainConfig(Section):
     """Walk-forward training: the ``[train]`` section. Units in the field descriptions."""
 
     agent: Literal[LEARNER_NAMES] = Field(  # type: ignore[valid-type]
-        "dqn", description="the learner (foxhunt.agents.registry): dqn ([dqn] section), ppo ([ppo] section) or direct ([direct] section)")
+        "dqn", description="the learner (foxhunt.agents.registry): dqn ([dqn] section), ppo ([ppo] section), direct ([direct] section) or forecast ([forecast] section)")
     epochs: int = Field(10, ge=1, le=100_000, description="training epochs per fold")
     checkpoint_every: int = Field(0, ge=0, description="also checkpoint every this many epochs inside a fold (0: fold ends only)")
     keep_checkpoints: int = Field(2, ge=1, le=1000, description="committed checkpoints kept (older ones are deleted)")

@@ -29,6 +29,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from foxhunt.agents import registry
 from foxhunt.backtest.display import is_flat, number, sharpe_or_zero, sharpe_text, value
 from foxhunt.backtest.timing import timing_block, timing_text
 from foxhunt.config import Config
@@ -218,6 +219,8 @@ def summary_fold(r: dict[str, Any]) -> dict[str, Any]:
         row["gamma"] = selection["gamma"]
     if selection.get("decision_interval") is not None:  # train.decision_grid: the fold's chosen interval
         row["decision_interval"] = selection["decision_interval"]
+    if r.get("learner_eval") is not None:  # a learner's own evaluation (registry: fold_report), as recorded
+        row["learner_eval"] = r["learner_eval"]
     record = selection.get("abstain")
     if record is not None:
         row["abstained"] = bool(record.get("flat"))
@@ -240,6 +243,11 @@ def fold_line(r: dict[str, Any]) -> str:
         s += f" | γ {selection['gamma']:g}"
     if selection.get("decision_interval") is not None:  # train.decision_grid: the fold's chosen interval
         s += f" | k {selection['decision_interval']}"
+    ev = r.get("learner_eval")
+    if ev is not None:  # a learner's own evaluation: its entry's words (the forecast's IC and hit rate)
+        entry = registry.LEARNERS.get(str(ev.get("kind")))
+        if entry is not None and entry.fold_phrase is not None:
+            s += f" | {entry.fold_phrase(ev)}"
     record = selection.get("abstain")
     phrase = abstain_line(record) if record else ""
     return f"{s} | {phrase}" if phrase else s

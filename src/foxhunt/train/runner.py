@@ -243,6 +243,9 @@ class WalkForwardRunner:
         d.mkdir(parents=True, exist_ok=True)
         result = fold_result(fold, self.market.timestamps_host, agent, bh, last, selection, epochs=self.tcfg.epochs,
                              seed=self.cfg.run.seed)
+        report = registry.of(self.cfg).fold_report
+        if report is not None:  # the learner's own out-of-sample evaluation (the forecast's IC and hit rate)
+            result["learner_eval"] = report(self._team(), self.market, fold)
         write_json(d / "metrics.json", result)
         part = self._train_part.get(fold.fold, fold)  # the bars the network was trained on
         write_model(d / "model.safetensors", self.fold_net(), self.market, part, fold, self.cfg, self.data_hash,

@@ -1,0 +1,99 @@
+"""Forecast-only evaluation: the out-of-sample information coefficient and hit rate of a fold.
+
+On the fold's validation window, every bar t whose next h bars lie inside it (val_start … val_end −
+1 − h) gets the fold's forecast (the mean of its members' median forecasts, features normalised
+with the fold's training statistics) and its realised next-h log return (bars t+1 … t+h):
+
+* ``ic_spearman``: Spearman rank correlation of forecast and realised return (the headline IC; tied
+  values share their mean rank);
+* ``ic_pearson``: their Pearson correlation;
+* ``hit_rate``: the fraction of bars whose forecast has the realised return's sign (bars where
+  either is exactly 0 are left out).
+
+Consecutive bars' h-bar returns overlap for h > 1, so the bars are not independent samples. The
+runner writes the record into the fold's metrics.json (``learner_eval``), its fold line and
+summary.json (``foxhunt.agents.registry``: the forecast entry's ``fold_report``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+
+from foxhunt.agents.forecast.net import ForecastNet, gather
+from foxhunt.agents.forecast.target import realised, targets, valid_span
+from foxhunt.folds import FoldRange
+from foxhunt.market import MarketData
+
+ERROR_SAMPLES = 65_536
+"""The risk term's error variance is taken over at most this many evenly spaced training bars."""
+
+
+@torch.no_grad()
+def forecasts(net: ForecastNet, market: MarketData, bars: torch.Tensor, output: int = 0) -> torch.Tensor:
+    """Forecast ``output`` [N] float32 of market rows ``bars`` ([N] int64), normalised with the market's fold."""
+    return net(gather(market, bars, net.sequence))[:, output]
+
+
+@torch.no_grad()
+def training_error_variance(net: ForecastNet, market: MarketData, h: int, output: int = 0) -> float:
+    """v: the forecast's mean squared error against its target over the fold's training bars (those whose
+    target lies inside the training slice; at most ``ERROR_SAMPLES``, evenly spaced), in h-bar variances."""
+    lo, n = (int(t) for t in valid_span(market, h))
+    bars = torch.arange(lo, lo + n, max(1, -(-n // ERROR_SAMPLES)), dtype=torch.int64, device=market.device)
+    err = forecasts(net, market, bars, output) - targets(market, bars, h)
+    return float(err.double().square().mean())
+
+
+def _ranks(x: torch.Tensor) -> torch.Tensor:
+    """Ranks 0 … N − 1 of x [N] (float64), tied values sharing their mean rank (bars of zero return tie)."""
+    values, order = torch.sort(x, stable=True)
+    _, inverse, counts = torch.unique_consecutive(values, return_inverse=True, return_counts=True)
+    first = torch.cumsum(counts, 0) - counts
+    mean_rank = first.to(x.dtype) + (counts.to(x.dtype) - 1.0) / 2.0
+    r = torch.empty_like(x)
+    r[order] = mean_rank[inverse]
+    return r
+
+
+def _pearson(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    a, b = a - a.mean(), b - b.mean()
+    den = float((a.square().sum() * b.square().sum()).sqrt())
+    return float((a * b).sum()) / den if den > 0 else None
+
+
+def information(forecast: torch.Tensor, outcome: torch.Tensor) -> dict[str, Any]:
+    """{ic_spearman, ic_pearson, hit_rate, n} of forecasts and realised returns ([N] each; None where undefined)."""
+    f, r = forecast.double(), outcome.double()
+    n = int(f.numel())
+    if n < 2:
+        return {"ic_spearman": None, "ic_pearson": None, "hit_rate": None, "n": n}
+    signed = (f != 0) & (r != 0)
+    m = int(signed.sum())
+    hits = float(((f > 0) == (r > 0))[signed].double().mean()) if m else None
+    return {"ic_spearman": _pearson(_ranks(f), _ranks(r)), "ic_pearson": _pearson(f, r), "hit_rate": hits, "n": n}
+
+
+def fold_report(trainers: Sequence[Any], market: MarketData, fold: FoldRange) -> dict[str, Any]:
+    """The fold's forecast evaluation (module docstring) from its members (``ForecastTrainer``s, their
+    selected weights in place) on the validation window of ``fold``."""
+    h = int(trainers[0].h)
+    last = fold.val_end - 1 - h  # the last bar whose next h bars lie in the validation window
+    out: dict[str, Any] = {"kind": "forecast", "horizon": h}
+    if last < fold.val_start:
+        return {**out, **information(torch.zeros(0), torch.zeros(0))}
+    bars = torch.arange(fold.val_start, last + 1, dtype=torch.int64, device=market.device)
+    f = torch.stack([t.forecasts(bars) for t in trainers]).mean(0)
+    return {**out, **information(f, realised(market, bars, h))}
+
+
+def fold_phrase(record: dict[str, Any]) -> str:
+    """The fold line's words for a ``fold_report`` record."""
+    def num(v: Any, fmt: str) -> str:
+        return "n/a" if v is None else fmt.format(v)
+    return (f"forecast IC {num(record.get('ic_spearman'), '{:+.3f}')} (Spearman, {record.get('horizon')}-bar) "
+            f"hit {num(record.get('hit_rate'), '{:.1%}')}")
+
+
+__all__ = ["ERROR_SAMPLES", "fold_phrase", "fold_report", "forecasts", "information", "training_error_variance"]
