@@ -37,7 +37,7 @@ from foxhunt.data.validate import PRICE_COLUMNS, RawColumns, check
 
 log = logging.getLogger("foxhunt.data")
 
-__all__ = ["load_bars", "file_format", "read_file", "raw_columns"]
+__all__ = ["load_bars", "bars_of", "file_format", "read_file", "raw_columns"]
 
 _SUFFIXES = {".csv": "csv", ".csv.gz": "csv", ".parquet": "parquet", ".pq": "parquet"}
 _NA_TEXT = {"", "nan", "na", "n/a", "null", "none", "-nan", "+nan"}
@@ -67,8 +67,12 @@ def load_bars(path: str | Path, *, repair: bool = False, timestamp_format: str |
     adjust: scale open, high, low and close by the Adj Close column / close. Never writes anything.
     """
     label, layout, columns = read_file(path, adjust=adjust)
-    raw = raw_columns(label, layout, columns, TimeOptions(timestamp_format, dayfirst, timestamp_unit))
-    bars = check(raw, repair=repair)
+    return bars_of(label, layout, columns, TimeOptions(timestamp_format, dayfirst, timestamp_unit), repair=repair)
+
+
+def bars_of(label: str, layout: Layout, columns: dict[int, pd.Series], opts: TimeOptions, *, repair: bool = False) -> Bars:
+    """The validated bars of a file already read (``read_file``): parse, check every rule, ``repair``."""
+    bars = check(raw_columns(label, layout, columns, opts), repair=repair)
     if not bars.has_volume:
         # Logged only once the data passed, so that a bad file gets exactly one message.
         log.warning("volume missing in %s: volume set to 1.0 (has_volume=False)", label)

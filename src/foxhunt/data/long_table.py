@@ -8,7 +8,8 @@ through the single-file path on their own: timestamps parsed (``timestamps.py``)
 checked (``validate.check``), ``repair`` applied. An error names the file and the row of the file
 (not of the symbol's rows) and says which symbol it is.
 
-A file without a symbol column is one symbol, read exactly as ``load_bars`` reads it.
+A file without a symbol column is one symbol, read exactly as ``load_bars`` reads it (the same
+functions on the same columns, the file read once).
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ import pandas as pd
 
 from foxhunt.data.bars import BarDataError, Bars
 from foxhunt.data.columns import symbol_column
-from foxhunt.data.loader import load_bars, raw_columns, read_file
+from foxhunt.data.loader import bars_of, read_file
 from foxhunt.data.timestamps import TimeOptions
-from foxhunt.data.validate import check
 
 __all__ = ["load_table"]
 
@@ -37,32 +37,33 @@ def load_table(path: str | Path, *, symbol_col: str | None = None, repair: bool 
     file without a symbol column (``load_bars``' result, unchanged).
 
     symbol_col: ``data.symbol_column`` (the file must have it), else one of ``columns.SYMBOL_NAMES``.
-    The other keywords are ``load_bars``'. A symbol's Bars have ``source`` "FILE[SYMBOL]".
+    The other keywords are ``load_bars``'. A symbol's Bars have ``source`` "FILE[SYMBOL]" (the file's
+    name alone for a table of one symbol).
     Raises BarDataError naming the file, the file's row, timestamp, column and rule; an empty
     symbol cell is rule ``missing-symbol``.
     """
     label, layout, columns = read_file(path, adjust=adjust, find_symbol=lambda h, lab: symbol_column(h, lab, symbol_col))
+    opts = TimeOptions(timestamp_format, dayfirst, timestamp_unit)
     if layout.symbol is None:
-        # No symbol column: exactly today's single-file load (one code path, so one result).
-        return [(None, load_bars(path, repair=repair, timestamp_format=timestamp_format, dayfirst=dayfirst,
-                                 timestamp_unit=timestamp_unit, adjust=adjust))]
+        # No symbol column: load_bars' own path on the columns read once (one code path, one result).
+        return [(None, bars_of(label, layout, columns, opts, repair=repair))]
     sym_name = layout.header[layout.symbol]
     names = _symbol_text(columns.pop(layout.symbol), label, sym_name)
     layout.symbol = None
     codes, uniques = pd.factorize(names, sort=True)
     order = np.argsort(codes, kind="stable")  # each symbol's rows, in file order
     bounds = np.searchsorted(codes[order], np.arange(len(uniques) + 1))
-    opts = TimeOptions(timestamp_format, dayfirst, timestamp_unit)
     out: list[tuple[str | None, Bars]] = []
     for k, symbol in enumerate(uniques):
         rows = order[bounds[k]:bounds[k + 1]]
         part = {pos: col.iloc[rows].reset_index(drop=True) for pos, col in columns.items()}
-        # raw_columns settles the volume column on the layout it is given: one copy per symbol.
+        # The volume column is settled on the layout it is given (loader.raw_columns): one copy per symbol.
         try:
-            bars = check(raw_columns(label, copy.deepcopy(layout), part, opts), repair=repair)
+            bars = bars_of(label, copy.deepcopy(layout), part, opts, repair=repair)
         except BarDataError as exc:
             raise _in_file(exc, rows, str(symbol)) from None
-        out.append((str(symbol), replace(bars, source=f"{label}[{symbol}]")))
+        # A table of one symbol is that symbol's file: labelled as load_bars labels it.
+        out.append((str(symbol), bars if len(uniques) == 1 else replace(bars, source=f"{label}[{symbol}]")))
     return out
 
 

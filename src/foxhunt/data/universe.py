@@ -31,10 +31,10 @@ from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
-from foxhunt.data import file_options
 from foxhunt.data.bars import BarDataError, Bars
 from foxhunt.data.describe import interval_text
 from foxhunt.data.long_table import load_table
+from foxhunt.data.options import file_options
 from foxhunt.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -101,6 +101,8 @@ class Universe:
     files: S paths, the file each symbol came from (a long table's symbols share one).
     whole_file: S flags, True where the file holds that symbol alone (a one-symbol file, or a long
         table of one symbol): ``load_bars(files[s])`` then reads exactly ``bars[s]``.
+    from_table: S flags, True where the symbol is a value of a long table's symbol column (False:
+        named by its file).
     offsets: [S + 1] int64, rows offsets[s]:offsets[s + 1] of a concatenated column are symbol s.
     """
 
@@ -108,6 +110,7 @@ class Universe:
     bars: tuple[Bars, ...]
     files: tuple[str, ...]
     whole_file: tuple[bool, ...]
+    from_table: tuple[bool, ...]
     offsets: np.ndarray
     _cat: dict[str, np.ndarray] = field(default_factory=dict, repr=False, compare=False)
 
@@ -165,7 +168,7 @@ def load_universe(sources: Sequence[str | Path], cfg: "DataConfig") -> Universe:
     or ConfigError (``data.symbols`` names a symbol that is not there).
     """
     options = file_options(cfg)
-    found: dict[str, tuple[str, Bars, bool]] = {}
+    found: dict[str, tuple[str, Bars, bool, bool]] = {}
     for path in expand_sources(sources):
         table = load_table(path, symbol_col=cfg.symbol_column, **options)  # type: ignore[arg-type]
         for name, bars in table:
@@ -173,7 +176,7 @@ def load_universe(sources: Sequence[str | Path], cfg: "DataConfig") -> Universe:
             if symbol in found:
                 raise BarDataError("duplicate-symbol", f"symbol {symbol!r} is also in file {path}; one symbol a file",
                                    path=found[symbol][0])
-            found[symbol] = (str(path), bars, len(table) == 1)
+            found[symbol] = (str(path), bars, len(table) == 1, name is not None)
     if cfg.symbols is not None:
         missing = [s for s in cfg.symbols if s not in found]
         if missing:
@@ -183,8 +186,9 @@ def load_universe(sources: Sequence[str | Path], cfg: "DataConfig") -> Universe:
     rows = [found[s] for s in symbols]
     _check_intervals(symbols, rows)
     offsets = np.zeros(len(symbols) + 1, dtype=np.int64)
-    offsets[1:] = np.cumsum([len(b) for _, b, _ in rows])
-    return Universe(symbols, tuple(b for _, b, _ in rows), tuple(f for f, _, _ in rows), tuple(w for _, _, w in rows), offsets)
+    offsets[1:] = np.cumsum([len(r[1]) for r in rows])
+    files, bars, whole, table = (tuple(col) for col in zip(*rows))
+    return Universe(symbols, bars, files, whole, table, offsets)  # type: ignore[arg-type]
 
 
 def _names(symbols: list[str], limit: int = 20) -> str:
@@ -192,10 +196,10 @@ def _names(symbols: list[str], limit: int = 20) -> str:
     return shown + (f" … ({len(symbols)} symbols)" if len(symbols) > limit else "")
 
 
-def _check_intervals(symbols: tuple[str, ...], rows: list[tuple[str, Bars, bool]]) -> None:
+def _check_intervals(symbols: tuple[str, ...], rows: list[tuple[str, Bars, bool, bool]]) -> None:
     """``mixed-intervals`` when the shortest and longest median bar spacing differ by more than
     INTERVAL_TOLERANCE; the message names both symbols, files and spacings."""
-    spaced = [(b.median_bar_seconds(), s, f) for s, (f, b, _) in zip(symbols, rows) if len(b) > 1]
+    spaced = [(r[1].median_bar_seconds(), s, r[0]) for s, r in zip(symbols, rows) if len(r[1]) > 1]
     if len(spaced) < 2:
         return
     lo, hi = min(spaced), max(spaced)
@@ -208,6 +212,33 @@ def _check_intervals(symbols: tuple[str, ...], rows: list[tuple[str, Bars, bool]
 def config_sources(cfg: "DataConfig") -> list[str]:
     """The sources a ``[data]`` section names: ``data.path`` then ``data.paths`` (either may be absent)."""
     return [*([cfg.path] if cfg.path else []), *(cfg.paths or [])]
+
+
+class UniverseNotAvailable(ConfigError):
+    """A universe of several symbols where one series is needed (training, backtests, tuning take one
+    symbol until pooled training exists)."""
+
+
+def one_symbol(cfg: "DataConfig") -> Bars:
+    """The bars of a ``[data]`` section that names files (``data.source = 'file'``), as one series.
+
+    One plain file (no universe key, no symbol column) is ``load_bars``' result, the file read once.
+    A universe (a directory, several files, a pattern, a long table, ``data.symbols``) of exactly one
+    symbol is that symbol's bars. Raises UniverseNotAvailable for more than one symbol, after every
+    file passed its rules (a bad file is still its own error)."""
+    universe = load_universe(config_sources(cfg), cfg)
+    refuse_universe(universe)
+    return universe.bars[0]
+
+
+def refuse_universe(universe: Universe) -> None:
+    """Raise UniverseNotAvailable (one line) unless ``universe`` has exactly one symbol."""
+    if len(universe) > 1:
+        first = universe.symbols[0]
+        raise UniverseNotAvailable(
+            f"the data name a universe of {len(universe)} symbols ({_names(list(universe.symbols), 8)}): universe training is "
+            f"not available yet (training, backtests and tuning take one symbol); give one file, or pick one symbol with "
+            f"--set 'data.symbols=[\"{first}\"]'")
 
 
 def is_universe(sources: Sequence[str | Path], cfg: "DataConfig") -> bool:
