@@ -54,7 +54,8 @@ class UniverseFold:
     bounds: [S, 4] int64 rows into the universe's concatenated arrays (offsets included):
         train_start, train_end, val_start, val_end of each symbol; ranges never cross a symbol.
     member: [S] bool, the symbol joins the fold (module docstring, rule 4). A non-member's bounds
-        are its rows in those times all the same (possibly empty).
+        are its rows in those times all the same (possibly empty); no range starts before the
+        symbol's warm-up bar, so validation holds only formed bars as well.
     """
 
     fold: int
