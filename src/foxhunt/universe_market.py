@@ -8,8 +8,8 @@ there (as at row 0 of one series). A window, an episode or a backtest row is (sy
 length) and must stay inside ``[offsets[s], offsets[s + 1])``; ``UniverseFold.bounds`` are such rows.
 
 Per-fold statistics are per symbol (``norm_stats_per_symbol``: each member symbol's mean and std
-over its own training rows). MarketData's single-range ``set_fold`` still works for a one-symbol
-universe; pooled training over several symbols (envs that draw a symbol, then a start) is the
+over its own training rows). MarketData's single-range ``set_fold`` works for a one-symbol universe
+and refuses several symbols (one range would mix them); pooled training over several symbols (envs that draw a symbol, then a start) is the
 next layer's and is not here.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 import torch
 
 from foxhunt.features.universe import UniverseFeatures
+from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData, NormStats
 from foxhunt.universe_folds import UniverseFold
 
@@ -43,6 +44,14 @@ class UniverseMarket(MarketData):
     @property
     def n_symbols(self) -> int:
         return len(self.symbols)
+
+    def set_fold(self, fold: FoldRange) -> None:
+        """MarketData's one-range fold, for a universe of one symbol only: over several symbols one
+        range would mix their rows in one set of statistics (use ``norm_stats_per_symbol``)."""
+        if self.n_symbols > 1:
+            raise ValueError(f"set_fold: one range over {self.n_symbols} symbols would cross their offsets; a universe's "
+                             "folds are per-symbol ranges (UniverseFold.bounds, norm_stats_per_symbol)")
+        super().set_fold(fold)
 
     def norm_stats_per_symbol(self, fold: UniverseFold) -> NormStats:
         """Mean and std of each member symbol's training rows: NormStats of [S, F] float64 on the

@@ -17,6 +17,7 @@ from foxhunt.features import spec
 from foxhunt.features.cache import load_or_build
 from foxhunt.features.extra import with_extras
 from foxhunt.features.universe import universe_features
+from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 from foxhunt.universe_folds import universe_folds
 from foxhunt.universe_market import UniverseMarket
@@ -97,6 +98,8 @@ def test_the_upload_keeps_symbols_apart_and_per_symbol_stats_are_each_symbols_ow
     uf = universe_features(u, tmp_path / "cache")
     m = UniverseMarket(uf, "cpu")
     assert m.offsets.tolist() == u.offsets.tolist() and m.symbols == u.symbols and m.n_bars == u.n_bars
+    with pytest.raises(ValueError, match="one range over 3 symbols would cross their offsets"):
+        m.set_fold(FoldRange(0, 400, 600, 610, 700))  # AAA's rows into BBB's: refused, never mixed
     cfg = build_config({"data": {"source": "file", "path": str(d), "min_train_bars": 20}, "folds": {"purge": 5}})
     _, folds, _, _ = universe_folds(cfg, u, spec.WARMUP, layout="fit")
     stats = m.norm_stats_per_symbol(folds[-1])
