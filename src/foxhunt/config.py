@@ -88,6 +88,9 @@ class DataConfig(Section):
     def _file_needs_path(self) -> "DataConfig":
         if self.source == "file" and not self.path and not self.paths:
             raise ValueError("data.source = 'file' needs data.path")
+        universe = [k for k in ("paths", "symbols", "symbol_column") if getattr(self, k) is not None]
+        if universe and self.source != "file":
+            raise ValueError(f"data.{universe[0]} applies to files (data.source = 'file'), not to data.source = {self.source!r}")
         if self.timestamp_format is not None and "%" not in self.timestamp_format:
             raise ValueError(f"data.timestamp_format {self.timestamp_format!r}: expected a strftime format such as '%d.%m.%Y %H:%M'")
         return self

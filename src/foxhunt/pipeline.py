@@ -96,6 +96,8 @@ class PreparedUniverse:
     """A universe prepared (``prepare_universe``): its bars, features, folds and device upload.
 
     calendar: [U] int64 UTC ns, the union calendar the folds are laid out on (``foxhunt.universe_folds``).
+    timings: load_s (files read and checked, folds laid out), features_s (built or read from the
+    cache), upload_s (to the device), in seconds.
     """
 
     config: Config

@@ -12,7 +12,8 @@ import pytest
 from foxhunt.config import build_config
 from foxhunt.data.bars import BarDataError
 from foxhunt.data.loader import load_bars
-from foxhunt.data.universe import load_universe, symbol_of
+from foxhunt.data import load_source
+from foxhunt.data.universe import UniverseNotAvailable, load_universe, symbol_of
 from foxhunt.errors import ConfigError
 from tests.data.universe_files import SPECS, bars_frame, days, finrl_file, frames, universe_dir, write
 
@@ -35,8 +36,9 @@ def test_directory_files_glob_and_finrl_long_table_load_the_same_universe(tmp_pa
     by_files = load_universe([d / "CCC.csv.gz", d / "AAA.csv", d / "BBB.parquet"], cfg)
     by_glob = load_universe([str(d / "*.*")], cfg)  # the README matches the pattern and is skipped: not a bar file
     by_table = load_universe([finrl_file(tmp_path / "finrl.csv")], cfg)
+    by_parquet_table = load_universe([finrl_file(tmp_path / "finrl.parquet")], cfg)
     assert by_dir.symbols == ("AAA", "BBB", "CCC")
-    for other in (by_files, by_glob, by_table):
+    for other in (by_files, by_glob, by_table, by_parquet_table):
         same_universe(by_dir, other)
     assert by_dir.files == tuple(str(d / n) for n in ("AAA.csv", "BBB.parquet", "CCC.csv.gz"))
     assert by_table.from_table == (True, True, True) and by_table.whole_file == (False, False, False)
@@ -170,11 +172,24 @@ def test_an_empty_directory_and_a_pattern_that_matches_nothing_are_refused(tmp_p
         load_universe([str(tmp_path / "*.csv")], data_cfg())
 
 
+def test_load_source_takes_a_universe_of_one_symbol_and_refuses_several_in_one_line(tmp_path: Path) -> None:
+    d = universe_dir(tmp_path)
+    bbb = load_source(build_config({"data": {"source": "file", "path": str(d), "symbols": ["BBB"]}}).data)
+    assert bbb.content_hash() == load_bars(d / "BBB.parquet").content_hash() and bbb.source == str(d / "BBB.parquet")
+    with pytest.raises(UniverseNotAvailable) as e:  # what train, backtest, tune and --resume read their data with
+        load_source(build_config({"data": {"source": "file", "path": str(d / "AAA.csv"), "paths": [str(d / "*.gz")]}}).data)
+    assert str(e.value) == ("the data name a universe of 2 symbols (AAA, CCC): universe training is not available yet (training, "
+                            "backtests and tuning take one symbol); give one file, or pick one symbol with --set "
+                            "'data.symbols=[\"AAA\"]'")
+
+
 @pytest.mark.parametrize("keys, message", [
     ({"symbols": []}, "data.symbols: an empty list"),
     ({"symbols": ["A", "A"]}, "data.symbols: 'A' twice"),
     ({"symbol_column": " "}, "data.symbol_column: an empty name"),
     ({"min_train_bars": 0}, "min_train_bars"),
+    ({"source": "synthetic", "path": None, "symbols": ["A"]}, "data.symbols applies to files \\(data.source = 'file'\\), not to "
+     "data.source = 'synthetic'"),
 ])
 def test_universe_keys_are_validated(keys: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
