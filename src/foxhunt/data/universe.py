@@ -20,6 +20,10 @@ whose median bar spacings differ by more than ``INTERVAL_TOLERANCE`` are ``mixed
 Layout: symbols sorted by name; ``offsets`` [S + 1] int64, the bars of symbol s are rows
 ``offsets[s]:offsets[s + 1]`` of every concatenated column, each symbol's rows in time order
 (timestamps increase within a symbol, not across the boundary). Nothing is written.
+
+One series from a ``[data]`` section (``one_symbol``, what ``foxhunt.data.load_source`` returns for
+files): a universe of exactly one symbol is that symbol's bars; several are refused in one line
+(``UniverseNotAvailable``) until pooled training exists.
 """
 
 from __future__ import annotations
@@ -40,7 +44,8 @@ from foxhunt.errors import ConfigError
 if TYPE_CHECKING:
     from foxhunt.config import DataConfig
 
-__all__ = ["Universe", "load_universe", "expand_sources", "symbol_of", "INTERVAL_TOLERANCE"]
+__all__ = ["Universe", "UniverseNotAvailable", "load_universe", "expand_sources", "symbol_of", "config_sources", "is_universe",
+           "one_symbol", "refuse_universe", "INTERVAL_TOLERANCE"]
 
 BAR_SUFFIXES = (".csv.gz", ".csv", ".parquet", ".pq")
 INTERVAL_TOLERANCE = 1.5
