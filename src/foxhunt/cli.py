@@ -75,7 +75,7 @@ ReadOpt = typer.Option([], "--set", help="how to read the file: data.KEY=VALUE (
 # --------------------------------------------------------------------------- data
 @data_app.command("validate")
 def data_validate(
-    files: list[Path] = typer.Argument(..., help="CSV or Parquet bar file; several files, a directory of them, a glob pattern "
+    files: list[Path] = typer.Argument(..., metavar="FILE", help="CSV or Parquet bar file; several files, a directory of them, a glob pattern "
                                        "or a long table with a symbol column: a universe, one line per symbol"),
     repair: bool = typer.Option(False, help="sort rows and drop bad rows instead of failing (logged)"),
     overrides: list[str] = ReadOpt,
