@@ -13,7 +13,7 @@ from foxhunt.config import build_config
 from foxhunt.data.bars import BarDataError
 from foxhunt.data.loader import load_bars
 from foxhunt.data import load_source
-from foxhunt.data.universe import UniverseNotAvailable, load_universe, symbol_of
+from foxhunt.data.universe import UniverseNotAvailable, load_universe, symbol_of, universe_of
 from foxhunt.errors import ConfigError
 from tests.data.universe_files import SPECS, bars_frame, days, finrl_file, frames, universe_dir, write
 
@@ -67,6 +67,14 @@ def test_each_file_symbol_is_bitwise_the_single_file_load(tmp_path: Path) -> Non
             assert a.dtype == b.dtype and a.tobytes() == b.tobytes(), (name, c)
         assert (u.bars[s].source, u.bars[s].notes, u.bars[s].has_volume) == (alone.source, alone.notes, alone.has_volume)
         assert u.bars[s].content_hash() == alone.content_hash()
+
+
+def test_bars_in_memory_make_the_same_universe_as_their_files(tmp_path: Path) -> None:
+    d = universe_dir(tmp_path)
+    loaded = load_universe([d], data_cfg())
+    same_universe(loaded, universe_of({s: b for s, b in zip(loaded.symbols[::-1], loaded.bars[::-1])}))
+    with pytest.raises(BarDataError, match="mixed-intervals"):
+        universe_of({"D": loaded.bars[0], "M": load_bars(write(tmp_path / "m.csv", bars_frame(days("2020-01-01", 50, "min"), 1)))})
 
 
 def test_symbol_names_strip_only_the_bar_file_extension() -> None:

@@ -31,7 +31,7 @@ from __future__ import annotations
 import glob
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 
@@ -44,7 +44,7 @@ from foxhunt.errors import ConfigError
 if TYPE_CHECKING:
     from foxhunt.config import DataConfig
 
-__all__ = ["Universe", "UniverseNotAvailable", "load_universe", "expand_sources", "symbol_of", "config_sources", "is_universe",
+__all__ = ["Universe", "UniverseNotAvailable", "load_universe", "universe_of", "expand_sources", "symbol_of", "config_sources", "is_universe",
            "one_symbol", "refuse_universe", "INTERVAL_TOLERANCE"]
 
 BAR_SUFFIXES = (".csv.gz", ".csv", ".parquet", ".pq")
@@ -187,6 +187,21 @@ def load_universe(sources: Sequence[str | Path], cfg: "DataConfig") -> Universe:
         if missing:
             raise ConfigError(f"data.symbols: {missing[0]!r} is not in the universe; it has {_names(sorted(found))}")
         found = {s: found[s] for s in cfg.symbols}
+    return _laid_out(found)
+
+
+def universe_of(bars: Mapping[str, Bars]) -> Universe:
+    """A universe of bars already in memory (generated or loaded), symbol -> Bars, under the same
+    layout and interval rule as ``load_universe``; ``files`` are the bars' ``source``, and no symbol
+    counts as a whole file. The bars must already be valid (``validate.validate_bars``)."""
+    if not bars:
+        raise ConfigError("a universe needs at least one symbol")
+    return _laid_out({s: (b.source, b, False, False) for s, b in bars.items()})
+
+
+def _laid_out(found: Mapping[str, tuple[str, Bars, bool, bool]]) -> Universe:
+    """Symbols sorted, the interval rule checked, offsets laid out (found: symbol -> (file, bars,
+    whole file, from a table))."""
     symbols = tuple(sorted(found))
     rows = [found[s] for s in symbols]
     _check_intervals(symbols, rows)
