@@ -75,16 +75,25 @@ ReadOpt = typer.Option([], "--set", help="how to read the file: data.KEY=VALUE (
 # --------------------------------------------------------------------------- data
 @data_app.command("validate")
 def data_validate(
-    file: Path = typer.Argument(..., help="CSV or Parquet bar file"),
+    files: list[Path] = typer.Argument(..., metavar="FILE", help="CSV or Parquet bar file; several files, a directory of them, a glob pattern "
+                                       "or a long table with a symbol column: a universe, one line per symbol"),
     repair: bool = typer.Option(False, help="sort rows and drop bad rows instead of failing (logged)"),
     overrides: list[str] = ReadOpt,
 ) -> None:
-    """Check a bar file against every rule; print what was read; exit 2 on bad data. Writes nothing."""
+    """Check bar files against every rule; print what was read; exit 2 on bad data. Writes nothing."""
     from foxhunt.data.describe import data_summary
-    from foxhunt.data.loader import load_bars
+    from foxhunt.data.universe import is_universe, load_universe
+    from foxhunt.universe_cli import print_universe
 
-    options = _read_options(file, overrides, "foxhunt data validate")
-    bars = load_bars(file, **{**options, "repair": repair or bool(options["repair"])})
+    data_cfg = _data_config(files[0], overrides, "foxhunt data validate")
+    if repair:
+        data_cfg = data_cfg.model_copy(update={"repair": True})
+    sources = [str(f) for f in files]
+    universe = load_universe(sources, data_cfg)
+    if is_universe(sources, data_cfg) or universe.from_table[0]:
+        print_universe(universe, console)
+        return
+    file, bars = files[0], universe.bars[0]  # one file without a symbol column: today's lines
     vol = "volume present" if bars.has_volume else "volume MISSING (volume features are constant)"
     first = iso_time(bars.timestamps[0])
     last = iso_time(bars.timestamps[-1])
@@ -95,16 +104,23 @@ def data_validate(
         console.print(f"  read: {escape(note)}", highlight=False, soft_wrap=True)
 
 
-def _read_options(file: Path, overrides: list[str], command: str) -> dict[str, object]:
-    """``load_bars``' options from ``--set data.KEY=VALUE`` texts (data.* keys only: a ConfigError names others)."""
+def _data_config(file: Path, overrides: list[str], command: str) -> Any:
+    """The ``[data]`` section of ``--set data.KEY=VALUE`` texts over ``file`` (data.* keys only: a
+    ConfigError names others)."""
     from foxhunt.config import load_config, parse_override
-    from foxhunt.data import file_options
     from foxhunt.errors import ConfigError
 
     for text in overrides:
         if parse_override(text)[0][0] != "data":
             raise ConfigError(f"--set {text}: {command} takes data.* keys only")
-    return file_options(load_config(None, overrides, values={"data": {"source": "file", "path": str(file)}}).data)
+    return load_config(None, overrides, values={"data": {"source": "file", "path": str(file)}}).data
+
+
+def _read_options(file: Path, overrides: list[str], command: str) -> dict[str, object]:
+    """``load_bars``' options from ``--set data.KEY=VALUE`` texts (data.* keys only: a ConfigError names others)."""
+    from foxhunt.data import file_options
+
+    return file_options(_data_config(file, overrides, command))
 
 
 @data_app.command("sample")
@@ -162,28 +178,41 @@ def features_build(
 # --------------------------------------------------------------------------- prepare
 @app.command("prepare")
 def prepare(
-    data: Optional[Path] = typer.Option(None, help="bar file (CSV/Parquet); default: built-in sample"),
+    data: Optional[list[Path]] = typer.Option(None, help="bar file (CSV/Parquet); default: built-in sample. A directory, several "
+                                              "--data, a pattern or a long table is a universe: a fold table per symbol"),
     sample: str = typer.Option("synthetic", help="built-in data when --data is absent: synthetic | sp500 | nasdaq"),
     config: Optional[Path] = typer.Option(None, help="TOML run configuration"),
     device: Optional[str] = typer.Option(None, help="auto | cpu | cuda"),
     overrides: list[str] = OverrideOpt,
 ) -> None:
     """Run data → features → folds → device-resident market data and print what was built."""
-    from foxhunt.pipeline import prepare_market
+    from foxhunt.config import load_config
+    from foxhunt.pipeline import prepare_market, prepare_universe
 
     # Options are set as values (never pasted into TOML text: a path may hold any character).
     values: dict[str, dict[str, object]] = {}
-    if data is not None:
-        values["data"] = {"source": "file", "path": str(data)}
+    if data:
+        values["data"] = {"source": "file", "path": str(data[0]), **({"paths": [str(d) for d in data[1:]]} if len(data) > 1 else {})}
     elif sample != "synthetic":
         values["data"] = {"source": sample}
     if device is not None:
         values["run"] = {"device": device}
     from foxhunt.fold_layout import spans_set
 
-    prepared = prepare_market(config, list(overrides), console=console, values=values,
-                              fold_layout="config" if spans_set(config, overrides) else "fit")  # foxhunt.fold_layout
-    _print_prepared(prepared)
+    layout = "config" if spans_set(config, overrides) else "fit"  # foxhunt.fold_layout
+    cfg = load_config(config, list(overrides), values=values)
+    bars = None
+    if cfg.data.source == "file":
+        from foxhunt.data.universe import config_sources, is_universe, load_universe
+        from foxhunt.universe_cli import print_prepared_universe
+
+        sources = config_sources(cfg.data)
+        universe = load_universe(sources, cfg.data)
+        if is_universe(sources, cfg.data) or universe.from_table[0]:
+            print_prepared_universe(prepare_universe(cfg, fold_layout=layout, universe=universe), console)
+            return
+        bars = universe.bars[0]  # one file without a symbol column: today's prepare, the file read once
+    _print_prepared(prepare_market(cfg, console=console, fold_layout=layout, bars=bars))
 
 
 def _print_prepared(p: "object") -> None:

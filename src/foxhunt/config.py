@@ -53,11 +53,44 @@ class DataConfig(Section):
                                                                   "timestamps; default: the one that puts them in 1971..2200")
     adjust: bool = Field(False, description="file: scale open, high, low and close by the 'Adj Close' column / close "
                          "(splits and dividends); off: that column is ignored")
+    # A universe of symbols (foxhunt.data.universe). None (the default) is left out of the saved
+    # config and its hash, so runs made before these keys existed keep their hash.
+    paths: list[str] | None = Field(None, description="universe: bar files, directories or glob patterns, after data.path")
+    symbols: list[str] | None = Field(None, description="universe: keep only these symbols (each must be there)")
+    symbol_column: str | None = Field(None, description="universe: the symbol column of a long table; default: a column named "
+                                      "symbol, ticker, tic or instrument")
+    min_train_bars: int | None = Field(None, ge=1, description="universe: a symbol joins a fold with at least this many "
+                                       "training bars (default 100; foxhunt.universe_folds)")
+
+    @field_validator("paths", "symbols")
+    @classmethod
+    def _names(cls, v: list[str] | None, info: Any) -> list[str] | None:
+        if v is None:
+            return v
+        if not v:
+            raise ValueError(f"data.{info.field_name}: an empty list; leave the key out instead")
+        for x in v:
+            if not x.strip():
+                raise ValueError(f"data.{info.field_name}: an empty name")
+        dup = [x for i, x in enumerate(v) if x in v[:i]]
+        if dup:
+            raise ValueError(f"data.{info.field_name}: {dup[0]!r} twice")
+        return v
+
+    @field_validator("symbol_column")
+    @classmethod
+    def _column(cls, v: str | None) -> str | None:
+        if v is not None and not v.strip():
+            raise ValueError("data.symbol_column: an empty name")
+        return v
 
     @model_validator(mode="after")
     def _file_needs_path(self) -> "DataConfig":
-        if self.source == "file" and not self.path:
+        if self.source == "file" and not self.path and not self.paths:
             raise ValueError("data.source = 'file' needs data.path")
+        universe = [k for k in ("paths", "symbols", "symbol_column") if getattr(self, k) is not None]
+        if universe and self.source != "file":
+            raise ValueError(f"data.{universe[0]} applies to files (data.source = 'file'), not to data.source = {self.source!r}")
         if self.timestamp_format is not None and "%" not in self.timestamp_format:
             raise ValueError(f"data.timestamp_format {self.timestamp_format!r}: expected a strftime format such as '%d.%m.%Y %H:%M'")
         return self

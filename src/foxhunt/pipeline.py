@@ -89,3 +89,62 @@ def mirrored_features(cfg: Config, bars: Bars, device: Any, extra: dict[str, Any
     res = load_or_build(mirror_bars(bars), cfg.features.cache_dir, device=device)
     fs = with_extras(res.features, cfg.features.long_momentum, cfg.features.ema_horizons)
     return append_columns(fs, mirror_extra(extra)) if extra else fs
+
+
+@dataclass
+class PreparedUniverse:
+    """A universe prepared (``prepare_universe``): its bars, features, folds and device upload.
+
+    calendar: [U] int64 UTC ns, the union calendar the folds are laid out on (``foxhunt.universe_folds``).
+    timings: load_s (files read and checked, folds laid out), features_s (built or read from the
+    cache), upload_s (to the device), in seconds.
+    """
+
+    config: Config
+    universe: Any  # foxhunt.data.universe.Universe
+    features: Any  # foxhunt.features.universe.UniverseFeatures
+    folds: list[Any]  # [foxhunt.universe_folds.UniverseFold]
+    calendar: Any
+    market: Any  # foxhunt.universe_market.UniverseMarket
+    timings: dict[str, float]
+    fold_note: str | None = None
+
+
+def prepare_universe(cfg: Config, sources: Sequence[str | Path] | None = None, *, fold_layout: str = "config",
+                     universe: Any = None) -> PreparedUniverse:
+    """Load the universe (``foxhunt.data.universe``), lay out its folds, build or reuse each symbol's
+    features, upload once. sources: default ``data.path`` + ``data.paths``; universe: already loaded.
+
+    Every check comes before the cache is written: each file's rules, the universe's (duplicate
+    symbols, mixed intervals, data.symbols), each symbol's bar count, the folds and their members.
+    """
+    import time
+
+    from foxhunt.data.universe import config_sources, load_universe
+    from foxhunt.features import spec
+    from foxhunt.features.cache import require_formed_rows
+    from foxhunt.features.universe import universe_features
+    from foxhunt.paths import check_output_dir
+    from foxhunt.universe_folds import universe_folds
+    from foxhunt.universe_market import UniverseMarket
+
+    check_output_dir(cfg.features.cache_dir, "features.cache_dir")
+    device = resolve_device(cfg.run.device)
+    t0 = time.perf_counter()
+    if universe is None:
+        universe = load_universe(list(sources) if sources is not None else config_sources(cfg.data), cfg.data)
+    for bars in universe.bars:
+        require_formed_rows(bars)
+    cfg, folds, note, calendar = universe_folds(cfg, universe, spec.WARMUP, layout=fold_layout)
+    t1 = time.perf_counter()
+    uf = universe_features(universe, cfg.features.cache_dir, device, long_momentum=cfg.features.long_momentum,
+                           ema_horizons=cfg.features.ema_horizons)
+    t2 = time.perf_counter()
+    market = UniverseMarket(uf, device)
+    if device.type == "cuda":
+        import torch
+
+        torch.cuda.synchronize()
+    t3 = time.perf_counter()
+    timings = {"load_s": t1 - t0, "features_s": t2 - t1, "upload_s": t3 - t2}
+    return PreparedUniverse(cfg, universe, uf, folds, calendar, market, timings, note)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from foxhunt.data.bars import Bars, BarDataError
+from foxhunt.data.options import file_options
 
 if TYPE_CHECKING:
     from foxhunt.config import DataConfig
@@ -13,7 +14,8 @@ __all__ = ["Bars", "BarDataError", "file_options", "load_source"]
 
 
 def load_source(cfg: "DataConfig", *, limit_samples: bool = False) -> Bars:
-    """The bars a data config names: generated, a shipped sample, or a validated file.
+    """The bars a data config names: generated, a shipped sample, or a validated file (or a universe
+    of one symbol: ``foxhunt.data.universe.one_symbol``).
 
     limit_samples: keep only the last ``cfg.bars`` bars of a real sample series.
     """
@@ -28,13 +30,9 @@ def load_source(cfg: "DataConfig", *, limit_samples: bool = False) -> Bars:
         if limit_samples and len(bars) > cfg.bars:
             bars = bars.slice(len(bars) - cfg.bars, len(bars))
         return bars
-    from foxhunt.data.loader import load_bars
+    from foxhunt.data.universe import one_symbol
 
-    assert cfg.path is not None
-    return load_bars(cfg.path, **file_options(cfg))
+    # A directory, several files, a pattern or a long table is a universe: of one symbol it is that
+    # symbol's bars; of several, a one-line refusal (pooled training does not exist yet).
+    return one_symbol(cfg)
 
-
-def file_options(cfg: "DataConfig") -> dict[str, object]:
-    """``load_bars``' keyword arguments from a data config: repair and how to read the file."""
-    return {"repair": cfg.repair, "timestamp_format": cfg.timestamp_format, "dayfirst": cfg.dayfirst,
-            "timestamp_unit": cfg.timestamp_unit, "adjust": cfg.adjust}

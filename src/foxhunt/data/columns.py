@@ -67,6 +67,7 @@ class Layout:
     volume: list[int] = field(default_factory=list)
     index_col: bool = False
     notes: list[str] = field(default_factory=list)
+    symbol: int | None = None  # the symbol column of a long table (foxhunt.data.long_table), when read
 
     def name(self, canon: str) -> str:
         """The column's name in the file (for messages); "Date + Time" for joined columns."""
@@ -143,6 +144,26 @@ def resolve(header: list[str], label: str, *, adjust: bool = False) -> Layout:
         raise BarDataError("missing-column", f"data.adjust = true needs an adjusted close column ('Adj Close'); the file has "
                            f"{list(header)}; set data.adjust = false", path=label, column="Adj Close")
     return layout
+
+
+SYMBOL_NAMES = ("symbol", "ticker", "tic", "instrument")
+"""The names of a long table's symbol column (compared as ``norm`` does), unless ``data.symbol_column``."""
+
+
+def symbol_column(header: list[str], label: str, wanted: str | None = None) -> int | None:
+    """The position of the symbol column: ``wanted`` (``data.symbol_column``; missing-column when the
+    file has no such column), else the one of ``SYMBOL_NAMES`` in the header (None: none;
+    ambiguous-column: two)."""
+    if wanted is not None:
+        hits = [i for i, name in enumerate(header) if norm(name) == norm(wanted)]
+        if not hits:
+            raise BarDataError("missing-column", f"no symbol column {wanted!r} (data.symbol_column); the file has {list(header)}",
+                               path=label, column=wanted)
+        return hits[0]
+    hits = [i for i, name in enumerate(header) if norm(name) in SYMBOL_NAMES]
+    if len(hits) > 1:
+        _ambiguous(header, hits[0], hits[1], "symbol", label)
+    return hits[0] if hits else None
 
 
 def _ambiguous(header: list[str], first: int, second: int, canon: str, label: str) -> None:

@@ -25,6 +25,7 @@ import re
 import warnings
 import zlib
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -36,7 +37,7 @@ from foxhunt.data.validate import PRICE_COLUMNS, RawColumns, check
 
 log = logging.getLogger("foxhunt.data")
 
-__all__ = ["load_bars", "file_format"]
+__all__ = ["load_bars", "bars_of", "file_format", "read_file", "raw_columns"]
 
 _SUFFIXES = {".csv": "csv", ".csv.gz": "csv", ".parquet": "parquet", ".pq": "parquet"}
 _NA_TEXT = {"", "nan", "na", "n/a", "null", "none", "-nan", "+nan"}
@@ -65,6 +66,27 @@ def load_bars(path: str | Path, *, repair: bool = False, timestamp_format: str |
     timestamp_unit: how to read the timestamps (``timestamps.TimeOptions``; None: inferred);
     adjust: scale open, high, low and close by the Adj Close column / close. Never writes anything.
     """
+    label, layout, columns = read_file(path, adjust=adjust)
+    return bars_of(label, layout, columns, TimeOptions(timestamp_format, dayfirst, timestamp_unit), repair=repair)
+
+
+def bars_of(label: str, layout: Layout, columns: dict[int, pd.Series], opts: TimeOptions, *, repair: bool = False) -> Bars:
+    """The validated bars of a file already read (``read_file``): parse, check every rule, ``repair``."""
+    bars = check(raw_columns(label, layout, columns, opts), repair=repair)
+    if not bars.has_volume:
+        # Logged only once the data passed, so that a bad file gets exactly one message.
+        log.warning("volume missing in %s: volume set to 1.0 (has_volume=False)", label)
+    return bars
+
+
+def read_file(path: str | Path, *, adjust: bool = False,
+              find_symbol: Callable[[list[str], str], int | None] | None = None) -> tuple[str, Layout, dict[int, pd.Series]]:
+    """The file-level checks and the read: (label, layout, {column position: the file's column}).
+
+    find_symbol(header, label): the position of a symbol column to read as well (``Layout.symbol``;
+    ``foxhunt.data.long_table``), or None; a single-series load reads no symbol column.
+    Raises BarDataError for every file-level rule (unreadable, empty, missing or ambiguous columns).
+    """
     p = Path(path)
     label = str(p)
     fmt = file_format(p)
@@ -76,13 +98,9 @@ def load_bars(path: str | Path, *, repair: bool = False, timestamp_format: str |
         raise BarDataError("unreadable", "not a regular file", path=label)
     if p.stat().st_size == 0:
         raise BarDataError("empty-file", "the file is 0 bytes", path=label)
-    layout, columns = _read_csv(p, label, adjust) if fmt == "csv" else _read_parquet(p, label, adjust)
-    raw = _raw_columns(label, layout, columns, TimeOptions(timestamp_format, dayfirst, timestamp_unit))
-    bars = check(raw, repair=repair)
-    if not bars.has_volume:
-        # Logged only once the data passed, so that a bad file gets exactly one message.
-        log.warning("volume missing in %s: volume set to 1.0 (has_volume=False)", label)
-    return bars
+    read = _read_csv if fmt == "csv" else _read_parquet
+    layout, columns = read(p, label, adjust, find_symbol)
+    return label, layout, columns
 
 
 # --------------------------------------------------------------------------- files
@@ -92,7 +110,8 @@ def _delimiter(line: str) -> str:
     return _DELIMITERS[int(np.argmax(counts))]
 
 
-def _read_csv(p: Path, label: str, adjust: bool) -> tuple[Layout, dict[int, pd.Series]]:
+def _read_csv(p: Path, label: str, adjust: bool, find_symbol: Callable[[list[str], str], int | None] | None = None,
+              ) -> tuple[Layout, dict[int, pd.Series]]:
     gz = p.name.lower().endswith(".gz")
     names: tuple[str, ...] | None = None  # the layout's names when the file has no header line
     try:
@@ -116,6 +135,8 @@ def _read_csv(p: Path, label: str, adjust: bool) -> tuple[Layout, dict[int, pd.S
             raise BarDataError("empty-file", "no header and no data rows", path=label)
         header = list(names) if names is not None else [h.strip() for h in header]
         layout = resolve(header, label, adjust=adjust)
+        if find_symbol is not None:
+            layout.symbol = find_symbol(header, label)
         if names is not None:
             layout.notes.insert(0, headerless_note(len(header)))
         # pandas rejects a longer row anywhere but in the first data row, whose extra fields it
@@ -164,10 +185,12 @@ def _read_csv(p: Path, label: str, adjust: bool) -> tuple[Layout, dict[int, pd.S
 
 
 def _used(layout: Layout) -> list[int]:
-    return [*layout.cols.values(), *([layout.time_col] if layout.time_col is not None else []), *layout.volume]
+    extra = [c for c in (layout.time_col, layout.symbol) if c is not None]
+    return [*layout.cols.values(), *extra, *layout.volume]
 
 
-def _read_parquet(p: Path, label: str, adjust: bool) -> tuple[Layout, dict[int, pd.Series]]:
+def _read_parquet(p: Path, label: str, adjust: bool, find_symbol: Callable[[list[str], str], int | None] | None = None,
+                  ) -> tuple[Layout, dict[int, pd.Series]]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -180,12 +203,16 @@ def _read_parquet(p: Path, label: str, adjust: bool) -> tuple[Layout, dict[int, 
     except (pa.ArrowException, OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         raise BarDataError("unreadable", f"not a readable Parquet file ({exc})", path=label) from None
     layout = resolve(header, label, adjust=adjust)
+    if find_symbol is not None:
+        layout.symbol = find_symbol(header, label)
     if table.num_rows == 0:
         raise BarDataError("empty-file", "no data rows", path=label)
     roles = {pos: canon for canon, pos in layout.cols.items()}
     roles.update({pos: "volume" for pos in layout.volume})
     if layout.time_col is not None:
         roles[layout.time_col] = "time"
+    if layout.symbol is not None:
+        roles[layout.symbol] = "symbol"
     columns = {}
     for pos, canon in roles.items():
         col = table.column(pos)
@@ -244,7 +271,7 @@ def _volume(layout: Layout, columns: dict[int, pd.Series]) -> tuple[int | None, 
     return first, []
 
 
-def _raw_columns(label: str, layout: Layout, columns: dict[int, pd.Series], opts: TimeOptions) -> RawColumns:
+def raw_columns(label: str, layout: Layout, columns: dict[int, pd.Series], opts: TimeOptions) -> RawColumns:
     """Parse every used column (``columns``: position -> the file's column)."""
     series = {canon: columns[pos] for canon, pos in layout.cols.items()}
     if layout.time_col is not None:

@@ -17,7 +17,9 @@ from foxhunt.errors import ConfigError, ReportError
 
 
 def train(
-    data: Optional[Path] = typer.Option(None, "--data", help="bar file (CSV/Parquet); default: the config's data (built-in synthetic)"),
+    data: Optional[list[Path]] = typer.Option(None, "--data", help="bar file (CSV/Parquet); default: the config's data (built-in "
+                                              "synthetic). A directory, several --data or a pattern is a universe: one symbol "
+                                              "trains as its file; several are refused (universe training is not available yet)"),
     sample: Optional[str] = typer.Option(None, "--sample", help="built-in data instead of --data: synthetic | sp500 | nasdaq"),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML run configuration (default: the built-in train config, configs/train-default.toml)"),
     folds: Optional[int] = typer.Option(None, "--folds", help="train the last K walk-forward folds (folds.max_folds)"),
@@ -33,6 +35,7 @@ def train(
     One trainer is reused across folds; checkpoints are crash-safe (--resume continues a run);
     the run directory gets metrics.jsonl, TensorBoard events, per-fold metrics and report.html.
     """
+    data = list(data) if data else None
     if resume is not None:
         given = [flag for flag, v in (("--data", data), ("--sample", sample), ("--config", config), ("--folds", folds),
                                       ("--epochs", epochs), ("--device", device), ("--name", name),
@@ -55,9 +58,10 @@ def train(
     console.print(f"report: [bold]{show_path(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
 
 
-def _start(data: Path | None, sample: str | None, config: Path | None, folds: int | None, epochs: int | None,
+def _start(data: list[Path] | None, sample: str | None, config: Path | None, folds: int | None, epochs: int | None,
            device: str | None, name: str | None, overrides: list[str], console: Any) -> tuple[Path, list[dict[str, Any]]]:
     from foxhunt.config import load_config
+    from foxhunt.data.universe import config_sources, is_universe
     from foxhunt.fold_layout import spans_set
     from foxhunt.paths import check_output_dir
     from foxhunt.pipeline import prepare_market
@@ -71,7 +75,10 @@ def _start(data: Path | None, sample: str | None, config: Path | None, folds: in
     # may hold quotes, newlines or '#').
     values: dict[str, dict[str, Any]] = {}
     if data is not None:
-        values.setdefault("data", {}).update(source="file", path=str(data.expanduser().resolve()))
+        # One --data FILE is today's run; a directory, a pattern or several --data are a universe
+        # (data.path + data.paths; foxhunt.data.universe).
+        sources = [str(d.expanduser().resolve()) for d in data]
+        values.setdefault("data", {}).update(source="file", path=sources[0], **({"paths": sources[1:]} if len(sources) > 1 else {}))
     elif sample is not None:
         values.setdefault("data", {})["source"] = sample
     if folds is not None:
@@ -84,18 +91,26 @@ def _start(data: Path | None, sample: str | None, config: Path | None, folds: in
     check_run_name(name or cfg.run.name)  # both before the data is prepared and the trainer built
     check_output_dir(cfg.run.out_dir, "run.out_dir")
     bars, settings = None, None
-    if config is None and data is not None:  # the built-in settings follow the file's bar interval
-        from foxhunt.data import load_source
+    preset_run = config is None and data is not None  # the built-in settings follow the file's bar interval
+    if cfg.data.source == "file" and (preset_run or is_universe(config_sources(cfg.data), cfg.data)):
+        # Read and checked now, before anything is written: a universe of several symbols is refused
+        # (one line); one symbol trains as today's run on its file.
+        bars, file_values = _one_symbol(cfg.data)
+        if file_values is not None:
+            values["data"] = {**values.get("data", {}), **file_values}
+            cfg = load_config(config, overrides, values) if config is not None else default_train_config(overrides, values)
+    if preset_run:
         from foxhunt.train.interval_presets import interval_preset
 
-        bars = load_source(cfg.data)
+        assert bars is not None
         preset = interval_preset(bars)
         cfg = default_train_config(overrides, values, preset=preset.as_sections())
         settings = preset.line(overrides)
     # Unless the user set a fold span, folds are laid out by the data: a file's without --config, else
     # where the configured spans do not fit (foxhunt.fold_layout).
-    layout = "config" if spans_set(config, overrides) else "data" if bars is not None else "fit"
-    prepared = prepare_market(cfg, console=console, fold_layout=layout, bars=bars)
+    layout = "config" if spans_set(config, overrides) else "data" if preset_run else "fit"
+    # With --config the bars are loaded by prepare_market, as ever (its load time is the run's).
+    prepared = prepare_market(cfg, console=console, fold_layout=layout, bars=bars if preset_run else None)
     runner = WalkForwardRunner(prepared, console)  # validates folds vs env, builds the trainer
     run_dir, resolved = create_run_dir(prepared.config, prepared, name)
     runner.use_config(resolved)
@@ -104,6 +119,21 @@ def _start(data: Path | None, sample: str | None, config: Path | None, folds: in
         console.print(settings, highlight=False, soft_wrap=True)
     console.print(f"run directory: {show_path(run_dir)}", highlight=False, soft_wrap=True)
     return run_dir, runner.run(run_dir)
+
+
+def _one_symbol(data_cfg: Any) -> tuple[Any, dict[str, Any] | None]:
+    """The bars of a file-backed ``[data]`` section as one series (``foxhunt.data.universe.one_symbol``'s
+    rules: a universe of several symbols is refused), and, where the data name one symbol held alone
+    by one file through a directory, a pattern or several sources, the ``data.path`` / ``data.paths``
+    values that name that file instead: the run is then today's single-file run, its config.toml too."""
+    from foxhunt.data.universe import config_sources, load_universe, refuse_universe
+
+    sources = config_sources(data_cfg)
+    universe = load_universe(sources, data_cfg)
+    refuse_universe(universe)
+    if universe.whole_file[0] and sources != [universe.files[0]]:
+        return universe.bars[0], {"path": universe.files[0], "paths": None}
+    return universe.bars[0], None
 
 
 def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
