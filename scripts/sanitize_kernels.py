@@ -33,7 +33,8 @@ KERNELS: dict[str, tuple[str, list[str]]] = {
     "acting": ("_dueling_q_kernel", ["tests/kernels/test_fused_acting_head.py"]),  # the collector's packing (A >= MIN_HEAD)
     "acting_all": ("_dueling_q_kernel", ["tests/kernels/test_dueling_mlp_fused.py", "tests/kernels/test_fused_argmax_nan.py"]),
     "backtest": ("_backtest_kernel", ["tests/kernels/test_backtest_fused.py", "tests/kernels/test_backtest_fused_adv.py",
-                                      "tests/kernels/test_backtest_fused_barriers.py", "tests/kernels/test_backtest_fused_ensemble.py"]),
+                                      "tests/kernels/test_backtest_fused_barriers.py", "tests/kernels/test_backtest_fused_ensemble.py",
+                                      "tests/kernels/test_backtest_fused_members.py"]),
     "env_step": ("_env_step_kernel", ["tests/kernels/test_env_step_fused.py"]),
     "sum_tree_find": ("_find_prefix_kernel", ["tests/kernels/test_sum_tree_fused.py"]),
     "sum_tree_write": ("_write_rebuild_kernel", ["tests/kernels/test_sum_tree_fused.py"]),

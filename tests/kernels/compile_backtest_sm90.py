@@ -29,12 +29,13 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
                  n_actions: int = 45, exposure: bool = False, has_volume: bool = True, kelly: bool = False,
                  debug: bool = False, trades: bool = False, stages: int = 3, bn: int = 64, given: bool = False,
                  pre: bool = False, adv: bool = True, l1keep: bool = False, barriers: bool = False,
-                 ensemble: bool = False):
+                 ensemble: bool = False, members: bool = False):
     """Compile one configuration (the launcher's constexpr choices); returns (compiled kernel, seconds).
 
     block_w 1 is the row path (bn: its column chunk; pre: layer 1 precomputed; adv: advantage head
     alone with its fallback; l1keep: cache hints); given: fixed actions; barriers: triple-barrier
-    labels (with trades); ensemble: K members voting (row path)."""
+    labels (with trades); ensemble: K members voting (row path); members: each window its own network
+    (MemberGreedyPolicy, row path)."""
     D, H1, H2, H3, A = dims
     wdt = "bf16" if prec == "bf16" else "fp32"
     bk = 64 if prec == "bf16" else 32
@@ -46,7 +47,7 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
                                  "tcost_ptr", "tentry_ptr", "pre_ptr", "vb_ptr", "traded_ptr", "tbar_ptr",
                                  "ens_mean_ptr", "ens_inv_ptr", "ens_w_ptr")}
     ptrs.update(start_ptr="*i64", len_ptr="*i64", tclosed_ptr="*i8", w1=f"*{wdt}", w2=f"*{wdt}", w3=f"*{wdt}",
-                w4=f"*{wdt}", scratch_ptr=f"*{wdt}", given_ptr="*i64")
+                w4=f"*{wdt}", scratch_ptr=f"*{wdt}", given_ptr="*i64", member_ptr="*i32")
     if debug:
         ptrs.update(act_ptr="*i32", status_ptr="*i8")
     if trades:
@@ -56,7 +57,8 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
                   F32_DOT=prec != "bf16", EXPOSURE=exposure, HAS_VOLUME=has_volume, KELLY=kelly,
                   STORE_DEBUG=debug, STORE_TRADES=trades, ROW=block_w == 1, BN=min(bn, H2), ROUND=prec == "bf16",
                   GIVEN=given, PRE=pre, ADV=adv and not given and (block_w == 1 or H3 // 2 >= 16), L1KEEP=l1keep,
-                  BKH=min(bkh, max(16, H3 // 2)), BARRIERS=barriers and trades, ENS=ensemble)
+                  BKH=min(bkh, max(16, H3 // 2)), BARRIERS=barriers and trades, ENS=ensemble,
+                  MEMBERS=members)
     fn = bf._backtest_kernel
     if type(fn).__name__ != "JITFunction":
         raise RuntimeError("the kernel module was imported with TRITON_INTERPRET=1; run with it unset or 0")

@@ -326,7 +326,7 @@ def test_the_fused_backend_refuses_what_the_kernel_does_not_cover_naming_why():
     wrong = DuelingQNet(market.obs_dim, 5).to(DEV)
     tanh = DuelingQNet(market.obs_dim, 45).to(DEV)
     tanh.trunk[1] = nn.Tanh()
-    for policy, why in ((Custom(), "not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"),
+    for policy, why in ((Custom(), "not a GreedyPolicy, an EnsemblePolicy, a MemberGreedyPolicy or an ActionPolicy"),
                         (GreedyPolicy(deep), "two trunk layers"), (GreedyPolicy(wrong), "the env needs"),
                         (GreedyPolicy(tanh), "layers other than Linear and LeakyReLU")):
         assert why in unsupported(bt, policy)

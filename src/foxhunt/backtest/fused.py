@@ -34,10 +34,12 @@ from torch import nn
 
 from foxhunt.accel.triton import unavailable
 from foxhunt.agents.networks import DuelingQNet, fused_net_unsupported
-from foxhunt.backtest.policies import ActionPolicy, EnsemblePolicy, GreedyPolicy, decision_interval, policy_params
+from foxhunt.backtest.policies import (
+    ActionPolicy, EnsemblePolicy, GreedyPolicy, MemberGreedyPolicy, decision_interval, policy_params,
+)
 from foxhunt.backtest.result import BacktestResult, assemble_result, trade_rows
 from foxhunt.env.params import EnvParams, EnvTensors
-from foxhunt.kernels.backtest.host import EnsembleWeights, ExecParams, FusedOutputs, MarketArrays
+from foxhunt.kernels.backtest.host import EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, WindowNets
 from foxhunt.kernels.rules.packing import pack_net
 from foxhunt.market import MarketData, NormStats
 
@@ -57,13 +59,23 @@ class BacktesterView(Protocol):
 
 def unsupported(backtester: BacktesterView, policy: object) -> str | None:
     """Why ``Backtester.run(…, policy, backend="fused")`` cannot run (None when it can)."""
-    if not isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy)):
-        return f"the policy is a {type(policy).__name__}, not a GreedyPolicy, an EnsemblePolicy or an ActionPolicy"
+    if not isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy, MemberGreedyPolicy)):
+        return (f"the policy is a {type(policy).__name__}, not a GreedyPolicy, an EnsemblePolicy, a MemberGreedyPolicy or "
+                "an ActionPolicy")
     dev = backtester.device
     reason = unavailable(dev)
     if reason is not None:
         return reason
     if isinstance(policy, ActionPolicy):
+        return None
+    if isinstance(policy, MemberGreedyPolicy):
+        shapes = {tuple((k, tuple(v.shape)) for k, v in n.state_dict().items()) for n in policy.nets}
+        if len(shapes) > 1:
+            return "the member networks differ in shape (the kernel strides one stacked layout)"
+        for n in policy.nets:
+            reason = _net_reason(backtester, n)
+            if reason is not None:
+                return f"member network: {reason}"
         return None
     if isinstance(policy, EnsemblePolicy):
         if policy.mode != "vote":
@@ -142,7 +154,7 @@ def launch(backtester: BacktesterView, st: np.ndarray, ln: np.ndarray, net: Duel
            norms: Sequence[NormStats] | None = None, *, precision: str = DEFAULT_PRECISION,
            store_debug: bool = False, store_trades: bool = False, actions: torch.Tensor | None = None,
            action_mode: str | None = None, barriers: bool = False, ensemble: EnsemblePolicy | None = None,
-           decision_interval: int = 1, **tuning: int) -> FusedOutputs:
+           decision_interval: int = 1, members: MemberGreedyPolicy | None = None, **tuning: int) -> FusedOutputs:
     """Run the kernel on checked windows; the raw [W, T] outputs (T = max length).
 
     net: the greedy policy's network, or None with ``actions`` ([W, C] int, an ActionPolicy's).
@@ -157,14 +169,19 @@ def launch(backtester: BacktesterView, st: np.ndarray, ln: np.ndarray, net: Duel
     from foxhunt.kernels.backtest.kernel import fused_backtest  # Triton: imported only when a kernel runs
 
     ens = pack_ensemble(ensemble, precision, m.n_features, dev) if ensemble is not None else None
-    if ens is not None:
+    per_window = None
+    if members is not None:  # window w: member index[w]'s block of the stacked weights (row path)
+        per_window = WindowNets([pack_net(n, precision) for n in members.nets],
+                                torch.tensor(members.window_index(), dtype=torch.int32, device=dev))
+        net = None
+    if ens is not None or per_window is not None:
         tuning = {**tuning, "block_w": 1}
     return fused_backtest(
         market_arrays(m), torch.as_tensor(st, device=dev), torch.as_tensor(ln, device=dev), mean, inv,
         pack_net(net, precision) if net is not None else None, exec_params(backtester), n_steps=int(ln.max()),
         exposure_mode=(action_mode or backtester.params.action_mode) == "exposure", kelly=bool(backtester.params.kelly),
         precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions,
-        barriers=barriers, ensemble=ens, decision_interval=decision_interval, **tuning,
+        barriers=barriers, ensemble=ens, decision_interval=decision_interval, window_nets=per_window, **tuning,
     )
 
 
@@ -181,19 +198,22 @@ def run_fused(backtester: BacktesterView, starts: Sequence[int] | np.ndarray, le
     barriers: with keep_trades, each round trip's triple-barrier label (``Backtester.run``'s rule).
     tuning: block_w, bk, stages, num_warps (see ``fused_backtest``).
     """
-    policy = net if isinstance(net, (GreedyPolicy, ActionPolicy, EnsemblePolicy)) or not isinstance(net, nn.Module) \
-        else GreedyPolicy(net)
+    policy = net if isinstance(net, (GreedyPolicy, ActionPolicy, EnsemblePolicy, MemberGreedyPolicy)) \
+        or not isinstance(net, nn.Module) else GreedyPolicy(net)
     reason = unsupported(backtester, policy)
     if reason is not None:
         raise ValueError(f"fused backtest unavailable: {reason}")
-    assert isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy))
+    assert isinstance(policy, (GreedyPolicy, ActionPolicy, EnsemblePolicy, MemberGreedyPolicy))
     m = backtester.market
     st, ln = check_windows(m, starts, lengths)
     given = policy.actions if isinstance(policy, ActionPolicy) else None
     with torch.no_grad():
         ens = policy if isinstance(policy, EnsemblePolicy) else None
         greedy = policy.net if isinstance(policy, GreedyPolicy) else None
-        out = launch(backtester, st, ln, greedy, norms,
+        per_window = policy if isinstance(policy, MemberGreedyPolicy) else None
+        if per_window is not None and per_window.n_windows != st.shape[0]:
+            raise ValueError(f"MemberGreedyPolicy: its blocks cover {per_window.n_windows} windows, the run has {st.shape[0]}")
+        out = launch(backtester, st, ln, greedy, norms, members=per_window,
                      precision=precision, store_trades=keep_trades, actions=given, ensemble=ens,
                      action_mode=policy_params(backtester.params, policy).action_mode, barriers=barriers,
                      decision_interval=decision_interval(policy), **tuning)

@@ -13,6 +13,8 @@ chunk of steps can be captured in a CUDA graph.
 * ``EnsemblePolicy(nets, weights, mode)``: K models in one batched forward (``torch.func``
   stacked weights + vmap); "vote" (weighted vote of the members' greedy actions) or "mean"
   (argmax of the weighted mean Q). An ensemble of one model acts exactly like that model.
+* ``MemberGreedyPolicy(nets, blocks)``: M networks in one backtest, network m greedy on its own
+  contiguous block of windows (a fold's members scored on one held-back window together).
 * ``ActionPolicy(actions)``: a fixed action array [W, T] (any external signal, random baselines).
 * ``ExposurePolicy(exposures, n_actions)``: a fixed exposure array [W, T] in [-1, 1] (fraction of
   max_position), as in vectorbt; each value is rounded to the nearest of the env's five exposure
@@ -127,6 +129,42 @@ class EnsemblePolicy:
         greedy = q.argmax(dim=2)  # [K, W]
         votes.scatter_add_(1, greedy.T, self.weights.to(q.dtype).expand(greedy.shape[1], -1).contiguous())
         return votes.argmax(dim=1)
+
+
+class MemberGreedyPolicy:
+    """Several networks in one backtest, each acting on its own contiguous block of windows: window w
+    of block m takes argmax_a nets[m](obs)[a] (every ``decision_interval`` bars, held in between).
+
+    Why: a fold's members are scored on the same held-back window after every epoch; one backtest of
+    M × n windows steps the env once for all of them instead of M times (``selection.score_members``).
+    Each block's forward is the member's network on a [n, D] slice, the shape it has alone, so every
+    window's actions are those of its member's GreedyPolicy over its own n windows.
+    blocks: [(first window, end)] per network, contiguous and in order, covering every window."""
+
+    def __init__(self, nets: Sequence[nn.Module], blocks: Sequence[tuple[int, int]], decision_interval: int = 1) -> None:
+        if not nets or len(nets) != len(blocks):
+            raise ValueError("MemberGreedyPolicy: one block of windows per network, at least one")
+        end = 0
+        for a, b in blocks:
+            if a != end or b <= a:
+                raise ValueError(f"MemberGreedyPolicy: blocks {list(blocks)} must be contiguous, non-empty and in order")
+            end = b
+        seq = next((n for n in nets if hasattr(n, "bind_history")), None)
+        if seq is not None:
+            raise ValueError(f"MemberGreedyPolicy: a {type(seq).__name__} reads the last bars of the market and runs "
+                             "alone (GreedyPolicy)")
+        self.nets = list(nets)
+        self.blocks = [(int(a), int(b)) for a, b in blocks]
+        self.n_windows = end
+        self.decision_interval = check_interval(decision_interval)
+
+    def window_index(self) -> list[int]:
+        """[W]: the network of each window."""
+        return [m for m, (a, b) in enumerate(self.blocks) for _ in range(a, b)]
+
+    @torch.no_grad()
+    def __call__(self, obs: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return torch.cat([net(obs[a:b]).argmax(dim=1) for net, (a, b) in zip(self.nets, self.blocks)])
 
 
 class ActionPolicy:

@@ -45,7 +45,7 @@ from foxhunt.train.oos import write_oos
 from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
 from foxhunt.train.preflight import check_prepared
 from foxhunt.train.run_dir import ResumePoint
-from foxhunt.train.selection import EpochSelector, HeldBackScore, WithSelection, split_fold
+from foxhunt.train.selection import EpochSelector, HeldBackScore, WithSelection, observe_members, split_fold
 from foxhunt.train.team import Team, ensemble_net, member_config, member_label
 
 
@@ -202,7 +202,7 @@ class WalkForwardRunner:
             for t, c in zip(self.members, self._member_cfgs):  # place (captured graphs stay valid); constant after
                 t.env.set_params(training_env(c, cost_multiplier(c, e)))
         summaries = self.lockstep.train_epoch()
-        inner = [sel.observe(e + 1) for sel in self.selectors]  # before the summaries are emitted
+        inner = observe_members(self.selectors, e + 1, self._held_back) if self.selectors else []  # before the summaries are emitted
         return summaries[0], summaries[1:], inner
 
     def _drain(self) -> list[tuple[Any, list[Any]]]:

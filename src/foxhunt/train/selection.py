@@ -29,7 +29,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
+from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy, MemberGreedyPolicy
 from foxhunt.backtest.timing import sharpe_standard_error, timing_returns  # noqa: F401 - re-exported: the selector's and abstention's
 from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
@@ -109,10 +109,28 @@ class HeldBackScore:
 
     def __call__(self, start: int, steps: int, policy: Any) -> float:
         starts, lengths = sub_windows(start, steps, SUB_WINDOW)
-        r = self._returns(starts, lengths, policy)
+        return self._score(self._returns(starts, lengths, policy), start, steps)
+
+    def _score(self, r: np.ndarray, start: int, steps: int) -> float:
         if self.score == "timing":
             r = timing_returns(r, self.market_returns(start, steps))
         return pooled_sharpe(r, self.bars_per_year)
+
+    def score_members(self, start: int, steps: int, nets: list[nn.Module], decision_interval: int) -> list[float]:
+        """``self(start, steps, GreedyPolicy(net, k))`` for every net, from ONE backtest of len(nets) × n
+        sub-windows (``MemberGreedyPolicy``: net m greedy on its own block of the window's n sub-windows):
+        the env is stepped once for every member. Each member's windows and actions are those of its own
+        backtest; its pooled returns, hence its score, are the same."""
+        starts, lengths = sub_windows(start, steps, SUB_WINDOW)
+        n = len(starts)
+        policy = MemberGreedyPolicy(nets, [(m * n, (m + 1) * n) for m in range(len(nets))], decision_interval)
+        res = self.backtester.run(starts * len(nets), lengths * len(nets), policy, backend=self.backend, keep_curves=True)
+        assert res.returns is not None
+        out = []
+        for m in range(len(nets)):
+            r = np.concatenate([res.returns[m * n + i, :k] for i, k in enumerate(lengths)])
+            out.append(self._score(r, start, steps))
+        return out
 
 
 class EpochSelector:
@@ -147,7 +165,11 @@ class EpochSelector:
         """Score the current network after ``epoch`` (1-based) epochs; keep it if it is the best so far
         (ties: the earlier epoch). Returns its held-back Sharpe (NaN when undefined, e.g. no trade)."""
         policy = GreedyPolicy(self.policy(), self.decision_interval)
-        sharpe = float(self.backtest(self.window[0], self.window[1], policy))
+        return self.take(epoch, float(self.backtest(self.window[0], self.window[1], policy)))
+
+    @torch.no_grad()
+    def take(self, epoch: int, sharpe: float) -> float:
+        """``observe`` with the current network's held-back Sharpe already measured (``observe_members``)."""
         score = sharpe if math.isfinite(sharpe) else 0.0  # a policy that never trades: flat, Sharpe 0
         if score > self.best_sharpe:
             self.best_sharpe, self.best_epoch = score, epoch
@@ -179,6 +201,31 @@ class EpochSelector:
         self.window = (int(state["window"][0]), int(state["window"][1]))
         if self.best_epoch < 0 or math.isnan(self.best_sharpe):
             raise ValueError(f"EpochSelector: best_epoch {self.best_epoch}, best_sharpe {self.best_sharpe} out of range")
+
+
+def observe_members(selectors: list[EpochSelector], epoch: int, held_back: HeldBackScore) -> list[float]:
+    """Every selector's ``observe(epoch)``, the members of one decision interval scored by one backtest
+    (``HeldBackScore.score_members``) when they share the held-back window and their networks a
+    shape; a network that reads the last bars (a sequence network) is scored alone. Returns each
+    selector's held-back Sharpe, in order."""
+    out: list[float | None] = [None] * len(selectors)
+    groups: dict[tuple[Any, ...], list[tuple[int, nn.Module]]] = {}
+    for i, sel in enumerate(selectors):
+        net = sel.policy()
+        if hasattr(net, "bind_history") or len(selectors) == 1:
+            out[i] = sel.observe(epoch)
+            continue
+        shape = tuple((k, tuple(v.shape)) for k, v in net.state_dict().items())
+        groups.setdefault((sel.window, sel.decision_interval, type(net), shape), []).append((i, net))
+    for (window, k, _, _), members in groups.items():
+        if len(members) == 1:
+            i = members[0][0]
+            out[i] = selectors[i].observe(epoch)
+            continue
+        scores = held_back.score_members(window[0], window[1], [net for _, net in members], k)
+        for (i, _), sharpe in zip(members, scores):
+            out[i] = selectors[i].take(epoch, float(sharpe))
+    return [float(v) for v in out]  # type: ignore[arg-type]
 
 
 class WithSelection:

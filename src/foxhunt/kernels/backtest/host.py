@@ -112,8 +112,26 @@ class EnsembleWeights:
 
     def stacked(self) -> dict[str, torch.Tensor]:
         """w1 … b4 of every member, each member's block after the previous one (flat, contiguous)."""
-        return {k: torch.cat([getattr(m, k).reshape(-1) for m in self.members]).contiguous()
-                for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")}
+        return stack_members(self.members)
+
+
+@dataclass
+class WindowNets:
+    """Per-window networks for the row path: window w acts with ``members[index[w]]``.
+
+    members: M ``pack_dueling`` outputs of one shape and dtype; index: [W] int32 on the device."""
+
+    members: list[DuelingWeights]
+    index: torch.Tensor
+
+    def stacked(self) -> dict[str, torch.Tensor]:
+        return stack_members(self.members)
+
+
+def stack_members(members: list[DuelingWeights]) -> dict[str, torch.Tensor]:
+    """w1 … b4 of every member, each member's block after the previous one (flat, contiguous)."""
+    return {k: torch.cat([getattr(m, k).reshape(-1) for m in members]).contiguous()
+            for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")}
 
 
 def given_actions_net(n_feat: int, precision: str, device: torch.device) -> DuelingWeights:

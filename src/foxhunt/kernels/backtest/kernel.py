@@ -65,7 +65,7 @@ import triton.language as tl
 
 from foxhunt.kernels._triton import is_interpreted
 from foxhunt.kernels.backtest.host import (
-    EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, given_actions_net, layer1_features, value_bound,
+    EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, WindowNets, given_actions_net, layer1_features, value_bound,
 )
 from foxhunt.kernels.rules.dueling import greedy_action, greedy_action_row
 from foxhunt.kernels.rules.env import (
@@ -98,15 +98,26 @@ def _backtest_kernel(
     n_windows, n_bars, n_steps, n_feat, decide_every,
     capital, max_position, reserve, cost_rate, half_spread, impact_eta, max_impact, participation,
     vol_lambda, max_holding_f, kelly_fraction, kelly_min_mult, kelly_alpha, kelly_min_trades, bust_level, slope,
-    profit_frac, stop_frac, max_holding_bars, ens_mean_ptr, ens_inv_ptr, ens_w_ptr, n_members,
+    profit_frac, stop_frac, max_holding_bars, ens_mean_ptr, ens_inv_ptr, ens_w_ptr, n_members, member_ptr,
     N_ACTIONS: tl.constexpr, D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr, H3: tl.constexpr,
     A: tl.constexpr, HMAX: tl.constexpr, BLOCK_W: tl.constexpr, BK1: tl.constexpr, BK: tl.constexpr, BKH: tl.constexpr,
     STAGES: tl.constexpr, PREC: tl.constexpr, F32_DOT: tl.constexpr, EXPOSURE: tl.constexpr,
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
     ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
-    ADV: tl.constexpr, L1KEEP: tl.constexpr, BARRIERS: tl.constexpr, ENS: tl.constexpr,
+    ADV: tl.constexpr, L1KEEP: tl.constexpr, BARRIERS: tl.constexpr, ENS: tl.constexpr, MEMBERS: tl.constexpr,
 ):
     pid = tl.program_id(0)
+    if MEMBERS:  # row path: window pid acts with member member_ptr[pid]'s network (its block of the stacked weights)
+        mw = tl.load(member_ptr + pid).to(tl.int64)
+        w1 += mw * (D * H1)
+        b1 += mw * H1
+        w2 += mw * (H1 * H2)
+        b2 += mw * H2
+        w3 += mw * (H2 * H3)
+        b3 += mw * H3
+        w4 += mw * (H3 * A)
+        b4 += mw * A
+        vb_ptr += mw * 4
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
     valid = rows < n_windows
     rows64 = rows.to(tl.int64)
@@ -281,7 +292,7 @@ def fused_backtest(
     stages: int = 3, num_warps: int | None = None, store_debug: bool = False, store_trades: bool = False,
     bn: int = 64, actions: torch.Tensor | None = None, precompute: bool | None = None,
     adv_only: bool = True, l1_keep: bool = True, barriers: bool = False, ensemble: EnsembleWeights | None = None,
-    decision_interval: int = 1,
+    decision_interval: int = 1, window_nets: WindowNets | None = None,
 ) -> FusedOutputs:
     """Backtest W windows (bars starts[w] … starts[w] + lengths[w]) with the greedy action of ``net``.
 
@@ -311,9 +322,20 @@ def fused_backtest(
     features (pass identity norm_mean / norm_inv), the weighted vote's argmax (first on ties).
     decision_interval: k, the network (or ensemble) decides on bars 0, k, 2k, … of each window and
     its action is held in between (``env.decision_interval``; a fixed action array is read every bar).
+    window_nets: instead of ``net``, window w acts with network ``window_nets.index[w]`` of
+    ``window_nets.members`` (same shape and dtype; row path only, no precompute): several members'
+    held-back windows in one launch, each window's arithmetic that of its member's network alone
+    (without the layer-1 precompute a lone network may use: within float32 rounding of it).
     """
+    if ensemble is not None and window_nets is not None:
+        raise ValueError("fused_backtest: pass an ensemble or per-window networks, not both")
     if ensemble is not None:
         net = ensemble.members[0]
+    if window_nets is not None:
+        net = window_nets.members[0]
+        if int(window_nets.index.shape[0]) != int(starts.shape[0]):
+            raise ValueError(f"fused_backtest: {int(window_nets.index.shape[0])} window networks for "
+                             f"{int(starts.shape[0])} windows")
     if actions is not None:
         net = given_actions_net(market.features.shape[1], precision, market.features.device)
     elif net is None:
@@ -345,9 +367,9 @@ def fused_backtest(
     prec = "ieee" if precision == "bf16" else precision
 
     fits = w * n_steps * H1 * 4 <= PRECOMPUTE_MAX_BYTES
-    if ensemble is not None and not row:
-        raise ValueError("fused_backtest: an ensemble needs the row path (block_w = 1)")
-    pre_ok = row and actions is None and want == torch.float32 and ensemble is None
+    if (ensemble is not None or window_nets is not None) and not row:
+        raise ValueError("fused_backtest: an ensemble or per-window networks need the row path (block_w = 1)")
+    pre_ok = row and actions is None and want == torch.float32 and ensemble is None and window_nets is None
     if precompute and not pre_ok:
         raise ValueError("precompute needs the row path (block_w = 1), a network and float32 weights")
     use_pre = pre_ok and (fits if precompute is None else bool(precompute))
@@ -357,10 +379,11 @@ def fused_backtest(
     use_adv = bool(adv_only) and actions is None and (row or H3 // 2 >= 16)
     vb = value_bound(net) if use_adv else torch.zeros(4, dtype=torch.float32, device=dev)
     weights = {k: getattr(net, k) for k in ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")}
-    if ensemble is not None:
-        weights = ensemble.stacked()
+    stacked_of = ensemble if ensemble is not None else window_nets
+    if stacked_of is not None:
+        weights = stacked_of.stacked()
         vb = torch.cat([value_bound(m) if use_adv else torch.zeros(4, dtype=torch.float32, device=dev)
-                        for m in ensemble.members])
+                        for m in stacked_of.members])
 
     grid = triton.cdiv(w, block_w)
     scratch = torch.empty(1 if row else grid * 2 * block_w * hmax, dtype=want, device=dev)
@@ -402,13 +425,14 @@ def fused_backtest(
         int(p.kelly_min_trades), p.bust_level, net.slope, p.profit_frac, p.stop_frac, int(p.max_holding_bars),
         *((ensemble.norm_mean.contiguous(), ensemble.norm_inv.contiguous(), ensemble.weights.contiguous(),
            len(ensemble.members)) if ensemble is not None else (dummy, dummy, dummy, 1)),
+        window_nets.index if window_nets is not None else dummy,
         N_ACTIONS=net.n_actions, D=D, H1=H1, H2=H2, H3=H3, A=A, HMAX=hmax, BLOCK_W=block_w,
         BK1=min(bk, D), BK=bk_hidden, BKH=min(bk_hidden, max(16, H3 // 2)), STAGES=stages, PREC=prec, F32_DOT=f32_dot,
         EXPOSURE=exposure_mode, HAS_VOLUME=market.has_volume, KELLY=kelly,
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
         PRE=pre is not None, ADV=use_adv, L1KEEP=bool(l1_keep), BARRIERS=barriers, ENS=ensemble is not None,
-        num_warps=num_warps, enable_fp_fusion=False,
+        MEMBERS=window_nets is not None, num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)
     return out
@@ -416,4 +440,4 @@ def fused_backtest(
 
 __all__ = ["PRECISIONS", "PRECOMPUTE_MAX_BYTES", "ROW_MAX_WINDOWS", "DuelingWeights", "EnsembleWeights", "ExecParams",
            "FusedOutputs",
-           "MarketArrays", "fused_backtest", "is_interpreted"]
+           "MarketArrays", "WindowNets", "fused_backtest", "is_interpreted"]
