@@ -118,7 +118,12 @@ class TrialEvaluator:
 
     def release(self) -> None:
         """Drop the cached market and runner (their device memory); the next trial reloads them."""
-        self._prepared = self._prep_key = self._runner = self._runner_key = None
+        self._prepared = self._prep_key = None
+        self.release_runner()
+
+    def release_runner(self) -> None:
+        """Drop the cached runner (its trainer's device memory); the market stays."""
+        self._runner = self._runner_key = None
         import torch
 
         if torch.cuda.is_available():
@@ -183,6 +188,14 @@ class TrialEvaluator:
         runner.score_folds(fold_done, self.times)
         return scores, overhead
 
+    def evaluate_population(self, values: list[dict[str, Any]], on_fold: list[Callable[[int, FoldScores, bool], None] | None],
+                            labels: list[str] | None = None) -> list[Any]:
+        """Several trials at once (``tune.population``): those that share a market and fold loop as
+        one walk-forward (``foxhunt.tune.population.evaluate_population``); one ``Outcome`` each."""
+        from foxhunt.tune.population import evaluate_population
+
+        return evaluate_population(self, values, on_fold, labels)
+
 
 @dataclass
 class WorkerReport:
@@ -215,6 +228,23 @@ def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], live: L
     return trial
 
 
+def _next_trials(study: optuna.Study, target: int, dists: dict[str, Any], live: Liveness, k: int) -> list[optuna.Trial] | None | bool:
+    """Up to ``k`` trials to run as one population (``tune.population``), each asked under the rule of
+    ``_next_trial`` (the study's counts are read again before each ask: a trial asked is RUNNING, so
+    the population never takes the study past its target); None / False as ``_next_trial`` when the
+    first ask gets none. Called under the study's file lock."""
+    first = _next_trial(study, target, dists, live)
+    if not isinstance(first, optuna.Trial):
+        return first
+    trials = [first]
+    while len(trials) < k:
+        more = _next_trial(study, target, dists, live)
+        if not isinstance(more, optuna.Trial):
+            break
+        trials.append(more)
+    return trials
+
+
 def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: float = 0.0, index: int = 0,
                evaluator: TrialEvaluator | None = None, on_event: Callable[[str, Any], None] | None = None) -> WorkerReport:
     """Evaluate trials of the study until it has ``target`` finished trials (or the timeout).
@@ -232,14 +262,17 @@ def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: f
     max_failures = max(3, target)
     while not (timeout_s and time.monotonic() - t_start > timeout_s):
         with lock:
-            trial = _next_trial(study, target, ev.dists, live)
-        if trial is None:
+            trials = _next_trials(study, target, ev.dists, live, tcfg.population)
+        if trials is None:
             break
-        if trial is False:
+        if trials is False:
             time.sleep(min(2.0, tcfg.heartbeat_s))
             continue
-        assert isinstance(trial, optuna.Trial)
-        _run_trial(study, live, trial, ev, tcfg, rep, index, on_event)
+        assert isinstance(trials, list)
+        if len(trials) == 1:
+            _run_trial(study, live, trials[0], ev, tcfg, rep, index, on_event)
+        else:
+            _run_population(study, live, trials, ev, tcfg, rep, index, on_event)
         if rep.failed >= max_failures:
             raise FoxhuntError(f"study {tcfg.study}: {rep.failed} trials failed in this worker; the last error: "
                                f"{result_attrs(study.trials[-1]).get('error', '?') if study.trials else '?'}")
@@ -252,60 +285,112 @@ def result_attrs(t: Any) -> dict[str, Any]:
     return t.user_attrs.get("result", {})
 
 
+EXPECTED = (optuna.TrialPruned, FoxhuntError, optuna.exceptions.UpdateFinishedTrialError)
+"""What ends a trial without ending its worker: pruned, failed (a one-line error) or lost."""
+
+
+class _TrialRun:
+    """One trial's bookkeeping from its ask to its tell: its heartbeat, the pruning callback, the
+    result attribute (written once) and the tell."""
+
+    def __init__(self, study: optuna.Study, live: Liveness, trial: optuna.Trial, tcfg: Any, index: int,
+                 on_event: Callable[[str, Any], None] | None) -> None:
+        self.study, self.trial, self.tcfg, self.on_event = study, trial, tcfg, on_event
+        self.hb = Heartbeat(live, trial)
+        self.t0 = time.perf_counter()
+        self.info: dict[str, Any] = {"worker": index}
+        self.state: optuna.trial.TrialState | None = optuna.trial.TrialState.FAIL  # None: lost (failed by another worker)
+        self.value: float | None = None
+
+    def on_fold(self, k: int, scores: FoldScores, last: bool) -> None:
+        """After fold k: report the running value; TrialPruned if the pruner says so."""
+        v = running_value(scores, self.tcfg)
+        self.trial.report(v, k)
+        if self.on_event is not None:
+            self.on_event("fold", (self.trial.number, k, v))
+        if not last and self.trial.should_prune():  # after the last fold there is nothing left to save
+            self.info.update(scores.to_attrs(), folds_run=k + 1)
+            raise optuna.TrialPruned()
+
+    def complete(self, scores: FoldScores, overhead: float, rep: WorkerReport) -> None:
+        """Every fold ran: the trial's score (FAIL when it is not finite)."""
+        self.value, bad = trial_score(scores, self.tcfg)
+        self.info.update(scores.to_attrs(), folds_run=len(scores.sharpe), constraints_broken=bad, overhead_s=overhead)
+        rep.overhead_s.append(overhead)
+        self.state = optuna.trial.TrialState.COMPLETE if math.isfinite(self.value) else optuna.trial.TrialState.FAIL
+
+    def stopped(self, exc: BaseException) -> None:
+        """What an exception of ``EXPECTED`` means for the trial (anything else leaves it FAIL)."""
+        if isinstance(exc, optuna.TrialPruned):
+            self.state = optuna.trial.TrialState.PRUNED
+        elif isinstance(exc, FoxhuntError):
+            self.info["error"] = str(exc)
+        elif isinstance(exc, optuna.exceptions.UpdateFinishedTrialError):
+            self.state = None  # failed by another worker while it ran (report on a finished trial)
+
+    def tell(self, rep: WorkerReport, times: dict[str, float]) -> None:
+        """Stop the heartbeat, write the result attribute, tell the study, count the trial."""
+        self.hb.stop()
+        self.info["duration_s"] = time.perf_counter() - self.t0
+        self.info.update(times)  # train_s, eval_s of the folds run
+        frozen = None
+        if self.state is not None:
+            try:
+                self.trial.set_user_attr("result", self.info)
+                frozen = self.study.tell(self.trial, self.value if self.state == optuna.trial.TrialState.COMPLETE else None,
+                                         state=self.state, skip_if_finished=True)  # the same race, in the microseconds after the write
+            except optuna.exceptions.UpdateFinishedTrialError:
+                self.state = None  # failed by another worker after its last fold: its retry is queued
+        rep.trial_s.append(time.perf_counter() - self.t0)
+        if self.state is None:
+            rep.lost += 1
+            return
+        if self.state == optuna.trial.TrialState.COMPLETE:
+            rep.finished += 1
+        elif self.state == optuna.trial.TrialState.PRUNED:
+            rep.pruned += 1
+        else:
+            rep.failed += 1
+        if self.on_event is not None:
+            self.on_event("trial", frozen)
+
+
 def _run_trial(study: optuna.Study, live: Liveness, trial: optuna.Trial, ev: TrialEvaluator, tcfg: Any, rep: WorkerReport,
                index: int, on_event: Callable[[str, Any], None] | None) -> None:
-    hb = Heartbeat(live, trial)
-    t0 = time.perf_counter()
-    info: dict[str, Any] = {"worker": index}
-    state: optuna.trial.TrialState | None = optuna.trial.TrialState.FAIL  # None: lost (failed by another worker)
-    value: float | None = None
-    frozen = None
+    run = _TrialRun(study, live, trial, tcfg, index, on_event)
     try:
-        values = decode(ev.entries, trial.params)
+        scores, overhead = ev.evaluate(decode(ev.entries, trial.params), run.on_fold)
+        run.complete(scores, overhead, rep)
+    except EXPECTED as exc:
+        run.stopped(exc)
+    finally:  # an unexpected exception: told FAIL, then it ends the worker
+        run.tell(rep, ev.times)
 
-        def on_fold(k: int, scores: FoldScores, last: bool) -> None:
-            v = running_value(scores, tcfg)
-            trial.report(v, k)
-            if on_event is not None:
-                on_event("fold", (trial.number, k, v))
-            if not last and trial.should_prune():  # after the last fold there is nothing left to save
-                info.update(scores.to_attrs(), folds_run=k + 1)
-                raise optuna.TrialPruned()
 
-        scores, overhead = ev.evaluate(values, on_fold)
-        value, bad = trial_score(scores, tcfg)
-        info.update(scores.to_attrs(), folds_run=len(scores.sharpe), constraints_broken=bad, overhead_s=overhead)
-        rep.overhead_s.append(overhead)
-        state = optuna.trial.TrialState.COMPLETE if math.isfinite(value) else optuna.trial.TrialState.FAIL
-    except optuna.TrialPruned:
-        state = optuna.trial.TrialState.PRUNED
-    except FoxhuntError as exc:
-        info["error"] = str(exc)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        state = None  # failed by another worker while it ran (report on a finished trial)
+def _run_population(study: optuna.Study, live: Liveness, trials: list[optuna.Trial], ev: TrialEvaluator, tcfg: Any,
+                    rep: WorkerReport, index: int, on_event: Callable[[str, Any], None] | None) -> None:
+    """Trials asked together (``tune.population``), run as populations (``foxhunt.tune.population``),
+    each recorded and told as ``_run_trial`` records it. An unexpected exception fails its trial
+    alone; once every trial is told, the first one is raised (it ends the worker, as it would alone)."""
+    runs = [_TrialRun(study, live, t, tcfg, index, on_event) for t in trials]
+    outcomes: list[Any] = []
+    try:
+        outcomes = ev.evaluate_population([decode(ev.entries, t.params) for t in trials], [r.on_fold for r in runs],
+                                          [f"trial {t.number}" for t in trials])
     finally:
-        hb.stop()
-        info["duration_s"] = time.perf_counter() - t0
-        info.update(ev.times)  # train_s, eval_s of the folds run
-        if state is not None:
-            try:
-                trial.set_user_attr("result", info)
-                frozen = study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state,
-                                    skip_if_finished=True)  # the same race, in the microseconds after the write
-            except optuna.exceptions.UpdateFinishedTrialError:
-                state = None  # failed by another worker after its last fold: its retry is queued
-    rep.trial_s.append(time.perf_counter() - t0)
-    if state is None:
-        rep.lost += 1
-        return
-    if state == optuna.trial.TrialState.COMPLETE:
-        rep.finished += 1
-    elif state == optuna.trial.TrialState.PRUNED:
-        rep.pruned += 1
-    else:
-        rep.failed += 1
-    if on_event is not None:
-        on_event("trial", frozen)
+        unexpected: BaseException | None = None
+        for i, run in enumerate(runs):
+            out = outcomes[i] if i < len(outcomes) else None
+            if out is not None and out.error is None:
+                run.complete(out.scores, out.overhead_s, rep)
+            elif out is not None and isinstance(out.error, EXPECTED):
+                run.stopped(out.error)
+            elif out is not None:
+                run.info["error"] = f"{type(out.error).__name__}: {out.error}"
+                unexpected = unexpected or out.error
+            run.tell(rep, out.times if out is not None else {})
+    if unexpected is not None:
+        raise unexpected
 
 
 def main(argv: list[str] | None = None) -> int:
