@@ -1,8 +1,9 @@
 """Tune trials as a population (``tune.population = K``, foxhunt.tune.population): K trials asked
 together and run as one walk-forward record, bit for bit, what the same trials record alone (their
 per-fold reported values, final values and fold results); a pruned trial leaves the population and a
-failed one fails alone while the others' results stay those of the trials alone; trials whose market
-or fold loop differ never share one; ``foxhunt tune --set tune.population=3`` runs in a fresh process
+failed one fails alone while the others' results stay those of the trials alone; a worker on
+PostgreSQL asks a population at a time and never passes the target; trials whose market or fold loop
+differ never share one; ``foxhunt tune --set tune.population=3`` runs in a fresh process
 and a bad value is refused in one line. Tiny configuration (tests/tiny.py), CPU."""
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import pytest
 from foxhunt.config import Config, build_config, load_config
 from foxhunt.errors import ConfigError
 from foxhunt.train.lockstep import Lockstep
-from foxhunt.tune.population import population_key, share_groups
-from foxhunt.tune.study import open_study, storage_url
+from foxhunt.tune.population import Outcome, population_key, share_groups
+from foxhunt.tune.study import counts, open_study, storage_url
 from foxhunt.tune.worker import TrialEvaluator, result_attrs, run_worker
 from tests.cli_run import assert_refused, run_ok
 from tests.tiny import tiny_tune_config
+from tests.tune.synthetic import SyntheticEvaluator, synthetic_config
 
 pytestmark = pytest.mark.slow
 
@@ -110,6 +112,38 @@ def test_a_pruned_trial_leaves_the_population_and_a_failed_one_fails_alone(
         assert out[i].error is None
         assert (out[i].scores.sharpe, out[i].scores.returns.sums) == (r["fold_sharpe"], r["return_power_sums"])
     assert out[1].scores.sharpe == result_attrs(alone.trials[1])["fold_sharpe"][:1]
+
+
+class _SyntheticPopulations(SyntheticEvaluator):
+    """The synthetic objective (no training), recording the size of every population it is given."""
+
+    def __init__(self, cfg: Config) -> None:
+        super().__init__(cfg)
+        self.sizes: list[int] = []
+
+    def evaluate_population(self, values: list[dict[str, Any]], on_fold: list[Any], labels: list[str] | None = None) -> list[Outcome]:
+        self.sizes.append(len(values))
+        out = [Outcome() for _ in values]
+        for o, v, cb in zip(out, values, on_fold):
+            o.scores, o.overhead_s = self.evaluate(v, cb)
+        return out
+
+
+def test_a_worker_on_postgresql_asks_a_population_at_a_time_and_stops_exactly_at_the_target(
+        tmp_path: Path, postgres_url: str) -> None:
+    d = tmp_path / "synthetic"
+    d.mkdir()
+    data = synthetic_config(d).to_dict()
+    data["tune"].update(study="pg-population", population=3)
+    cfg = build_config(data, source="<test>")
+    open_study(postgres_url, cfg.tune.study, cfg.tune, create=True)
+    ev = _SyntheticPopulations(cfg)
+    rep = run_worker(cfg, postgres_url, d, 7, evaluator=ev)
+    study = open_study(postgres_url, cfg.tune.study, cfg.tune, create=False)
+    assert ev.sizes == [3, 3] and rep.finished == 7  # the seventh, asked alone, runs as with population 1
+    assert counts(study)["COMPLETE"] == 7 and counts(study)["RUNNING"] == 0
+    assert [t.number for t in study.trials] == list(range(7))
+    assert all(len(t.intermediate_values) == 4 and result_attrs(t)["folds_run"] == 4 for t in study.trials)
 
 
 def test_trials_share_a_population_only_with_one_market_and_fold_loop(tmp_path: Path) -> None:
