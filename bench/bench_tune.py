@@ -28,7 +28,8 @@ scorecard scenario. One invocation fits a fixed wall-time budget (``--deadline``
     in one lockstep: foxhunt.tune.population), a fresh study asked for --seconds like K = 1. A
     population's trials start together, so its row has no per-worker steady window: compare its
     trials/hour over everything (first start to last end; the evaluator is warm, every trial builds
-    its trainer in both modes) with the K = 1 row's.
+    its trainer in both modes) with the K = 1 row's. Its "outside folds" column holds, besides set-up,
+    the other trials' validation backtests (a trial's duration is its population's).
 --prune-trials N: the same seeded study of N trials with one in-process worker, median pruner
     against none: wall time and folds trained.
 
@@ -331,7 +332,7 @@ def table(result: dict[str, Any]) -> str:
                          f"{_f(r.get('trial_s_mean'), '{:7.1f}')} | {_f(r.get('train_s_mean'), '{:7.1f}')} | "
                          f"{_f(r.get('eval_s_mean'), '{:11.2f}')} | {_f(r.get('outside_folds_s_mean'), '{:15.2f}')} | "
                          f"{_f(r.get('gap_between_trials_s_mean'), '{:5.2f}')}")
-        lines.append(f"     (K=1: {rows[0]['mode']}; K>1: worker processes, first trials {[round(x) for r in rows[1:] for x in r.get('first_trial_s', [])]} s "
+        lines.append(f"     (K=1: {rows[0]['mode']}; K>1: worker processes, first trials {[round(x) for r in rows[1:] if r.get('population', 1) == 1 for x in r.get('first_trial_s', [])]} s "
                      f"excluded from 'steady'; window {result.get('seconds_per_k', 0):.0f} s of asking per K)")
     c = result.get("scorecard")
     if c and "best" in c:

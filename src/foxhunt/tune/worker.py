@@ -32,10 +32,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,10 +43,11 @@ from filelock import FileLock
 from foxhunt.agents import registry
 from foxhunt.config import Config, build_config
 from foxhunt.errors import FoxhuntError
-from foxhunt.tune.heartbeat import Heartbeat, Liveness, first_beat
-from foxhunt.tune.objective import FoldScores, running_value, trial_score
-from foxhunt.tune.space import apply_params, decode, distributions
+from foxhunt.tune.heartbeat import Liveness, first_beat
+from foxhunt.tune.objective import FoldScores
+from foxhunt.tune.space import apply_params, distributions
 from foxhunt.tune.study import counts, make_storage, open_study
+from foxhunt.tune.trial_run import WorkerReport, run_population, run_trial
 
 TRIAL_TRAIN = {"eval_buy_and_hold": False, "save_trades": False, "save_curves": True, "progress": False,
                "tensorboard": False, "report": False}
@@ -197,25 +196,14 @@ class TrialEvaluator:
         return evaluate_population(self, values, on_fold, labels)
 
 
-@dataclass
-class WorkerReport:
-    """What one worker did (returned by run_worker, printed by the worker process as JSON)."""
-
-    finished: int = 0
-    pruned: int = 0
-    failed: int = 0
-    lost: int = 0
-    trial_s: list[float] = field(default_factory=list)
-    overhead_s: list[float] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=dict)
-
-
-def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], live: Liveness) -> optuna.Trial | None | bool:
+def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], live: Liveness, sweep: bool = True) -> optuna.Trial | None | bool:
     """A trial to run, None when the study is done (for this worker), False when others' running
-    trials may still need retries (wait and look again). Called under the study's file lock."""
+    trials may still need retries (wait and look again). Called under the study's file lock.
+    sweep: False skips the liveness sweep (a population's later asks: the first one swept)."""
     # Beats older than the grace period, and RUNNING trials that never beat (a worker killed
     # between ask and first beat): foxhunt.tune.heartbeat.
-    live.sweep()
+    if sweep:
+        live.sweep()
     c = counts(study)
     done = c["COMPLETE"] + c["PRUNED"]
     if done >= target:
@@ -238,7 +226,7 @@ def _next_trials(study: optuna.Study, target: int, dists: dict[str, Any], live: 
         return first
     trials = [first]
     while len(trials) < k:
-        more = _next_trial(study, target, dists, live)
+        more = _next_trial(study, target, dists, live, sweep=False)
         if not isinstance(more, optuna.Trial):
             break
         trials.append(more)
@@ -270,9 +258,9 @@ def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: f
             continue
         assert isinstance(trials, list)
         if len(trials) == 1:
-            _run_trial(study, live, trials[0], ev, tcfg, rep, index, on_event)
+            run_trial(study, live, trials[0], ev, tcfg, rep, index, on_event)
         else:
-            _run_population(study, live, trials, ev, tcfg, rep, index, on_event)
+            run_population(study, live, trials, ev, tcfg, rep, index, on_event)
         if rep.failed >= max_failures:
             raise FoxhuntError(f"study {tcfg.study}: {rep.failed} trials failed in this worker; the last error: "
                                f"{result_attrs(study.trials[-1]).get('error', '?') if study.trials else '?'}")
@@ -283,114 +271,6 @@ def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: f
 def result_attrs(t: Any) -> dict[str, Any]:
     """A trial's measured results (one user attribute, written once: each write is a commit)."""
     return t.user_attrs.get("result", {})
-
-
-EXPECTED = (optuna.TrialPruned, FoxhuntError, optuna.exceptions.UpdateFinishedTrialError)
-"""What ends a trial without ending its worker: pruned, failed (a one-line error) or lost."""
-
-
-class _TrialRun:
-    """One trial's bookkeeping from its ask to its tell: its heartbeat, the pruning callback, the
-    result attribute (written once) and the tell."""
-
-    def __init__(self, study: optuna.Study, live: Liveness, trial: optuna.Trial, tcfg: Any, index: int,
-                 on_event: Callable[[str, Any], None] | None) -> None:
-        self.study, self.trial, self.tcfg, self.on_event = study, trial, tcfg, on_event
-        self.hb = Heartbeat(live, trial)
-        self.t0 = time.perf_counter()
-        self.info: dict[str, Any] = {"worker": index}
-        self.state: optuna.trial.TrialState | None = optuna.trial.TrialState.FAIL  # None: lost (failed by another worker)
-        self.value: float | None = None
-
-    def on_fold(self, k: int, scores: FoldScores, last: bool) -> None:
-        """After fold k: report the running value; TrialPruned if the pruner says so."""
-        v = running_value(scores, self.tcfg)
-        self.trial.report(v, k)
-        if self.on_event is not None:
-            self.on_event("fold", (self.trial.number, k, v))
-        if not last and self.trial.should_prune():  # after the last fold there is nothing left to save
-            self.info.update(scores.to_attrs(), folds_run=k + 1)
-            raise optuna.TrialPruned()
-
-    def complete(self, scores: FoldScores, overhead: float, rep: WorkerReport) -> None:
-        """Every fold ran: the trial's score (FAIL when it is not finite)."""
-        self.value, bad = trial_score(scores, self.tcfg)
-        self.info.update(scores.to_attrs(), folds_run=len(scores.sharpe), constraints_broken=bad, overhead_s=overhead)
-        rep.overhead_s.append(overhead)
-        self.state = optuna.trial.TrialState.COMPLETE if math.isfinite(self.value) else optuna.trial.TrialState.FAIL
-
-    def stopped(self, exc: BaseException) -> None:
-        """What an exception of ``EXPECTED`` means for the trial (anything else leaves it FAIL)."""
-        if isinstance(exc, optuna.TrialPruned):
-            self.state = optuna.trial.TrialState.PRUNED
-        elif isinstance(exc, FoxhuntError):
-            self.info["error"] = str(exc)
-        elif isinstance(exc, optuna.exceptions.UpdateFinishedTrialError):
-            self.state = None  # failed by another worker while it ran (report on a finished trial)
-
-    def tell(self, rep: WorkerReport, times: dict[str, float]) -> None:
-        """Stop the heartbeat, write the result attribute, tell the study, count the trial."""
-        self.hb.stop()
-        self.info["duration_s"] = time.perf_counter() - self.t0
-        self.info.update(times)  # train_s, eval_s of the folds run
-        frozen = None
-        if self.state is not None:
-            try:
-                self.trial.set_user_attr("result", self.info)
-                frozen = self.study.tell(self.trial, self.value if self.state == optuna.trial.TrialState.COMPLETE else None,
-                                         state=self.state, skip_if_finished=True)  # the same race, in the microseconds after the write
-            except optuna.exceptions.UpdateFinishedTrialError:
-                self.state = None  # failed by another worker after its last fold: its retry is queued
-        rep.trial_s.append(time.perf_counter() - self.t0)
-        if self.state is None:
-            rep.lost += 1
-            return
-        if self.state == optuna.trial.TrialState.COMPLETE:
-            rep.finished += 1
-        elif self.state == optuna.trial.TrialState.PRUNED:
-            rep.pruned += 1
-        else:
-            rep.failed += 1
-        if self.on_event is not None:
-            self.on_event("trial", frozen)
-
-
-def _run_trial(study: optuna.Study, live: Liveness, trial: optuna.Trial, ev: TrialEvaluator, tcfg: Any, rep: WorkerReport,
-               index: int, on_event: Callable[[str, Any], None] | None) -> None:
-    run = _TrialRun(study, live, trial, tcfg, index, on_event)
-    try:
-        scores, overhead = ev.evaluate(decode(ev.entries, trial.params), run.on_fold)
-        run.complete(scores, overhead, rep)
-    except EXPECTED as exc:
-        run.stopped(exc)
-    finally:  # an unexpected exception: told FAIL, then it ends the worker
-        run.tell(rep, ev.times)
-
-
-def _run_population(study: optuna.Study, live: Liveness, trials: list[optuna.Trial], ev: TrialEvaluator, tcfg: Any,
-                    rep: WorkerReport, index: int, on_event: Callable[[str, Any], None] | None) -> None:
-    """Trials asked together (``tune.population``), run as populations (``foxhunt.tune.population``),
-    each recorded and told as ``_run_trial`` records it. An unexpected exception fails its trial
-    alone; once every trial is told, the first one is raised (it ends the worker, as it would alone)."""
-    runs = [_TrialRun(study, live, t, tcfg, index, on_event) for t in trials]
-    outcomes: list[Any] = []
-    try:
-        outcomes = ev.evaluate_population([decode(ev.entries, t.params) for t in trials], [r.on_fold for r in runs],
-                                          [f"trial {t.number}" for t in trials])
-    finally:
-        unexpected: BaseException | None = None
-        for i, run in enumerate(runs):
-            out = outcomes[i] if i < len(outcomes) else None
-            if out is not None and out.error is None:
-                run.complete(out.scores, out.overhead_s, rep)
-            elif out is not None and isinstance(out.error, EXPECTED):
-                run.stopped(out.error)
-            elif out is not None:
-                run.info["error"] = f"{type(out.error).__name__}: {out.error}"
-                unexpected = unexpected or out.error
-            run.tell(rep, out.times if out is not None else {})
-    if unexpected is not None:
-        raise unexpected
 
 
 def main(argv: list[str] | None = None) -> int:
