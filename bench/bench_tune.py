@@ -23,6 +23,13 @@ scorecard scenario. One invocation fits a fixed wall-time budget (``--deadline``
 (c) ``scorecard`` (bench/tune_scorecard.py): a short seeded study on one scorecard scenario's
     search folds, then the best trial's configuration and the untuned one retrained and scored
     once on the scenario's hold-out (labelled shortened: minutes, not the issue's 30).
+--population P [P ...]: after (a), for each P one more in-process worker on the warm evaluator
+    with ``tune.population = P`` (P trials asked together and run as one walk-forward, their trainers
+    in one lockstep: foxhunt.tune.population), a fresh study asked for --seconds like K = 1. A
+    population's trials start together, so its row has no per-worker steady window: compare its
+    trials/hour over everything (first start to last end; the evaluator is warm, every trial builds
+    its trainer in both modes) with the K = 1 row's. Its "outside folds" column holds, besides set-up,
+    the other trials' validation backtests (a trial's duration is its population's).
 --prune-trials N: the same seeded study of N trials with one in-process worker, median pruner
     against none: wall time and folds trained.
 
@@ -30,6 +37,7 @@ scorecard scenario. One invocation fits a fixed wall-time budget (``--deadline``
     PYTHONPATH=src:. python -m bench.bench_tune --quick     # small CPU run (a smoke test of the harness, ~3 min)
     PYTHONPATH=src:. python -m bench.bench_tune --workers 4 --seconds 300 --no-eval --no-scorecard --name tune_cuda_k4
     PYTHONPATH=src:. python -m bench.bench_tune --prune-trials 12 --workers --no-eval --no-scorecard --name tune_cuda_prune
+    PYTHONPATH=src:. python -m bench.bench_tune --workers 1 --population 8 32 --seconds 120 --no-scorecard --name tune_cuda_population
 
 The shared flags of ``bench/common.py`` apply (``--device``, ``--out``, ``--name``, ``--threads``,
 ``--git-revision``, ``--config``, ``--set``). Writes ``--out`` (default
@@ -86,12 +94,12 @@ def base_dict(args: argparse.Namespace) -> dict[str, Any]:
     return data
 
 
-def base_config(args: argparse.Namespace, study_dir: Path, name: str, pruner: str = "none") -> Config:
+def base_config(args: argparse.Namespace, study_dir: Path, name: str, pruner: str = "none", population: int = 1) -> Config:
     data = base_dict(args)
     data["train"]["epochs"] = args.epochs
     data["features"] = {"cache_dir": str(CACHE)}
     data["tune"] = {"study": name, "out_dir": str(study_dir.parent), "pruner": pruner, "sampler": "tpe", "seed": 0,
-                    "holdout": args.holdout, "startup_trials": 3, "space": SPACE}
+                    "holdout": args.holdout, "startup_trials": 3, "space": SPACE, "population": population}
     return build_config(data, source="bench")
 
 
@@ -199,18 +207,21 @@ def throughput(args: argparse.Namespace, k: int, tmp: Path, seconds: float, time
         "stopped_workers": stopped, "errors": errs})
 
 
-def in_process(args: argparse.Namespace, ev: TrialEvaluator, tmp: Path, seconds: float) -> dict[str, Any]:
+def in_process(args: argparse.Namespace, ev: TrialEvaluator, tmp: Path, seconds: float, population: int = 1) -> dict[str, Any]:
     """Part (a) for K = 1: the in-process worker ``foxhunt tune --workers 1`` runs, on the warm
-    evaluator of part (b) (market loaded, compiled code in this process)."""
-    d = tmp / "k1"
-    cfg = base_config(args, d, "k1")
+    evaluator of part (b) (market loaded, compiled code in this process); with ``population`` P > 1,
+    that worker with ``tune.population = P`` (--population)."""
+    name = "k1" if population == 1 else f"k1_pop{population}"
+    d = tmp / name
+    cfg = base_config(args, d, name, population=population)
     d.mkdir(parents=True)
     url = f"sqlite:///{d / 'study.db'}"
     open_study(url, cfg.tune.study, cfg.tune, create=True)
     with common.stopwatch() as sw:
         run_worker(cfg, url, d, 1_000_000, seconds, 0, ev)
+    mode = "in-process (warm)" + (f", population {population}" if population > 1 else "")
     return _row(open_study(url, cfg.tune.study, cfg.tune, create=False), 1,
-                {"mode": "in-process (warm)", "seconds": seconds, "wall_s": sw.s, "errors": []})
+                {"mode": mode, "population": population, "seconds": seconds, "wall_s": sw.s, "errors": []})
 
 
 def _row(study: Any, k: int, row: dict[str, Any]) -> dict[str, Any]:
@@ -236,10 +247,13 @@ def _row(study: Any, k: int, row: dict[str, Any]) -> dict[str, Any]:
         row["outside_folds_s_mean"] = sum(rest) / len(rest)
         span = (max(t.datetime_complete for t in done) - min(t.datetime_start for t in done)).total_seconds()
         row["trials_per_hour_incl_startup"] = 3600 * len(done) / span if span > 0 else None  # first start to last end
-        row.update(_steady(done, k))
-        rate = row.get("trials_per_hour_window") or row.get("trials_per_hour_from_durations")
+        if row.get("population", 1) == 1:  # a population's trials start together: no per-trial steady window
+            row.update(_steady(done, k))
+        rate = row.get("trials_per_hour_window") or row.get("trials_per_hour_from_durations") or \
+            (row["trials_per_hour_incl_startup"] if row.get("population", 1) > 1 else None)
         row["trial_folds_per_hour"] = rate * row["n_folds"] if rate else None
-    print(f"K={k}: {row['trials']} trials in {wall:.0f} s; steady {row.get('trials_per_hour_window') or 0:.0f} trials/h "
+    pop = f" population {row['population']}" if row.get("population", 1) > 1 else ""
+    print(f"K={k}{pop}: {row['trials']} trials in {wall:.0f} s (incl. start-up {row.get('trials_per_hour_incl_startup') or 0:.0f} trials/h); steady {row.get('trials_per_hour_window') or 0:.0f} trials/h "
           f"(from durations {row.get('trials_per_hour_from_durations') or 0:.0f}); trial {row.get('trial_s_mean') or 0:.1f} s "
           f"{errs or ''}", flush=True)
     return row
@@ -271,7 +285,8 @@ def prune_compare(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     return out
 
 
-def _plan(args: argparse.Namespace, ks: list[int], e: dict[str, Any] | None, budget: float) -> tuple[float, dict[str, Any]]:
+def _plan(args: argparse.Namespace, ks: list[int], e: dict[str, Any] | None, budget: float,
+          pops: list[int] | None = None) -> tuple[float, dict[str, Any]]:
     """(asking window per K, the plan) so that every K fits in ``budget`` seconds: a worker
     process first starts (imports, market, first trainer, warm-up: estimated from part (b)), then
     asks for ``seconds``, then finishes its last trial (K sharing the device slow it down)."""
@@ -281,7 +296,10 @@ def _plan(args: argparse.Namespace, ks: list[int], e: dict[str, Any] | None, bud
     # half a trial after the window (the cap allows a whole one).
     drain = {str(k): trial * (1.0 + 0.75 * (k - 1)) + 10.0 for k in ks}
     expected = sum(0.5 * drain[str(k)] + (startup if k > 1 else 0.0) for k in ks)
-    seconds = args.seconds or max(10.0 if args.quick else 20.0, (budget - expected) / max(1, len(ks)))
+    pops = pops or []
+    # a population's last walk-forward runs to its end after the window (at worst P trials' time)
+    expected += sum(0.5 * trial * p for p in pops)
+    seconds = args.seconds or max(10.0 if args.quick else 20.0, (budget - expected) / max(1, len(ks) + len(pops)))
     return seconds, {"budget_s": budget, "trial_estimate_s": trial, "startup_s": startup, "drain_s": drain}
 
 
@@ -308,13 +326,13 @@ def table(result: dict[str, Any]) -> str:
         lines.append("(a)  K | trials | trials/h steady | incl. start-up | trials/h from durations | trial-folds/h | trial s | "
                      "train s | backtests s | outside folds s | gap s")
         for r in rows:
-            lines.append(f"     {r['workers']} | {r['trials']:6d} | {_f(r.get('trials_per_hour_window'), '{:15.0f}')} | "
+            lines.append(f"     {r['workers']}{' pop ' + str(r['population']) if r.get('population', 1) > 1 else ''} | {r['trials']:6d} | {_f(r.get('trials_per_hour_window'), '{:15.0f}')} | "
                          f"{_f(r.get('trials_per_hour_incl_startup'), '{:14.0f}')} | "
                          f"{_f(r.get('trials_per_hour_from_durations'), '{:23.0f}')} | {_f(r.get('trial_folds_per_hour'), '{:13.0f}')} | "
                          f"{_f(r.get('trial_s_mean'), '{:7.1f}')} | {_f(r.get('train_s_mean'), '{:7.1f}')} | "
                          f"{_f(r.get('eval_s_mean'), '{:11.2f}')} | {_f(r.get('outside_folds_s_mean'), '{:15.2f}')} | "
                          f"{_f(r.get('gap_between_trials_s_mean'), '{:5.2f}')}")
-        lines.append(f"     (K=1: {rows[0]['mode']}; K>1: worker processes, first trials {[round(x) for r in rows[1:] for x in r.get('first_trial_s', [])]} s "
+        lines.append(f"     (K=1: {rows[0]['mode']}; K>1: worker processes, first trials {[round(x) for r in rows[1:] if r.get('population', 1) == 1 for x in r.get('first_trial_s', [])]} s "
                      f"excluded from 'steady'; window {result.get('seconds_per_k', 0):.0f} s of asking per K)")
     c = result.get("scorecard")
     if c and "best" in c:
@@ -345,6 +363,7 @@ def main() -> None:
     p.add_argument("--bars", type=int, default=None, help="data.bars override")
     p.add_argument("--holdout", type=float, default=0.05, help="tune.holdout of (a)/(b) (0.05: 5 folds of h200-fast's 1 M bars)")
     p.add_argument("--deadline", type=float, default=None, help="wall-time budget of the whole run, s (default 480; quick 200)")
+    p.add_argument("--population", type=int, nargs="*", default=[], help="also one in-process worker with tune.population = P, per P")
     p.add_argument("--prune-trials", type=int, default=0, help="also compare median pruning with none over N trials")
     p.add_argument("--no-eval", action="store_true", help="skip part (b)")
     p.add_argument("--no-scorecard", action="store_true", help="skip part (c)")
@@ -380,7 +399,8 @@ def main() -> None:
             save()
         # (c) gets 40 % of what is left, at most 140 s (70 s quick): a study of ~85 s and the hold-out runs
         sc = 0.0 if args.no_scorecard else min(70.0 if args.quick else 140.0, 0.4 * left())
-        seconds, plan = _plan(args, ks, result.get("evaluation"), left() - sc)
+        pops = [q for q in args.population if q > 1]
+        seconds, plan = _plan(args, ks, result.get("evaluation"), left() - sc, pops)
         result["seconds_per_k"], result["plan"] = seconds, plan
         result["throughput"] = []
         for k in ks:
@@ -391,6 +411,9 @@ def main() -> None:
                 timeout = plan["startup_s"] + seconds
                 cap = min(timeout + plan["drain_s"][str(k)], max(timeout, left() - 5.0))
                 result["throughput"].append(throughput(args, k, Path(tmp), seconds, timeout, cap))
+            save()
+        for q in pops:  # on the warm evaluator, as K = 1 (the K > 1 rows above released its market: reloaded once)
+            result["throughput"].append(in_process(args, ev, Path(tmp), seconds, population=q))
             save()
         ev.release()
         if args.prune_trials:

@@ -130,6 +130,39 @@ def test_a_halted_member_is_named_in_the_guards_error() -> None:
         step.train_epoch()
 
 
+class _Failing(_Member):
+    """A member whose round ``at`` raises (a tune population's trial failing mid-epoch)."""
+
+    def __init__(self, name: str, rounds: int, log: list[str], at: int) -> None:
+        super().__init__(name, rounds, log)
+        self.at = at
+
+    def epoch_steps(self):
+        for r in range(self.rounds):
+            if r == self.at:
+                raise ValueError(f"{self.name} broke in round {r}")
+            self.log.append(f"{self.name}{r}")
+            yield
+
+
+def test_with_on_error_a_failing_member_stops_alone_and_a_subset_steps_only_its_members() -> None:
+    log: list[str] = []
+    members = [_Member("a", 3, log), _Failing("b", 3, log, at=1), _Member("c", 2, log, halt=True)]
+    step = Lockstep(members, torch.device("cpu"), labels=["trial 0", "trial 1", "trial 2"])
+    errors: list[tuple[int, str]] = []
+    step.run_epoch(lambda k, exc: errors.append((k, str(exc))))
+    assert log == ["a0", "b0", "c0", "a1", "c1", "a2"]  # b took no round after its failure; a and c went on
+    assert step.finish(lambda k, exc: errors.append((k, str(exc)))) == ["a", "b", None]
+    assert errors == [(1, "b broke in round 1"),
+                      (2, "trial 2: training halted by the guard in fold 0, epoch 0: non-finite loss or gradient norm")]
+    log.clear()
+    assert step.subset([0, 2]).members == [members[0], members[2]]
+    step.subset([0]).run_epoch()
+    assert log == ["a0", "a1", "a2"]
+    with pytest.raises(ValueError, match="b broke"):  # without on_error an exception propagates, as before
+        step.run_epoch()
+
+
 GPU_GRIDS = {"dqn": {"ensemble": 4, "gamma_grid": [0.9, 0.5], "decision_grid": [1, 4]}, **{a: GRIDS[a] for a in ("ppo", "direct")}}
 """On the GPU DQN's four members span two discounts and two intervals."""
 

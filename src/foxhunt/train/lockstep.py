@@ -26,7 +26,7 @@ changes nothing in any member's arithmetic (the CPU tests prove the equality wit
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
@@ -53,12 +53,32 @@ class Lockstep:
     def _on(self, k: int) -> contextlib.AbstractContextManager[Any]:
         return torch.cuda.stream(self.streams[k]) if self.streams is not None else contextlib.nullcontext()
 
-    def run_epoch(self) -> None:
+    def subset(self, keep: Sequence[int]) -> "Lockstep":
+        """The lockstep of members ``keep`` (indices into ``members``), each still on its own stream
+        (the one its graphs were captured on): a tune population whose pruned trials left
+        (``foxhunt.tune.population``)."""
+        sub = Lockstep.__new__(Lockstep)
+        sub.members = [self.members[k] for k in keep]
+        sub.device, sub.enabled = self.device, self.enabled
+        sub.labels = [self.labels[k] for k in keep]
+        sub.streams = [self.streams[k] for k in keep] if self.streams is not None else None
+        return sub
+
+    def run_epoch(self, on_error: Callable[[int, Exception], None] | None = None) -> None:
         """Enqueue one epoch of every member (no host reads): round r of each member before round r + 1
-        of any; every member's summary readback is started at its epoch's end."""
+        of any; every member's summary readback is started at its epoch's end.
+
+        on_error(k, exc): given, an exception raised by member k's round is handed to it and member k
+        takes no more rounds this epoch while the others go on (a tune population's trials fail
+        alone); None: it propagates."""
         if not self.enabled:
-            for t in self.members:
-                t.run_epoch()
+            for k, t in enumerate(self.members):
+                try:
+                    t.run_epoch()
+                except Exception as exc:
+                    if on_error is None:
+                        raise
+                    on_error(k, exc)
             return
         host = torch.cuda.current_stream(self.device) if self.streams is not None else None
         if self.streams is not None:
@@ -76,21 +96,32 @@ class Lockstep:
                     except StopIteration:
                         steps[k] = None
                         live -= 1
+                    except Exception as exc:
+                        if on_error is None:
+                            raise
+                        steps[k] = None
+                        live -= 1
+                        on_error(k, exc)
         if self.streams is not None:
             for s in self.streams:
                 host.wait_stream(s)
 
-    def finish(self) -> list[Any]:
+    def finish(self, on_error: Callable[[int, Exception], None] | None = None) -> list[Any]:
         """Every member's ``finish_epoch`` (its summary, or None in lagged readback), in member order.
-        A member whose guard halted raises TrainingHalted naming it (with more than one member)."""
+        A member whose guard halted raises TrainingHalted naming it (with more than one member).
+        on_error(k, exc): as in ``run_epoch``; member k's summary is then None and the others are read."""
         out = []
         for k, t in enumerate(self.members):
             try:
                 out.append(t.finish_epoch())
-            except TrainingHalted as exc:
-                if len(self.members) == 1:
+            except Exception as exc:
+                named = TrainingHalted(f"{self.labels[k]}: {exc}") if isinstance(exc, TrainingHalted) and len(self.members) > 1 else None
+                if on_error is None:
+                    if named is not None:
+                        raise named from None
                     raise
-                raise TrainingHalted(f"{self.labels[k]}: {exc}") from None
+                out.append(None)
+                on_error(k, named or exc)
         return out
 
     def train_epoch(self) -> list[Any]:

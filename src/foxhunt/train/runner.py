@@ -198,12 +198,22 @@ class WalkForwardRunner:
     def _train_epoch(self, e: int) -> tuple[Any, list[Any], list[float]]:
         """Epoch e (0-based) of every member: (member 0's summary or None, the others' summaries from the
         same call (lagged mode: the previous epoch's, as member 0's), each member's held-back Sharpe)."""
-        if self.tcfg.cost_curriculum > 0 and e <= self.tcfg.cost_curriculum:  # this epoch's training costs, in
-            for t, c in zip(self.members, self._member_cfgs):  # place (captured graphs stay valid); constant after
-                t.env.set_params(training_env(c, cost_multiplier(c, e)))
+        self._epoch_costs(e)
         summaries = self.lockstep.train_epoch()
-        inner = observe_members(self.selectors, e + 1, self._held_back) if self.selectors else []  # before the summaries are emitted
+        inner = self._observe(e)  # before the summaries are emitted
         return summaries[0], summaries[1:], inner
+
+    def _epoch_costs(self, e: int) -> None:
+        """Epoch e's training costs (``train.cost_curriculum``), set in place in every member's env
+        (captured graphs stay valid); constant after the curriculum."""
+        if self.tcfg.cost_curriculum > 0 and e <= self.tcfg.cost_curriculum:
+            for t, c in zip(self.members, self._member_cfgs):
+                t.env.set_params(training_env(c, cost_multiplier(c, e)))
+
+    def _observe(self, e: int) -> list[float]:
+        """After epoch e (0-based) of every member: each member's held-back Sharpe (``train.select =
+        "inner"``; [] otherwise), its selector keeping its best epoch's network."""
+        return observe_members(self.selectors, e + 1, self._held_back) if self.selectors else []
 
     def _drain(self) -> list[tuple[Any, list[Any]]]:
         """Every member's pending summaries, paired by epoch (member 0's first)."""

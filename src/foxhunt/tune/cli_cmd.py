@@ -53,7 +53,8 @@ def tune(
     console.print(
         f"study [bold]{cfg.tune.study}[/] ({'resumed' if s.resumed else 'new'}) in {s.study_dir}; storage "
         f"{s.url.split('@')[-1]}; {len(cfg.tune.entries())} searched keys, {len(folds)} folds, hold-out "
-        f"{cfg.tune.holdout:.0%} (from bar {s.evaluator.cut}); sampler {cfg.tune.sampler}, pruner {cfg.tune.pruner}",
+        f"{cfg.tune.holdout:.0%} (from bar {s.evaluator.cut}); sampler {cfg.tune.sampler}, pruner {cfg.tune.pruner}"
+        + (f"; populations of {cfg.tune.population} trials a worker" if cfg.tune.population > 1 else ""),
         highlight=False, soft_wrap=True)
     run_workers(s, console)
     if not finish:

@@ -143,6 +143,8 @@ class TuneConfig(Section):
     storage: str = Field("", description="Optuna storage URL: empty = SQLite file study.db in the study directory; "
                                            "journal:PATH = a journal file; any SQLAlchemy URL (postgresql://…)")
     workers: int = Field(0, ge=0, le=1024, description="local worker processes (0: one per GPU, one in-process worker without CUDA)")
+    population: int = Field(1, ge=1, le=256, description="trials a worker asks at once and runs as one walk-forward, their "
+                            "trainers in one lockstep (foxhunt.tune.population; 1: one trial at a time)")
     objective: Literal["mean", "median", "worst"] = Field("mean", description="fold aggregation of the validation Sharpe")
     spread_penalty: float = Field(0.5, ge=0.0, description="score = aggregate − spread_penalty × std of fold Sharpes")
     min_trades: float = Field(0.0, ge=0.0, description="constraint: mean round trips per fold at least this")

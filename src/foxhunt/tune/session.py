@@ -28,8 +28,9 @@ from foxhunt.tune.config import check_space_bounds
 from foxhunt.tune.study import counts, open_study, storage_url
 from foxhunt.tune.worker import TrialEvaluator, WorkerReport, run_worker
 
-RUNTIME_KEYS = ("trials", "timeout_s", "workers", "storage")
-"""[tune] keys that may change when a study is resumed (they do not change what a trial computes)."""
+RUNTIME_KEYS = ("trials", "timeout_s", "workers", "storage", "population")
+"""[tune] keys that may change when a study is resumed (they do not change what a trial computes: a
+trial in a population records what it records alone, tests/tune/test_population.py)."""
 
 
 @dataclass

@@ -32,10 +32,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import math
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,10 +43,11 @@ from filelock import FileLock
 from foxhunt.agents import registry
 from foxhunt.config import Config, build_config
 from foxhunt.errors import FoxhuntError
-from foxhunt.tune.heartbeat import Heartbeat, Liveness, first_beat
-from foxhunt.tune.objective import FoldScores, running_value, trial_score
-from foxhunt.tune.space import apply_params, decode, distributions
+from foxhunt.tune.heartbeat import Liveness, first_beat
+from foxhunt.tune.objective import FoldScores
+from foxhunt.tune.space import apply_params, distributions
 from foxhunt.tune.study import counts, make_storage, open_study
+from foxhunt.tune.trial_run import WorkerReport, run_population, run_trial
 
 TRIAL_TRAIN = {"eval_buy_and_hold": False, "save_trades": False, "save_curves": True, "progress": False,
                "tensorboard": False, "report": False}
@@ -118,7 +117,12 @@ class TrialEvaluator:
 
     def release(self) -> None:
         """Drop the cached market and runner (their device memory); the next trial reloads them."""
-        self._prepared = self._prep_key = self._runner = self._runner_key = None
+        self._prepared = self._prep_key = None
+        self.release_runner()
+
+    def release_runner(self) -> None:
+        """Drop the cached runner (its trainer's device memory); the market stays."""
+        self._runner = self._runner_key = None
         import torch
 
         if torch.cuda.is_available():
@@ -183,26 +187,23 @@ class TrialEvaluator:
         runner.score_folds(fold_done, self.times)
         return scores, overhead
 
+    def evaluate_population(self, values: list[dict[str, Any]], on_fold: list[Callable[[int, FoldScores, bool], None] | None],
+                            labels: list[str] | None = None) -> list[Any]:
+        """Several trials at once (``tune.population``): those that share a market and fold loop as
+        one walk-forward (``foxhunt.tune.population.evaluate_population``); one ``Outcome`` each."""
+        from foxhunt.tune.population import evaluate_population
 
-@dataclass
-class WorkerReport:
-    """What one worker did (returned by run_worker, printed by the worker process as JSON)."""
-
-    finished: int = 0
-    pruned: int = 0
-    failed: int = 0
-    lost: int = 0
-    trial_s: list[float] = field(default_factory=list)
-    overhead_s: list[float] = field(default_factory=list)
-    stats: dict[str, int] = field(default_factory=dict)
+        return evaluate_population(self, values, on_fold, labels)
 
 
-def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], live: Liveness) -> optuna.Trial | None | bool:
+def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], live: Liveness, sweep: bool = True) -> optuna.Trial | None | bool:
     """A trial to run, None when the study is done (for this worker), False when others' running
-    trials may still need retries (wait and look again). Called under the study's file lock."""
+    trials may still need retries (wait and look again). Called under the study's file lock.
+    sweep: False skips the liveness sweep (a population's later asks: the first one swept)."""
     # Beats older than the grace period, and RUNNING trials that never beat (a worker killed
     # between ask and first beat): foxhunt.tune.heartbeat.
-    live.sweep()
+    if sweep:
+        live.sweep()
     c = counts(study)
     done = c["COMPLETE"] + c["PRUNED"]
     if done >= target:
@@ -213,6 +214,23 @@ def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], live: L
     trial = study.ask(dists)
     first_beat(live, trial)  # shrink the no-heartbeat window to the ask itself (Liveness.sweep covers it)
     return trial
+
+
+def _next_trials(study: optuna.Study, target: int, dists: dict[str, Any], live: Liveness, k: int) -> list[optuna.Trial] | None | bool:
+    """Up to ``k`` trials to run as one population (``tune.population``), each asked under the rule of
+    ``_next_trial`` (the study's counts are read again before each ask: a trial asked is RUNNING, so
+    the population never takes the study past its target); None / False as ``_next_trial`` when the
+    first ask gets none. Called under the study's file lock."""
+    first = _next_trial(study, target, dists, live)
+    if not isinstance(first, optuna.Trial):
+        return first
+    trials = [first]
+    while len(trials) < k:
+        more = _next_trial(study, target, dists, live, sweep=False)
+        if not isinstance(more, optuna.Trial):
+            break
+        trials.append(more)
+    return trials
 
 
 def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: float = 0.0, index: int = 0,
@@ -232,14 +250,17 @@ def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: f
     max_failures = max(3, target)
     while not (timeout_s and time.monotonic() - t_start > timeout_s):
         with lock:
-            trial = _next_trial(study, target, ev.dists, live)
-        if trial is None:
+            trials = _next_trials(study, target, ev.dists, live, tcfg.population)
+        if trials is None:
             break
-        if trial is False:
+        if trials is False:
             time.sleep(min(2.0, tcfg.heartbeat_s))
             continue
-        assert isinstance(trial, optuna.Trial)
-        _run_trial(study, live, trial, ev, tcfg, rep, index, on_event)
+        assert isinstance(trials, list)
+        if len(trials) == 1:
+            run_trial(study, live, trials[0], ev, tcfg, rep, index, on_event)
+        else:
+            run_population(study, live, trials, ev, tcfg, rep, index, on_event)
         if rep.failed >= max_failures:
             raise FoxhuntError(f"study {tcfg.study}: {rep.failed} trials failed in this worker; the last error: "
                                f"{result_attrs(study.trials[-1]).get('error', '?') if study.trials else '?'}")
@@ -250,62 +271,6 @@ def run_worker(cfg: Config, url: str, study_dir: Path, target: int, timeout_s: f
 def result_attrs(t: Any) -> dict[str, Any]:
     """A trial's measured results (one user attribute, written once: each write is a commit)."""
     return t.user_attrs.get("result", {})
-
-
-def _run_trial(study: optuna.Study, live: Liveness, trial: optuna.Trial, ev: TrialEvaluator, tcfg: Any, rep: WorkerReport,
-               index: int, on_event: Callable[[str, Any], None] | None) -> None:
-    hb = Heartbeat(live, trial)
-    t0 = time.perf_counter()
-    info: dict[str, Any] = {"worker": index}
-    state: optuna.trial.TrialState | None = optuna.trial.TrialState.FAIL  # None: lost (failed by another worker)
-    value: float | None = None
-    frozen = None
-    try:
-        values = decode(ev.entries, trial.params)
-
-        def on_fold(k: int, scores: FoldScores, last: bool) -> None:
-            v = running_value(scores, tcfg)
-            trial.report(v, k)
-            if on_event is not None:
-                on_event("fold", (trial.number, k, v))
-            if not last and trial.should_prune():  # after the last fold there is nothing left to save
-                info.update(scores.to_attrs(), folds_run=k + 1)
-                raise optuna.TrialPruned()
-
-        scores, overhead = ev.evaluate(values, on_fold)
-        value, bad = trial_score(scores, tcfg)
-        info.update(scores.to_attrs(), folds_run=len(scores.sharpe), constraints_broken=bad, overhead_s=overhead)
-        rep.overhead_s.append(overhead)
-        state = optuna.trial.TrialState.COMPLETE if math.isfinite(value) else optuna.trial.TrialState.FAIL
-    except optuna.TrialPruned:
-        state = optuna.trial.TrialState.PRUNED
-    except FoxhuntError as exc:
-        info["error"] = str(exc)
-    except optuna.exceptions.UpdateFinishedTrialError:
-        state = None  # failed by another worker while it ran (report on a finished trial)
-    finally:
-        hb.stop()
-        info["duration_s"] = time.perf_counter() - t0
-        info.update(ev.times)  # train_s, eval_s of the folds run
-        if state is not None:
-            try:
-                trial.set_user_attr("result", info)
-                frozen = study.tell(trial, value if state == optuna.trial.TrialState.COMPLETE else None, state=state,
-                                    skip_if_finished=True)  # the same race, in the microseconds after the write
-            except optuna.exceptions.UpdateFinishedTrialError:
-                state = None  # failed by another worker after its last fold: its retry is queued
-    rep.trial_s.append(time.perf_counter() - t0)
-    if state is None:
-        rep.lost += 1
-        return
-    if state == optuna.trial.TrialState.COMPLETE:
-        rep.finished += 1
-    elif state == optuna.trial.TrialState.PRUNED:
-        rep.pruned += 1
-    else:
-        rep.failed += 1
-    if on_event is not None:
-        on_event("trial", frozen)
 
 
 def main(argv: list[str] | None = None) -> int:
