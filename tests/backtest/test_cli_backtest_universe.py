@@ -39,7 +39,7 @@ def test_backtest_of_a_directory_writes_symbol_rows_portfolio_rows_and_the_unive
     assert json.loads((tmp_path / "bt" / "accel.json").read_text())["eval"] == "torch"
 
 
-def test_a_bad_file_among_good_ones_is_one_line_and_the_backtest_writes_nothing(tmp_path: Path) -> None:
+def test_a_bad_file_among_good_ones_and_a_symbol_pick_without_files_are_one_line_and_write_nothing(tmp_path: Path) -> None:
     tiny_universe(tmp_path / "u")
     bad = bars_frame(days("2020-01-01", 350), 7)
     bad.loc[41, "low"] = bad.loc[41, "open"] * 1.5
@@ -49,3 +49,6 @@ def test_a_bad_file_among_good_ones_is_one_line_and_the_backtest_writes_nothing(
                               "--cache-dir", "cache"],
                    "file u/ABB.csv, row 42, timestamp 2020-02-11, column 'high': rule 'high-below-low' broken: "
                    f"high {float(bad.loc[41, 'high'])!r} < low {float(bad.loc[41, 'low'])!r}")
+    assert_refused(tmp_path, ["backtest", "--model", "m.safetensors", "--out", "bt", "--device", "cpu",
+                              "--set", 'data.symbols=["AAA"]'],
+                   "--set data.symbols: a universe key, for --data files (not --sample)")

@@ -1,4 +1,6 @@
-"""`foxhunt backtest`: saved models (one, or an ensemble) over windows of a bar file or sample.
+"""`foxhunt backtest`: saved models (one, or an ensemble) over windows of a bar file or sample, or
+of every symbol of a universe (``--data DIR``, several files, a pattern, a long table:
+``foxhunt.backtest.universe``, with its portfolios and report).
 
 How it runs follows ``[accel]`` like `foxhunt train` (``foxhunt.accel``): with ``--model`` the
 section of ``--config FILE`` (else the defaults) plus ``--set accel.…`` overrides; with ``--run`` the
@@ -88,9 +90,13 @@ def backtest(
         return
     out = check_output_dir(out or Path("backtests/latest"), "--out")
     check_output_dir(cache_dir, "--cache-dir")
-    from foxhunt.config import load_config
+    from foxhunt.config import load_config, parse_override
 
-    settings = load_config(config, overrides)  # [accel] and [backtest]; the rest is not read
+    # data.symbols / data.symbol_column apply to --data's files only (the defaults' data.source is not a file)
+    picks = {key[-1]: value for key, value in ((parse_override(o)) for o in overrides if _universe_key(o))}
+    if picks and not data:
+        raise ConfigError(f"--set data.{next(iter(picks))}: a universe key, for --data files (not --sample)")
+    settings = load_config(config, [o for o in overrides if not _universe_key(o)])
     bars_per_year = bars_per_year if bars_per_year is not None else settings.backtest.bars_per_year
     barriers = barriers if barriers is not None else settings.backtest.barriers
     dev = resolve_device(device)
@@ -100,8 +106,8 @@ def backtest(
     src = ({"source": "file", "path": str(data[0]), **({"paths": [str(d) for d in data[1:]]} if len(data) > 1 else {})}
            if data else {"source": sample})
     # --set data.*: how to read the files (and, for a universe, which symbols and symbol column)
-    read = {k: v for k, v in settings.to_dict()["data"].items() if k in READ_KEYS + UNIVERSE_KEYS and v is not None}
-    cfg = build_config({"data": {**read, **src}}, source="options")
+    read = {k: v for k, v in settings.to_dict()["data"].items() if k in READ_KEYS}
+    cfg = build_config({"data": {**read, **picks, **src}}, source="options")
     if data:
         from foxhunt.data.universe import config_sources, load_universe
 
@@ -184,6 +190,14 @@ def _backtest_universe(universe: Any, model: list[Path], loaded: list[Any], out:
     report = write_universe_report(out / "report.html", "foxhunt backtest — universe", run, notes=notes)
     _print([r for r in run.rows if r["symbol"] == "portfolio" or r["label"] == run.label], report,
            ("symbol", "window", "weights", "label", "sharpe", "total_return", "max_drawdown", "trade_count"))
+
+
+def _universe_key(text: str) -> bool:
+    """Whether ``--set TEXT`` sets data.symbols or data.symbol_column."""
+    from foxhunt.config import parse_override
+
+    key = parse_override(text)[0]
+    return key[0] == "data" and key[-1] in UNIVERSE_KEYS
 
 
 def _check_overrides(overrides: list[str]) -> None:
