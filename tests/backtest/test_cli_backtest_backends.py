@@ -80,7 +80,7 @@ def test_removed_backend_flag_foreign_keys_and_contradictions_are_one_line_error
                    "--set dqn.hidden=[8]: foxhunt backtest takes accel.*, backtest.* and data.* keys only")
     assert_refused(tmp_path, [*base, "--set", "data.bars=5"],
                    "--set data.bars=5: the data keys foxhunt backtest takes are timestamp_format, dayfirst, timestamp_unit, "
-                   "adjust, repair")
+                   "adjust, repair, symbols, symbol_column")
     assert_refused(tmp_path, [*base, "--set", "accel.backend=compiled"],
                    "accel.backend = 'compiled' on cpu: torch.compile paths are tested on CUDA only; use 'torch' on the CPU")
     assert_refused(tmp_path, [*base, "--bars-per-year", "0"], "--bars-per-year 0.0: must be a number in (0, 1e9]")

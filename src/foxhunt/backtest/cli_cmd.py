@@ -1,4 +1,6 @@
-"""`foxhunt backtest`: saved models (one, or an ensemble) over windows of a bar file or sample.
+"""`foxhunt backtest`: saved models (one, or an ensemble) over windows of a bar file or sample, or
+of every symbol of a universe (``--data DIR``, several files, a pattern, a long table:
+``foxhunt.backtest.universe``, with its portfolios and report).
 
 How it runs follows ``[accel]`` like `foxhunt train` (``foxhunt.accel``): with ``--model`` the
 section of ``--config FILE`` (else the defaults) plus ``--set accel.…`` overrides; with ``--run`` the
@@ -25,7 +27,9 @@ def backtest(
     model: list[Path] = typer.Option([], "--model", help="model file(s) (.safetensors); several make an ensemble"),
     run: Optional[Path] = typer.Option(None, "--run", help="a `foxhunt train` run directory: each fold's model on its "
                                        "validation window of the run's own data (instead of --model)"),
-    data: Optional[Path] = typer.Option(None, help="bar file (CSV/Parquet); default: --sample"),
+    data: list[Path] = typer.Option([], "--data", help="bar file (CSV/Parquet); default: --sample. A directory, several "
+                                    "--data, a glob pattern or a long table with a symbol column is a universe: every "
+                                    "symbol backtested in one call, plus equal-weight and inverse-volatility portfolios"),
     sample: str = typer.Option("sp500", help="built-in data when --data is absent: synthetic | sp500 | nasdaq"),
     windows: int = typer.Option(1, min=1, help="split the usable data into this many equal windows"),
     ensemble_mode: str = typer.Option("vote", help="ensemble: vote | mean"),
@@ -86,19 +90,36 @@ def backtest(
         return
     out = check_output_dir(out or Path("backtests/latest"), "--out")
     check_output_dir(cache_dir, "--cache-dir")
-    from foxhunt.config import load_config
+    from foxhunt.config import load_config, parse_override
 
-    settings = load_config(config, overrides)  # [accel] and [backtest]; the rest is not read
+    # data.symbols / data.symbol_column apply to --data's files only (the defaults' data.source is not a file)
+    picks = {key[-1]: value for key, value in ((parse_override(o)) for o in overrides if _universe_key(o))}
+    if picks and not data:
+        raise ConfigError(f"--set data.{next(iter(picks))}: a universe key, for --data files (not --sample)")
+    settings = load_config(config, [o for o in overrides if not _universe_key(o)])
     bars_per_year = bars_per_year if bars_per_year is not None else settings.backtest.bars_per_year
     barriers = barriers if barriers is not None else settings.backtest.barriers
     dev = resolve_device(device)
     plan = resolve(settings.accel, None, dev, parts=("eval",))  # a contradiction fails before any file is read
     _matmul_precision(plan)
     loaded = [load_model(p, dev) for p in model]  # validates every file before anything is written
-    src = {"source": "file", "path": str(data)} if data is not None else {"source": sample}
-    read = {k: v for k, v in settings.to_dict()["data"].items() if k in READ_KEYS}  # --set data.*: how to read the file
-    cfg = build_config({"data": {**read, **src}}, source="options")
-    bars = load_source(cfg.data)
+    src = ({"source": "file", "path": str(data[0]), **({"paths": [str(d) for d in data[1:]]} if len(data) > 1 else {})}
+           if data else {"source": sample})
+    # --set data.*: how to read the files (and, for a universe, which symbols and symbol column)
+    read = {k: v for k, v in settings.to_dict()["data"].items() if k in READ_KEYS}
+    cfg = build_config({"data": {**read, **picks, **src}}, source="options")
+    if data:
+        from foxhunt.data.universe import config_sources, load_universe
+
+        universe = load_universe(config_sources(cfg.data), cfg.data)  # every file's rules checked before anything is written
+        if len(universe) > 1:
+            _backtest_universe(universe, model, loaded, out, cache_dir, dev, plan, windows=windows, ensemble_mode=ensemble_mode,
+                               bars_per_year=bars_per_year, barriers=bool(barriers),
+                               sampled_seed=seed if policy == "sampled" else None, data=data)
+            return
+        bars = universe.bars[0]  # one symbol: that file's backtest (load_source's one_symbol, the file read once)
+    else:
+        bars = load_source(cfg.data)
     fs = load_or_build(bars, cache_dir, device=dev).features
     # Columns a model was trained with beyond the spec (features.long_momentum, features.ema_horizons) are rebuilt from its
     # feature names; the check below then compares names and spec version as for any model.
@@ -116,7 +137,7 @@ def backtest(
     write_metrics(out, res.rows)
     (out / "trades.json").write_text(__import__("json").dumps(res.trades, indent=1))
     (out / "accel.json").write_text(res.plan.to_json() + "\n")  # what ran (the plan, settled against the models)
-    notes = "; ".join([f"models: {', '.join(str(p) for p in model)}; data: {data or sample}", *res.notes])
+    notes = "; ".join([f"models: {', '.join(str(p) for p in model)}; data: {data[0] if data else sample}", *res.notes])
     from foxhunt.backtest.annualisation import resolve_bars_per_year
 
     bpy = resolve_bars_per_year(bars.timestamps, bars_per_year).bars_per_year  # as the backtester resolved it
@@ -129,6 +150,54 @@ def backtest(
 
 READ_KEYS = ("timestamp_format", "dayfirst", "timestamp_unit", "adjust", "repair")
 """The [data] keys ``--set`` may give with ``--data``: how to read the file (foxhunt.data.file_options)."""
+UNIVERSE_KEYS = ("symbols", "symbol_column")
+"""The [data] keys of a universe ``--set`` may give with ``--data`` (foxhunt.data.universe)."""
+
+
+def _backtest_universe(universe: Any, model: list[Path], loaded: list[Any], out: Path, cache_dir: Path, dev: Any, plan: Any, *,
+                       windows: int, ensemble_mode: str, bars_per_year: float | None, barriers: bool,
+                       sampled_seed: int | None, data: list[Path]) -> None:
+    """``--data`` naming several symbols: every symbol in one backtest call per policy, the portfolios,
+    and the universe report (``foxhunt.backtest.universe``, ``universe_report``)."""
+    import json
+
+    from foxhunt.backtest.report import write_metrics
+    from foxhunt.backtest.universe import run_universe
+    from foxhunt.backtest.universe_report import write_universe_report
+    from foxhunt.errors import ConfigError
+    from foxhunt.features.extra import extras_in
+    from foxhunt.features.spec import feature_names
+    from foxhunt.features.universe import universe_features
+
+    names = loaded[0][2].feature_names
+    long_momentum, ema_horizons = extras_in(names, len(feature_names()))
+    uf = universe_features(universe, cache_dir, device=dev, long_momentum=long_momentum, ema_horizons=ema_horizons)
+    fs = uf.features
+    for p, (_, _, meta) in zip(model, loaded):
+        if meta.feature_names != fs.names or meta.spec_version != fs.spec_version:
+            raise ConfigError(f"model {p} was trained on feature spec {meta.spec_version} with {len(meta.feature_names)} "
+                              f"features; this data has spec {fs.spec_version} with {fs.n_features}: rebuild or retrain")
+    with _torch_progress() as progress:
+        run = run_universe(model, loaded, uf, universe, dev, windows=windows, ensemble_mode=ensemble_mode, plan=plan,
+                           bars_per_year=bars_per_year, barriers=barriers, progress=progress, sampled_seed=sampled_seed,
+                           say=lambda line: console.print(line, highlight=False, soft_wrap=True))
+    out.mkdir(parents=True, exist_ok=True)
+    write_metrics(out, run.rows)
+    (out / "trades.json").write_text(json.dumps(run.trades, indent=1))
+    (out / "accel.json").write_text(run.plan.to_json() + "\n")
+    notes = "; ".join([f"models: {', '.join(str(p) for p in model)}; data: {', '.join(str(d) for d in data)} "
+                       f"({len(universe)} symbols)", *run.notes])
+    report = write_universe_report(out / "report.html", "foxhunt backtest — universe", run, notes=notes)
+    _print([r for r in run.rows if r["symbol"] == "portfolio" or r["label"] == run.label], report,
+           ("symbol", "window", "weights", "label", "sharpe", "total_return", "max_drawdown", "trade_count"))
+
+
+def _universe_key(text: str) -> bool:
+    """Whether ``--set TEXT`` sets data.symbols or data.symbol_column."""
+    from foxhunt.config import parse_override
+
+    key = parse_override(text)[0]
+    return key[0] == "data" and key[-1] in UNIVERSE_KEYS
 
 
 def _check_overrides(overrides: list[str]) -> None:
@@ -141,8 +210,8 @@ def _check_overrides(overrides: list[str]) -> None:
         section = parse_override(text)[0][0]
         if section not in ("accel", "backtest", "data"):
             raise ConfigError(f"--set {text}: foxhunt backtest takes accel.*, backtest.* and data.* keys only")
-        if section == "data" and parse_override(text)[0][-1] not in READ_KEYS:
-            raise ConfigError(f"--set {text}: the data keys foxhunt backtest takes are {', '.join(READ_KEYS)}")
+        if section == "data" and parse_override(text)[0][-1] not in READ_KEYS + UNIVERSE_KEYS:
+            raise ConfigError(f"--set {text}: the data keys foxhunt backtest takes are {', '.join(READ_KEYS + UNIVERSE_KEYS)}")
 
 
 def _matmul_precision(plan: Any) -> None:
@@ -213,14 +282,15 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
     _print(rows, report)
 
 
-def _print(rows: list[dict], report: Path) -> None:
+def _print(rows: list[dict], report: Path,
+           cols: tuple[str, ...] = ("window", "label", "sharpe", "total_return", "max_drawdown", "trade_count")) -> None:
     from foxhunt.backtest.display import cell
 
-    cols = ("window", "label", "sharpe", "total_return", "max_drawdown", "trade_count")
     table = Table(title="backtest")
     for c in cols:
         table.add_column(c)
     for r in rows:  # a flat window's Sharpe reads "flat", an undefined value "–" (foxhunt.backtest.display)
-        table.add_row(*(cell(r, c, "{:.3f}") if isinstance(r.get(c), float) or r.get(c) is None else str(r[c]) for c in cols))
+        table.add_row(*(cell(r, c, "{:.3f}") if isinstance(r.get(c), float) or r.get(c) is None and c in r
+                        else escape(str(r.get(c, ""))) for c in cols))
     console.print(table)
     console.print(f"report: {escape(str(report))}", highlight=False, soft_wrap=True)  # a path is not markup

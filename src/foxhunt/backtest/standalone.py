@@ -80,14 +80,11 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
     reproducibly from (seed, window, step), instead of its greedy argmax."""
     import torch
 
-    from foxhunt.accel.backend import fall_back
-
     from foxhunt.backtest.evaluator import Backtester
-    from foxhunt.backtest.policies import EnsemblePolicy, ExposurePolicy, GreedyPolicy
-    from foxhunt.env import EnvParams
+    from foxhunt.backtest.policies import ExposurePolicy
     from foxhunt.errors import ConfigError
     from foxhunt.folds import FoldRange
-    from foxhunt.market import MarketData, NormStats
+    from foxhunt.market import MarketData
 
     market = MarketData(fs, dev)
     t = len(fs)
@@ -108,44 +105,13 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
         medians = []
         notes.append(f"medians: {model[0]} records none, so each window uses the bars before it only (bars "
                      f"{fs.warmup}…{int(starts[0]) - 1} are history, not backtested)")
-    env_kw = {k: v for k, v in loaded[0][2].env.items() if k in EnvParams.model_fields}
-    env = EnvParams(**env_kw)
-    intervals = sorted({int(meta.env.get("decision_interval", 1)) for _, _, meta in loaded})
-    if len(intervals) > 1:
-        raise ConfigError(f"--model: the models decide at different intervals (env.decision_interval {intervals}); "
-                          "an ensemble's members must share one")
-    k = intervals[0]
-    if k > 1:
-        notes.append(f"decisions: every {k} bars (the model's env.decision_interval), held in between")
+    env, k = model_env(loaded, notes)
     bt = Backtester(market, env, bars_per_year=bars_per_year, cuda_graphs=plan.graphs)
     notes.append(bt.annualisation.describe())
-    notes.append("episode rules: " + ("triple barrier: each round trip labelled +1 profit / −1 stop / 0 time "
-                                      f"(profit {env.profit_bps:g} bps, stop {env.stop_bps:g} bps, expiry "
-                                      f"{env.max_holding} bars); barriers end no window" if barriers
-                                      else "plain windows (no barriers), each run to its end unless bust"))
-    nets = [n for n, _, _ in loaded]
-    f = market.n_features
-    if len(nets) == 1 and sampled_seed is not None:
-        from foxhunt.backtest.sampled import SampledPolicy
-
-        policy, norms = SampledPolicy(nets[0], sampled_seed, decision_interval=k), [loaded[0][1]] * windows
-    elif len(nets) == 1:
-        policy, norms = GreedyPolicy(nets[0], k), [loaded[0][1]] * windows
-    else:
-        if any(hasattr(n, "bind_history") for n in nets):
-            raise ConfigError(f"--model: {model[[hasattr(n, 'bind_history') for n in nets].index(True)]} reads the last bars "
-                              "of the market (direct.policy = 'attention') and runs alone, not in an ensemble of model files")
-        policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded],
-                                decision_interval=k)
-        ident = NormStats(torch.zeros(f, dtype=torch.float64, device=dev), torch.ones(f, dtype=torch.float64, device=dev))
-        norms = [ident] * windows
-    if plan.eval == "fused":
-        from foxhunt.backtest.fused import unsupported as fused_unsupported
-
-        reason = fused_unsupported(bt, policy)
-        plan = fall_back(plan, "eval", None if reason is None else f"the fused kernel cannot run {model[0]}: {reason}")
-        if reason is not None:
-            notes.append(f"fallback to the torch path: {reason}")
+    notes.append(episode_note(env, barriers))
+    policy, norm = model_policy(model, loaded, dev, market.n_features, k, ensemble_mode, sampled_seed)
+    norms = [norm] * windows
+    plan = settle_backend(plan, bt, policy, model, notes)
     backend = plan.eval  # the model and buy-and-hold alike
     notes.append("model backtest: " + ("fused Triton kernel" if backend == "fused" else "torch path"))
     notes.insert(0, plan.summary())  # printed first and written into the report
@@ -171,11 +137,82 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
         for w in range(windows):
             medians.append(window_medians(market, fs.warmup, int(starts[w])))
             pairs.append(run_both(slice(w, w + 1), medians[w]))
-    label = "model" if len(nets) == 1 else f"ensemble ({ensemble_mode})"
-    label += f" (sampled, seed {sampled_seed})" if sampled_seed is not None else ""
+    label = policy_label(len(loaded), ensemble_mode, sampled_seed)
     run = _collect(pairs, starts, lengths, medians, market.timestamps_host, notes, label, bool(recorded))
     run.plan = plan
     return run
+
+
+def model_env(loaded: Sequence[tuple[Any, Any, Any]], notes: list[str]) -> tuple[Any, int]:
+    """(EnvParams, decision interval k) the models were trained with (the first model's env; every
+    member must share one k), the interval noted when it is not 1."""
+    from foxhunt.env import EnvParams
+    from foxhunt.errors import ConfigError
+
+    env = EnvParams(**{k: v for k, v in loaded[0][2].env.items() if k in EnvParams.model_fields})
+    intervals = sorted({int(meta.env.get("decision_interval", 1)) for _, _, meta in loaded})
+    if len(intervals) > 1:
+        raise ConfigError(f"--model: the models decide at different intervals (env.decision_interval {intervals}); "
+                          "an ensemble's members must share one")
+    if intervals[0] > 1:
+        notes.append(f"decisions: every {intervals[0]} bars (the model's env.decision_interval), held in between")
+    return env, intervals[0]
+
+
+def episode_note(env: Any, barriers: bool) -> str:
+    """The report's line on episode rules (barrier labels or plain windows)."""
+    return "episode rules: " + ("triple barrier: each round trip labelled +1 profit / −1 stop / 0 time "
+                                f"(profit {env.profit_bps:g} bps, stop {env.stop_bps:g} bps, expiry "
+                                f"{env.max_holding} bars); barriers end no window" if barriers
+                                else "plain windows (no barriers), each run to its end unless bust")
+
+
+def model_policy(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], dev: Any, n_features: int, k: int,
+                 ensemble_mode: str, sampled_seed: int | None) -> tuple[Any, Any]:
+    """(policy, NormStats every window uses) of the loaded models: one model greedy (or sampled) under
+    its own normalisation; several a voting / mean-Q ensemble whose members normalise for themselves
+    (the windows then get the identity). k: the models' decision interval."""
+    import torch
+
+    from foxhunt.backtest.policies import EnsemblePolicy, GreedyPolicy
+    from foxhunt.errors import ConfigError
+    from foxhunt.market import NormStats
+
+    nets = [n for n, _, _ in loaded]
+    if len(nets) == 1 and sampled_seed is not None:
+        from foxhunt.backtest.sampled import SampledPolicy
+
+        return SampledPolicy(nets[0], sampled_seed, decision_interval=k), loaded[0][1]
+    if len(nets) == 1:
+        return GreedyPolicy(nets[0], k), loaded[0][1]
+    if any(hasattr(n, "bind_history") for n in nets):
+        raise ConfigError(f"--model: {model[[hasattr(n, 'bind_history') for n in nets].index(True)]} reads the last bars "
+                          "of the market (direct.policy = 'attention') and runs alone, not in an ensemble of model files")
+    policy = EnsemblePolicy(nets, mode=ensemble_mode, norms=[(nm.mean, nm.std) for _, nm, _ in loaded], decision_interval=k)
+    ident = NormStats(torch.zeros(n_features, dtype=torch.float64, device=dev),
+                      torch.ones(n_features, dtype=torch.float64, device=dev))
+    return policy, ident
+
+
+def settle_backend(plan: Any, bt: Any, policy: Any, model: Sequence[Path], notes: list[str]) -> Any:
+    """The plan with its ``eval`` settled against the policy: under a fused eval that the kernel
+    cannot run, ``fall_back`` (torch under auto, a one-line error when fused was named), noted."""
+    from foxhunt.accel.backend import fall_back
+
+    if plan.eval == "fused":
+        from foxhunt.backtest.fused import unsupported as fused_unsupported
+
+        reason = fused_unsupported(bt, policy)
+        plan = fall_back(plan, "eval", None if reason is None else f"the fused kernel cannot run {model[0]}: {reason}")
+        if reason is not None:
+            notes.append(f"fallback to the torch path: {reason}")
+    return plan
+
+
+def policy_label(n_models: int, ensemble_mode: str, sampled_seed: int | None) -> str:
+    """The rows' label of the models' policy: "model", "ensemble (vote)" …, "(sampled, seed S)" added."""
+    label = "model" if n_models == 1 else f"ensemble ({ensemble_mode})"
+    return label + (f" (sampled, seed {sampled_seed})" if sampled_seed is not None else "")
 
 
 def _collect(pairs: list[tuple[Any, Any]], starts: np.ndarray, lengths: np.ndarray, medians: list[dict[str, float]],
@@ -203,4 +240,4 @@ def _iso(ns: int) -> str:
     return str(np.datetime64(int(ns), "ns").astype("datetime64[s]")).replace("T", " ")
 
 
-__all__ = ["StandaloneRun", "run_models", "window_edges", "window_medians"]
+__all__ = ["StandaloneRun", "episode_note", "model_env", "model_policy", "policy_label", "run_models", "settle_backend", "window_edges", "window_medians"]
