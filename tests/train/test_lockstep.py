@@ -31,7 +31,10 @@ def _config(tmp_path: Path, agent: str, train: dict[str, Any]) -> Config:
         sections["ppo"] = PPO
     if agent == "direct":
         sections["direct"] = DIRECT
+    if agent in ("direct", "forecast"):
         sections["env"] = {"action_mode": "factored"}
+    if agent == "forecast":
+        sections["forecast"] = {"hidden": [16], "batch": 64, "steps_per_epoch": 4}
     return cfg.replace(**sections)
 
 
@@ -63,12 +66,14 @@ GRIDS = {
     "dqn": {"ensemble": 2, "gamma_grid": [0.9, 0.5]},
     "ppo": {"ensemble": 2, "decision_grid": [1, 4]},
     "direct": {"ensemble": 2, "decision_grid": [1, 4]},
+    "forecast": {"ensemble": 2, "decision_grid": [1, 4]},
 }
-"""Two members a fold: DQN's at two discounts, PPO's and the direct learner's at k = 1 and k = 4."""
+"""Two members a fold: DQN's at two discounts, the other learners' at k = 1 and k = 4 (the forecast's
+horizon follows its member's k)."""
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", ["dqn", "ppo", "direct"])
+@pytest.mark.parametrize("agent", ["dqn", "ppo", "direct", "forecast"])
 def test_a_member_in_lockstep_trains_and_selects_exactly_what_it_does_alone(tmp_path: Path, agent: str) -> None:
     cfg = _config(tmp_path, agent, GRIDS[agent])
     together, metrics = _train(cfg)

@@ -15,7 +15,7 @@ DuelingQNet: ``execution.pack``), ``learner.net`` (the live module epoch selecti
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
@@ -71,20 +71,16 @@ class ForecastTrainer(FoldTrainer):
         return [self.learner.generator.manual_seed]
 
     # ------------------------------------------------------------------ epochs
-    def run_epoch(self) -> None:
-        """Enqueue one epoch of device work and start its summary readback (no host reads)."""
+    def epoch_steps(self) -> Iterator[None]:
+        """One epoch (``FoldTrainer.epoch_steps``): ``steps_per_epoch`` gradient steps, one per round."""
         self.monitor.reset()
         self.learner.record_idx.zero_()
         for _ in range(self.cfg.steps_per_epoch):
             self._train()
             self.rounds += 1
+            yield
         self.learner.flush_records(self.cfg.steps_per_epoch)
         self._end_epoch()
-
-    def train_epoch(self) -> EpochSummary:
-        """One epoch; returns its summary (the epoch's one synchronisation)."""
-        self.run_epoch()
-        return self._collect_summary()
 
     # ------------------------------------------------------------------ execution / evaluation / export
     def band(self) -> Band:
