@@ -15,12 +15,8 @@ DuelingQNet: ``execution.pack``), ``learner.net`` (the live module epoch selecti
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
-
 import torch
 
-from foxhunt.accel.graphs import GraphedStep
-from foxhunt.agents.fold_trainer import FoldTrainer, load_part
 from foxhunt.agents.forecast.config import ForecastConfig
 from foxhunt.agents.forecast.evaluate import forecasts, training_error_variance
 from foxhunt.agents.forecast.execution import Band, band, pack
@@ -32,13 +28,14 @@ from foxhunt.env import EnvParams, VecTradingEnv
 from foxhunt.env.params import BPS
 from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
+from foxhunt.agents.step_trainer import StepTrainer
 from foxhunt.market import MarketData
-from foxhunt.state import pack as pack_state
-from foxhunt.state import unpack
 
 
-class ForecastTrainer(FoldTrainer):
+class ForecastTrainer(StepTrainer):
     """Walk-forward supervised forecast training on device-resident market data."""
+
+    GENERATOR = "bars"  # the learner's random stream in checkpoints: the training bars it draws
 
     def __init__(self, market: MarketData, env_params: EnvParams, cfg: ForecastConfig, seed: int = 0,
                  cuda_graphs: bool = True) -> None:
@@ -53,7 +50,7 @@ class ForecastTrainer(FoldTrainer):
         self.h = cfg.horizon_for(self.env.decision_interval)
         self.monitor = EpochMonitor(self.device, extra_fields=SUMMARY_FIELDS)
         self.learner = ForecastLearner(cfg, market, self.monitor, self.h, seed=seed)
-        self._train = GraphedStep(self.learner.step, self.device, cuda_graphs, generators=[self.learner.generator])
+        self._build_step(cuda_graphs)
         self.epoch = 0
         self.rounds = 0
         self.fold: FoldRange | None = market.fold
@@ -63,24 +60,6 @@ class ForecastTrainer(FoldTrainer):
     def reset_for_fold(self, fold: FoldRange, warm_start: bool = False) -> float:
         check_horizon(self.h, fold)
         return super().reset_for_fold(fold, warm_start)
-
-    def _reset_parts(self, warm_start: bool) -> None:
-        self.learner.reset(reinit=not warm_start)
-
-    def _seeders(self) -> list[Callable[[int], None]]:
-        return [self.learner.generator.manual_seed]
-
-    # ------------------------------------------------------------------ epochs
-    def epoch_steps(self) -> Iterator[None]:
-        """One epoch (``FoldTrainer.epoch_steps``): ``steps_per_epoch`` gradient steps, one per round."""
-        self.monitor.reset()
-        self.learner.record_idx.zero_()
-        for _ in range(self.cfg.steps_per_epoch):
-            self._train()
-            self.rounds += 1
-            yield
-        self.learner.flush_records(self.cfg.steps_per_epoch)
-        self._end_epoch()
 
     # ------------------------------------------------------------------ execution / evaluation / export
     def band(self) -> Band:
@@ -99,26 +78,6 @@ class ForecastTrainer(FoldTrainer):
         """The median forecasts [N] float32 of market rows ``bars`` ([N] int64), normalised with the current fold."""
         return forecasts(self.learner.net, self.market, bars, self.cfg.median_output)
 
-    # ------------------------------------------------------------------ checkpoints
-    def state_dict(self) -> dict[str, dict[str, torch.Tensor]]:
-        """{component: its state dict} (``foxhunt.state`` convention); checkpoints save exactly these."""
-        return {
-            "learner": pack_state(self.learner.state_tensors(), generators={"bars": self.learner.generator}),
-            "env": self.env.state_dict(),
-            "trainer": self._host_state(),
-        }
-
-    def load_state_dict(self, state: dict[str, dict[str, torch.Tensor]]) -> None:
-        """Restore a ``state_dict`` of a ForecastTrainer built with the same configuration, in place
-        (captured graphs stay valid); ComponentStateError naming the component on a mismatch."""
-        want = ("learner", "env", "trainer")
-        if set(state) != set(want):
-            raise ValueError(f"ForecastTrainer: components {sorted(state)} ≠ this trainer's {sorted(want)}")
-        gens = {"bars": self.learner.generator}
-        load_part("learner", lambda st: unpack("ForecastLearner", st, self.learner.state_tensors(), generators=gens),
-                  state["learner"])
-        load_part("env", self.env.load_state_dict, state["env"])
-        self._load_host_state(state["trainer"])
 
 
 def check_horizon(h: int, fold: FoldRange) -> None:
