@@ -81,7 +81,11 @@ def _scripted(monkeypatch, per_member: list[float]) -> None:
         calls["n"] += 1
         return per_member[(calls["n"] - 1) % len(per_member)]
 
+    def members_sharpes(self, start, steps, nets, k):  # the members of a fold scored by one backtest
+        return [window_sharpe(self, start, steps, None) for _ in nets]
+
     monkeypatch.setattr(runner_mod.WalkForwardRunner, "_window_sharpe", window_sharpe)
+    monkeypatch.setattr(runner_mod.WalkForwardRunner, "_members_sharpes", members_sharpes)
 
 
 def _train(tmp_path: Path, name: str, *sets: str) -> Path:

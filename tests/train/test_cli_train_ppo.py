@@ -160,7 +160,7 @@ def test_an_unknown_agent_and_a_bad_minibatch_split_are_one_line_errors_that_wri
     monkeypatch.chdir(tmp_path)
     res = CliRunner().invoke(app, ["train", "--set", 'train.agent="a2c"'])
     assert res.exit_code == 2
-    assert res.output == "error: <built-in train defaults> + overrides: train.agent: Input should be 'dqn', 'ppo' or 'direct' (got 'a2c')\n"
+    assert res.output == "error: <built-in train defaults> + overrides: train.agent: Input should be 'dqn', 'ppo', 'direct' or 'forecast' (got 'a2c')\n"
     res = CliRunner().invoke(app, ["train", "--set", 'train.agent="ppo"', "--set", "ppo.minibatches=7"])
     assert res.exit_code == 2
     assert res.output == ("error: <built-in train defaults> + overrides: ppo: minibatches 7 must divide "

@@ -59,13 +59,13 @@ def test_each_epoch_of_every_fold_trains_at_its_curriculum_costs(tmp_path):
     runner = WalkForwardRunner(prepare_market(cfg))
     base = float(runner.members[0].env.params.cost_rate[0])  # built with the full multiplier: 3 x the real rate
     seen: list[list[float]] = []
-    for t in runner.members:
-        train = t.train_epoch
+    for t in runner.members:  # the costs each member's epoch starts with (train.lockstep calls epoch_steps)
+        steps = t.epoch_steps
 
-        def spy(t=t, train=train):
+        def spy(t=t, steps=steps):
             seen.append([float(t.env.params.cost_rate[0]), float(t.env.params.half_spread[0])])
-            return train()
-        t.train_epoch = spy
+            return steps()
+        t.epoch_steps = spy
     runner.score_folds()
     per_epoch = [seen[i][0] / base for i in range(0, len(seen), 2)]  # member 0 (each epoch trains both members)
     assert per_epoch == pytest.approx([0.0, 0.5, 1.0] * len(runner.folds))

@@ -158,6 +158,10 @@ class WalkForwardRunner:
         if (selection or {}).get("gamma_groups"):
             gamma_grid.add_group_validations(selection["gamma_groups"], validate, abstain.ALTERNATIVE_METRICS)
 
+    def _members_sharpes(self, start: int, steps: int, nets: list[Any], decision_interval: int) -> list[float]:
+        """The held-back Sharpes of several members' networks from one backtest (``HeldBackScore.score_members``)."""
+        return self._held_back.score_members(start, steps, nets, decision_interval)
+
     def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
         """The epoch selector's score of ``policy`` on the held-back window (``selection.HeldBackScore``)."""
         return self._held_back(start, steps, policy)
@@ -213,7 +217,7 @@ class WalkForwardRunner:
     def _observe(self, e: int) -> list[float]:
         """After epoch e (0-based) of every member: each member's held-back Sharpe (``train.select =
         "inner"``; [] otherwise), its selector keeping its best epoch's network."""
-        return observe_members(self.selectors, e + 1, self._held_back) if self.selectors else []
+        return observe_members(self.selectors, e + 1, self._members_sharpes) if self.selectors else []
 
     def _drain(self) -> list[tuple[Any, list[Any]]]:
         """Every member's pending summaries, paired by epoch (member 0's first)."""

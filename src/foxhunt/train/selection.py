@@ -203,9 +203,11 @@ class EpochSelector:
             raise ValueError(f"EpochSelector: best_epoch {self.best_epoch}, best_sharpe {self.best_sharpe} out of range")
 
 
-def observe_members(selectors: list[EpochSelector], epoch: int, held_back: HeldBackScore) -> list[float]:
+def observe_members(selectors: list[EpochSelector], epoch: int,
+                    score_members: Callable[[int, int, list[nn.Module], int], list[float]]) -> list[float]:
     """Every selector's ``observe(epoch)``, the members of one decision interval scored by one backtest
-    (``HeldBackScore.score_members``) when they share the held-back window and their networks a
+    (``score_members(start, steps, nets, k)``, e.g. ``HeldBackScore.score_members``) when they share the
+    held-back window and their networks a
     shape; a network that reads the last bars (a sequence network) is scored alone. Returns each
     selector's held-back Sharpe, in order."""
     out: list[float | None] = [None] * len(selectors)
@@ -222,7 +224,7 @@ def observe_members(selectors: list[EpochSelector], epoch: int, held_back: HeldB
             i = members[0][0]
             out[i] = selectors[i].observe(epoch)
             continue
-        scores = held_back.score_members(window[0], window[1], [net for _, net in members], k)
+        scores = score_members(window[0], window[1], [net for _, net in members], k)
         for (i, _), sharpe in zip(members, scores):
             out[i] = selectors[i].take(epoch, float(sharpe))
     return [float(v) for v in out]  # type: ignore[arg-type]
