@@ -92,6 +92,10 @@ class DirectLearner:
         mirror's rows for u ≥ ½ when the market holds one), from the learner's generator."""
         m, t = self.market, self.cfg.window
         torch.rand(self._u.shape, generator=self.generator, out=self._u)
+        if m.pooled:  # a pooled universe: a symbol, then a window inside its training rows
+            from foxhunt.env.pooled import pooled_starts
+
+            return pooled_starts(self._u, t, m)
         u, lo = self._u, m.fold_bounds[0]
         span = (m.fold_bounds[1] - t - lo).clamp_min(1)
         if m.mirror_offset:
