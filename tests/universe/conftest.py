@@ -50,3 +50,12 @@ def prepared_universe(tmp_path: Path, poison: str | None = None, **sections: dic
     if not d.exists():
         universe_files(d, poison)
     return prepare_universe(config(tmp_path, d, **sections))
+
+
+TINY_DQN = {"n_envs": 16, "rollout_len": 4, "rounds_per_epoch": 4, "train_steps_per_round": 2, "batch_size": 32,
+            "hidden": [16], "head_hidden": 8, "buffer_capacity": 2048, "warmup_transitions": 64}
+TINY_PPO = {"n_envs": 16, "rollout_len": 8, "iterations_per_epoch": 2, "minibatches": 2, "update_epochs": 2, "hidden": [16],
+            "head_hidden": 8, "target_kl": 0.05, "gamma": 0.5}
+TINY_DIRECT = {"window": 32, "batch_windows": 16, "steps_per_epoch": 2, "hidden": [16, 16], "head_hidden": 8,
+               "relaxation": "straight_through"}
+"""The learners sized for seconds on a 2-core CPU (as tests/tiny.py and the learners' CLI tests)."""
