@@ -180,6 +180,11 @@ class MarketData:
         self.median_volume.copy_(self.volume[sl].median().clamp_min(1e-12))
         self.fold = fold
 
+    def medians_at(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(median_range, median_abs_return) that price and route the orders of bars ``rows`` ([N] int64):
+        the fold's two 0-d tensors here; a pooled universe's are each row's own symbol's ([N])."""
+        return self.median_range, self.median_abs_return
+
     # ------------------------------------------------------------------ observations
     def gather_features(self, bar_idx: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         """Normalised features of bars ``bar_idx`` ([N] int64) written into ``out`` ([N, F] float32)."""

@@ -22,8 +22,11 @@ over its own training rows). MarketData's single-range ``set_fold`` works for a 
   elementwise pass per fold switch.
 * **Episode starts.** ``sym_lo`` / ``sym_hi`` / ``sym_cum`` [S] (``foxhunt.env.pooled``): a symbol drawn
   by its weight, then a start inside its training rows; an episode never crosses an offset.
-* **Medians** (order routing, the volatility EMA's start, buy-and-hold's opening trade): over the
-  member symbols' training rows pooled (one scalar each, as the kernels read them).
+* **Medians** (order routing and costs, the volatility EMA's start): each symbol's own, over its
+  training rows (``sym_median_range`` / ``sym_median_abs_return`` / ``sym_median_volume`` [S]), read per
+  bar by ``medians_at`` (the env step, its resets, the torch backtester, the direct learner), so no
+  symbol's bars reach another's rewards or metrics. The 0-d ``median_*`` hold the members' training
+  rows pooled; only the fused kernels read those, and a pooled run does not use them.
 * ``fold_bounds`` holds the rows' envelope (the first member's training start … the last member's
   validation end); nothing samples from it on a pooled market.
 """
@@ -113,6 +116,10 @@ class UniverseMarket(MarketData):
             """[S, F] float32 each symbol's training mean of the current fold (0 outside the fold)."""
             self.sym_inv_std = torch.ones((s, self.n_features), dtype=torch.float32, device=dev)
             """[S, F] float32 its inverse std (0 for a constant feature; 1 outside the fold)."""
+            self.sym_median_range = torch.zeros(s, dtype=torch.float32, device=dev)
+            self.sym_median_abs_return = torch.zeros(s, dtype=torch.float32, device=dev)
+            self.sym_median_volume = torch.ones(s, dtype=torch.float32, device=dev)
+            """[S] float32 each symbol's training medians of the current fold (``MarketData.set_fold``'s, per symbol)."""
 
     @property
     def n_symbols(self) -> int:
@@ -173,15 +180,29 @@ class UniverseMarket(MarketData):
         self.sym_cum.copy_(torch.as_tensor(cum))
         envelope = [int(b[members, 0].min()), int(b[members, 1].max()), int(b[members, 2].min()), int(b[members, 3].max())]
         self.fold_bounds.copy_(torch.tensor(envelope, dtype=torch.int64), non_blocking=True)
-        rows = self._median_rows(fold)
+        rows = self._median_rows(fold, fold.members)
         self.median_abs_return.copy_(self.log_return.index_select(0, rows).abs().median())
         self.median_range.copy_(self.bar_range.index_select(0, rows).median())
         self.median_volume.copy_(self.volume.index_select(0, rows).median().clamp_min(1e-12))
+        for s in members:  # each symbol's own medians, as MarketData.set_fold takes them on one series
+            rows = self._median_rows(fold, [s])
+            self.sym_median_abs_return[s] = self.log_return.index_select(0, rows).abs().median()
+            self.sym_median_range[s] = self.bar_range.index_select(0, rows).median()
+            self.sym_median_volume[s] = self.volume.index_select(0, rows).median().clamp_min(1e-12)
         self.fold = fold
 
-    def _median_rows(self, fold: PooledFold) -> torch.Tensor:
-        """[≤ _MEDIAN_SAMPLES] int64 evenly spaced rows of the members' training rows, pooled."""
-        rows = np.concatenate([np.arange(fold.bounds[s, 0], fold.bounds[s, 1]) for s in fold.members])
+    def medians_at(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(median_range, median_abs_return) [N] of each row's own symbol (pooled), or the fold's 0-d pair."""
+        if not self.pooled:
+            return self.median_range, self.median_abs_return
+        from foxhunt.env.pooled import symbol_of_rows
+
+        s = symbol_of_rows(rows, self).clamp_(max=self.n_symbols - 1)
+        return self.sym_median_range.index_select(0, s), self.sym_median_abs_return.index_select(0, s)
+
+    def _median_rows(self, fold: PooledFold, symbols: Any) -> torch.Tensor:
+        """[≤ _MEDIAN_SAMPLES] int64 evenly spaced rows of ``symbols``' training rows, pooled."""
+        rows = np.concatenate([np.arange(fold.bounds[s, 0], fold.bounds[s, 1]) for s in symbols])
         stride = max(1, -(-rows.shape[0] // _MEDIAN_SAMPLES))
         return torch.as_tensor(rows[::stride]).to(self.device)
 

@@ -23,7 +23,7 @@ def prepared(tmp_path_factory: pytest.TempPathFactory):
     return prepared_universe(tmp_path_factory.mktemp("pooled"))
 
 
-def test_each_symbols_rows_are_normalised_with_its_own_training_statistics_in_float64(prepared) -> None:
+def test_each_symbols_rows_are_normalised_with_its_own_training_statistics_and_medians(prepared) -> None:
     m, uf = prepared.market, prepared.folds[1]
     m.set_fold(PooledFold.of(uf))
     raw = m.raw_features.double().numpy()
@@ -34,6 +34,9 @@ def test_each_symbols_rows_are_normalised_with_its_own_training_statistics_in_fl
         expect = np.where(std > 1e-8, (raw[rows] - mean) / np.where(std > 1e-8, std, 1.0), 0.0)
         np.testing.assert_allclose(m.features[rows].double().numpy(), expect, rtol=2e-5, atol=2e-5)
         np.testing.assert_allclose(m.sym_mean[s].double().numpy(), mean, rtol=1e-6, atol=1e-6)
+        # the medians that price and route its orders are its own training rows' (as MarketData.set_fold's)
+        assert m.sym_median_abs_return[s] == m.log_return[a:b].abs().median()
+        assert m.sym_median_range[s] == m.bar_range[a:b].median()
     # What an env observes (and a replayed bar index re-gathers) is that row, whatever symbol it belongs to.
     idx = torch.tensor([int(uf.bounds[s, 0]) + 7 for s in range(3)])
     out = torch.empty(3, m.obs_dim)

@@ -91,9 +91,13 @@ def test_what_pooled_training_does_not_do_is_refused_in_one_line_before_anything
     assert str(exc.value).startswith(message) and "\n" not in str(exc.value)
 
 
-def test_a_poisoned_symbol_changes_no_other_symbols_normalised_rows_or_episode_windows(tmp_path: Path) -> None:
-    """BBB's bar 600 × 1000 in one universe, clean in another: AAA's and CCC's normalisation statistics and
-    normalised rows are bitwise the same, and no episode drawn in one symbol reads another's rows."""
+def test_a_poisoned_symbol_changes_no_other_symbols_rows_medians_rewards_or_metrics(tmp_path: Path) -> None:
+    """BBB's bar 600 × 1000 in one universe, clean in another: AAA's and CCC's normalisation statistics,
+    normalised rows and medians are bitwise the same, a policy's per-bar returns and metrics on their windows
+    too, and no episode drawn in one symbol reads another's rows."""
+    from foxhunt.backtest.evaluator import Backtester
+    from foxhunt.backtest.policies import ExposurePolicy
+
     from foxhunt.env import EnvParams, VecTradingEnv
     from foxhunt.universe_market import PooledFold
 
@@ -106,6 +110,16 @@ def test_a_poisoned_symbol_changes_no_other_symbols_normalised_rows_or_episode_w
         rows = slice(int(a.offsets_host[s]), int(a.offsets_host[s + 1]))
         assert torch.equal(a.features[rows], b.features[rows])
         assert torch.equal(a.sym_mean[s], b.sym_mean[s]) and torch.equal(a.sym_inv_std[s], b.sym_inv_std[s])
+        assert a.sym_median_range[s] == b.sym_median_range[s] and a.sym_median_abs_return[s] == b.sym_median_abs_return[s]
+    assert a.sym_median_range[1] != b.sym_median_range[1] or a.sym_median_abs_return[1] != b.sym_median_abs_return[1]
+    fold = clean.folds[1]  # a trading policy (random exposures) on AAA's and CCC's training and validation rows
+    starts = [int(fold.bounds[0, 0]), int(fold.bounds[2, 0]), int(fold.bounds[0, 2]), int(fold.bounds[2, 2])]
+    lengths = [300, 300, int(fold.val_len[0]) - 1, int(fold.val_len[2]) - 1]
+    x = torch.randint(0, 5, (4, 300), generator=torch.Generator().manual_seed(1)).float() / 2 - 1
+    runs = [Backtester(p.market, p.config.env, chunk=32).run(starts, lengths, ExposurePolicy(x), keep_curves=True)
+            for p in (clean, poisoned)]
+    assert np.array_equal(runs[0].returns, runs[1].returns) and json.dumps(runs[0].metrics) == json.dumps(runs[1].metrics)
+    assert np.abs(runs[0].positions).sum() > 0
     env = VecTradingEnv(b, 2048, EnvParams(episode_length=48), seed=2)
     st = env.state.episode_start.numpy()
     sym = np.searchsorted(b.offsets_host, st, side="right") - 1

@@ -176,7 +176,8 @@ def reset_persistent_(state: EnvState, market: MarketData, flags: torch.Tensor |
 
     apply(RESET_DSR, state.dsr_a, 0.0)
     apply(RESET_DSR, state.dsr_b, 0.0)
-    apply(RESET_VOL, state.vol, market.median_abs_return)
+    # a pooled universe starts each env's volatility EMA at its own symbol's median (the env's bar is its new start)
+    apply(RESET_VOL, state.vol, market.medians_at(state.bar)[1] if market.pooled else market.median_abs_return)
     apply(RESET_KELLY, state.kelly_p, 0.5)
     apply(RESET_KELLY, state.kelly_win, 0.0)
     apply(RESET_KELLY, state.kelly_loss, 0.0)

@@ -143,11 +143,12 @@ class UniverseRunner(WalkForwardRunner):
         super().__init__(prepared, console)  # type: ignore[arg-type]
 
     def _adapt_plan(self, plan: Any) -> Any:
-        """The fused env-step kernel draws its starts from ``fold_bounds`` (one range): the torch step
-        draws per symbol, so a pooled universe steps its envs there."""
-        if plan.env_step == "fused":
-            return replace(plan, env_step="torch", notes={**plan.notes, "env_step": "a pooled universe steps its envs in torch "
-                                                          "(per-symbol starts)"})
+        """The fused env-step and backtest kernels read one range of starts and the fold's 0-d medians: the
+        torch step reads each symbol's (starts, medians), so a pooled universe steps and backtests there."""
+        why = "a pooled universe: per-symbol starts and medians (torch)"
+        for part in ("env_step", "eval"):
+            if getattr(plan, part) == "fused":
+                plan = replace(plan, **{part: "torch"}, notes={**plan.notes, part: why})
         return plan
 
     # ------------------------------------------------------------------ folds
