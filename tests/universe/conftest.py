@@ -35,9 +35,10 @@ def universe_files(d: Path, poison: str | None = None) -> Path:
     return d
 
 
-def config(tmp_path: Path, data: Path, **sections: dict[str, Any]):
+def config(tmp_path: Path, source: Path, **sections: dict[str, Any]):
+    """``SMALL`` over the bar files in ``source``, plus ``sections`` ({section: {key: value}})."""
     cfg: dict[str, dict[str, Any]] = {k: dict(v) for k, v in SMALL.items()}
-    cfg["data"].update(source="file", path=str(data))
+    cfg["data"].update(source="file", path=str(source))
     cfg["features"] = {"cache_dir": str(tmp_path / "cache")}
     for k, v in sections.items():
         cfg[k] = {**cfg.get(k, {}), **v}

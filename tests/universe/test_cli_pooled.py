@@ -22,7 +22,7 @@ def test_train_data_dir_trains_one_pooled_agent_a_fold_and_writes_per_symbol_row
     m = json.loads((run / "folds" / "fold_0" / "metrics.json").read_text())
     assert [s["symbol"] for s in m["symbols"]] == ["AAA", "BBB", "CCC"] and m["agent"] == m["pooled"]
     assert json.loads((run / "summary.json").read_text())["folds"][0]["fold"] == 0
-    assert f"summary: runs/pooled/summary.json" in out.replace("\n", "")
+    assert "summary: runs/pooled/summary.json" in out.replace("\n", "")
 
 
 def test_a_universe_run_killed_after_its_first_checkpoint_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:

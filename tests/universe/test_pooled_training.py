@@ -70,12 +70,25 @@ def test_pooled_dqn_selects_on_the_pooled_held_back_window_and_writes_per_symbol
 
 
 @pytest.mark.parametrize("agent,section", [("ppo", TINY_PPO), ("direct", TINY_DIRECT)])
-def test_ppo_and_direct_train_one_pooled_agent_a_fold(tmp_path: Path, agent: str, section: dict[str, Any]) -> None:
-    run, results, pp = train(tmp_path, train={"agent": agent, "epochs": 1}, folds={"max_folds": 1}, **{agent: section},
+def test_ppo_and_direct_train_a_pooled_ensemble_a_fold_with_pooled_selection(tmp_path: Path, agent: str,
+                                                                            section: dict[str, Any]) -> None:
+    run, results, pp = train(tmp_path, train={"agent": agent, "epochs": 1, "ensemble": 2, "select": "inner", "abstain": True},
+                             folds={"max_folds": 1}, **{agent: section},
                              **({"env": {"action_mode": "factored"}} if agent == "direct" else {}))
-    assert len(results) == 1 and len(results[0]["symbols"]) == 3
-    assert results[0]["last_epoch"]["fold"] == 0
+    r = results[0]
+    assert len(results) == 1 and len(r["symbols"]) == 3 and r["last_epoch"]["fold"] == 0
+    assert [m["inner_steps"] for m in r["selection"]["members"]] == [sum(n for _, n in pp.inner[0])] * 2
+    assert set(r["selection"]["abstain"]) >= {"flat", "standard_error", "bar"}
+    if r["selection"]["abstain"]["flat"]:  # what the ensemble would have scored: a pooled row over the same windows
+        assert r["selection"]["abstain"]["all_members"].keys() >= {"sharpe", "total_return", "trade_count"}
     assert (run / "folds" / "fold_0" / "model.safetensors").is_file()
+
+
+def test_data_symbols_restricts_the_pooled_universe(tmp_path: Path) -> None:
+    p = prepared_universe(tmp_path, data={"symbols": ["AAA", "CCC"]})
+    pp = pooled_prepared(p.config, p)
+    assert pp.market.symbols == ("AAA", "CCC")
+    assert all(f.member.tolist() == [True, True] for f in pp.folds)
 
 
 @pytest.mark.parametrize("keys,message", [

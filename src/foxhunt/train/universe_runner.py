@@ -24,7 +24,7 @@ the direct learner's attention policy (its history would reach before a symbol's
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +38,7 @@ from foxhunt.errors import ConfigError
 from foxhunt.folds import parse_span
 from foxhunt.market import NormStats
 from foxhunt.train import abstain, gamma_grid
-from foxhunt.train.outputs import fold_line, write_json, write_summary, write_trades  # noqa: F401 - fold_line: callers'
+from foxhunt.train.outputs import write_json, write_summary, write_trades
 from foxhunt.train.runner import WalkForwardRunner
 from foxhunt.train.selection import MIN_INNER_BARS, SUB_WINDOW, pooled_sharpe, sub_windows
 from foxhunt.train.team import ensemble_net
@@ -66,7 +66,6 @@ class PooledPrepared:
     calendar: Any = None
     features: Any = None
     cache_built: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def check_universe(cfg: Config) -> None:
