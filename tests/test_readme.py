@@ -47,6 +47,7 @@ WRITTEN = [
                                    "folds/fold_0/curves.safetensors", "folds/fold_0/trades.csv", "folds/fold_0/timings.json")),
     *(f"backtests/latest/{f}" for f in ("metrics.json", "metrics.csv", "trades.json", "accel.json", "report.html")),
     "runs/quick/backtest/metrics.json",
+    *(f"runs/pooled/{f}" for f in ("summary.json", "folds.json", "folds/fold_0/metrics.json", "folds/fold_0/curves.safetensors")),
     *(f"runs/tune/mine/{f}" for f in ("config.toml", "study.db", "trials.csv", "best.toml", "summary.json", "report.html")),
     *(f"scorecard/tiny/{f}" for f in ("scorecard.json", "report.html", "runs/edge_daily/config.toml")),
 ]

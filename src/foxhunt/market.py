@@ -48,6 +48,9 @@ class NormStats:
 class MarketData:
     """Device-resident market arrays and the current fold's statistics.
 
+    pooled: False here; True for a universe of several symbols (``foxhunt.universe_market``), whose
+    episode starts come from per-symbol tables instead of ``fold_bounds`` (``foxhunt.env.pooled``).
+
     features:   [R, F] float32   causal features (raw, un-normalised)
     targets:    [R, 4] float32   forward log returns (labels only)
     ohlc:       [R, 4] float32   open/high/low/close
@@ -97,6 +100,9 @@ class MarketData:
 
         # Upload once. float64 host arrays become float32 on the device.
         self.features = cat(lambda h: h.features).to(dev, torch.float32).contiguous()
+        self.raw_features = self.features
+        """The un-normalised features statistics are taken over: ``features`` itself here (one tensor); a
+        pooled universe keeps its own copy, as ``features`` holds each symbol's normalised rows there."""
         self.targets = cat(lambda h: h.targets).to(dev, torch.float32).contiguous()
         self.ohlc = cat(lambda h: h.ohlc).to(dev, torch.float32).contiguous()
         self.volume = cat(lambda h: h.volume).to(dev, torch.float32).contiguous()
@@ -117,6 +123,9 @@ class MarketData:
         self._sumsq = torch.zeros(f, dtype=torch.float64, device=dev)
         self.fold: FoldRange | None = None
 
+    pooled: bool = False
+    """A pooled universe market (``UniverseMarket`` over several symbols); False for one series."""
+
     @property
     def obs_dim(self) -> int:
         """Observation width: market features + portfolio features."""
@@ -133,12 +142,13 @@ class MarketData:
             raise ValueError(f"norm_stats: range [{start}, {end}) outside [0, {self.n_bars})")
         self._sum.zero_()
         self._sumsq.zero_()
-        shift = self.features[start].to(torch.float64)
+        raw = self.raw_features
+        shift = raw[start].to(torch.float64)
         pos = start
         while pos < end:
             rows = min(self._scratch.shape[0], end - pos)
             buf = self._scratch[:rows]
-            buf.copy_(self.features[pos : pos + rows])
+            buf.copy_(raw[pos : pos + rows])
             buf.sub_(shift)
             self._sum.add_(buf.sum(0))
             self._sumsq.add_(buf.mul_(buf).sum(0))
@@ -169,6 +179,11 @@ class MarketData:
         self.median_range.copy_(self.bar_range[sl].median())
         self.median_volume.copy_(self.volume[sl].median().clamp_min(1e-12))
         self.fold = fold
+
+    def medians_at(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(median_range, median_abs_return) that price and route the orders of bars ``rows`` ([N] int64):
+        the fold's two 0-d tensors here; a pooled universe's are each row's own symbol's ([N])."""
+        return self.median_range, self.median_abs_return
 
     # ------------------------------------------------------------------ observations
     def gather_features(self, bar_idx: torch.Tensor, out: torch.Tensor) -> torch.Tensor:

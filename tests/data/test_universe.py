@@ -186,9 +186,9 @@ def test_load_source_takes_a_universe_of_one_symbol_and_refuses_several_in_one_l
     assert bbb.content_hash() == load_bars(d / "BBB.parquet").content_hash() and bbb.source == str(d / "BBB.parquet")
     with pytest.raises(UniverseNotAvailable) as e:  # what train, backtest, tune and --resume read their data with
         load_source(build_config({"data": {"source": "file", "path": str(d / "AAA.csv"), "paths": [str(d / "*.gz")]}}).data)
-    assert str(e.value) == ("the data name a universe of 2 symbols (AAA, CCC): universe training is not available yet (training, "
-                            "backtests and tuning take one symbol); give one file, or pick one symbol with --set "
-                            "'data.symbols=[\"AAA\"]'")
+    assert str(e.value) == ("the data name a universe of 2 symbols (AAA, CCC): `foxhunt train` (pooled training) and "
+                            "`foxhunt backtest --model` take a universe; this command takes one symbol: give one file, or pick "
+                            "one symbol with --set 'data.symbols=[\"AAA\"]'")
 
 
 @pytest.mark.parametrize("keys, message", [

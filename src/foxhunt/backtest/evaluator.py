@@ -103,6 +103,8 @@ class Backtester:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise ValueError(f"window {i}: start {st[i]} + length {ln[i]} must lie inside the data (last bar {m.n_bars - 1})")
+        if getattr(m, "pooled", False):  # a universe: every window inside one symbol's rows (host check)
+            m.window_symbols(st, ln)
         if backend == "fused":
             return run_fused(self, st, ln, policy, norms, keep_curves=keep_curves, keep_trades=keep_trades,
                              barriers=barriers)

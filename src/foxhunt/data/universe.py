@@ -23,7 +23,8 @@ Layout: symbols sorted by name; ``offsets`` [S + 1] int64, the bars of symbol s 
 
 One series from a ``[data]`` section (``one_symbol``, what ``foxhunt.data.load_source`` returns for
 files): a universe of exactly one symbol is that symbol's bars; several are refused in one line
-(``UniverseNotAvailable``) until pooled training exists.
+(``UniverseNotAvailable``) where one series is needed (``foxhunt train`` trains several pooled:
+``foxhunt.train.universe_runner``).
 """
 
 from __future__ import annotations
@@ -235,8 +236,8 @@ def config_sources(cfg: "DataConfig") -> list[str]:
 
 
 class UniverseNotAvailable(ConfigError):
-    """A universe of several symbols where one series is needed (training, backtests, tuning take one
-    symbol until pooled training exists)."""
+    """A universe of several symbols where one series is needed (tuning and ``backtest --run`` take one
+    symbol; ``foxhunt train`` trains a universe pooled, ``foxhunt backtest --model`` backtests one)."""
 
 
 def one_symbol(cfg: "DataConfig") -> Bars:
@@ -256,8 +257,9 @@ def refuse_universe(universe: Universe) -> None:
     if len(universe) > 1:
         first = universe.symbols[0]
         raise UniverseNotAvailable(
-            f"the data name a universe of {len(universe)} symbols ({_names(list(universe.symbols), 8)}): universe training is "
-            f"not available yet (training, backtests and tuning take one symbol); give one file, or pick one symbol with "
+            f"the data name a universe of {len(universe)} symbols ({_names(list(universe.symbols), 8)}): `foxhunt train` "
+            f"(pooled training) and `foxhunt backtest --model` take a universe; this command takes one symbol: give one file, "
+            f"or pick one symbol with "
             f"--set 'data.symbols=[\"{first}\"]'")
 
 

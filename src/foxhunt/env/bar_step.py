@@ -121,9 +121,10 @@ def step(
         volume1=market.volume.index_select(0, t1g),
         absret1=market.log_return.index_select(0, t1g).abs(),
     )
-    dec = decode(actions, params.action_mode, bars.range_t, market.median_range, state.vol, market.median_abs_return)
+    med_range, med_absret = market.medians_at(tg)  # the fold's scalars; a pooled universe's per bar's symbol
+    dec = decode(actions, params.action_mode, bars.range_t, med_range, state.vol, med_absret)
     tgt = target_position(state, params, dec, bars.close_t)
-    fills = execute(state.position, tgt.target, dec, bars, state.vol, params, market.median_range, market.has_volume)
+    fills = execute(state.position, tgt.target, dec, bars, state.vol, params, med_range, market.has_volume)
     booked = book(state, tgt.target, fills, bars, t1)
     kelly = update_kelly(state, params, booked.closed, booked.trade_return)
     barrier = update_barrier(state, params, booked, bars, t1)

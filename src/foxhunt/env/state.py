@@ -176,7 +176,8 @@ def reset_persistent_(state: EnvState, market: MarketData, flags: torch.Tensor |
 
     apply(RESET_DSR, state.dsr_a, 0.0)
     apply(RESET_DSR, state.dsr_b, 0.0)
-    apply(RESET_VOL, state.vol, market.median_abs_return)
+    # a pooled universe starts each env's volatility EMA at its own symbol's median (the env's bar is its new start)
+    apply(RESET_VOL, state.vol, market.medians_at(state.bar)[1] if market.pooled else market.median_abs_return)
     apply(RESET_KELLY, state.kelly_p, 0.5)
     apply(RESET_KELLY, state.kelly_win, 0.0)
     apply(RESET_KELLY, state.kelly_loss, 0.0)
@@ -211,8 +212,13 @@ def epoch_reset_starts(bar: torch.Tensor, params: EnvTensors, market: MarketData
     purge gap and validation window: a leak), and, when an epoch is shorter than an episode, march
     on to the end of the data (the step counter restarts every epoch, so it never truncates).
     Deterministic (no draw from the start generator, so the random stream and a resumed run are
-    unchanged) and read on the device (no host sync; a new fold needs no new graph).
+    unchanged) and read on the device (no host sync; a new fold needs no new graph). A pooled
+    universe wraps inside the bar's own symbol (``foxhunt.env.pooled.pooled_wrap``).
     """
+    if market.pooled:
+        from foxhunt.env.pooled import pooled_wrap
+
+        return pooled_wrap(bar, params.episode_length, market)
     lo = market.fold_bounds[0]
     span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
     if market.mirror_offset:  # an env in the mirrored copy stays in it
@@ -276,7 +282,12 @@ class StartSampler:
 
 
 def starts_from_uniform(u: torch.Tensor, params: EnvTensors, market: MarketData, out: torch.Tensor) -> torch.Tensor:
-    """The start of each uniform u ([N] float64 in [0, 1)) as ``StartSampler.draw`` maps it, into out."""
+    """The start of each uniform u ([N] float64 in [0, 1)) as ``StartSampler.draw`` maps it, into out
+    (a pooled universe: a symbol, then a start in its training rows, ``foxhunt.env.pooled``)."""
+    if market.pooled:
+        from foxhunt.env.pooled import pooled_starts
+
+        return pooled_starts(u, params.episode_length, market, out=out)
     lo = market.fold_bounds[0]
     span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
     if market.mirror_offset:

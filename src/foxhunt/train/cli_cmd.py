@@ -19,7 +19,7 @@ from foxhunt.errors import ConfigError, ReportError
 def train(
     data: Optional[list[Path]] = typer.Option(None, "--data", help="bar file (CSV/Parquet); default: the config's data (built-in "
                                               "synthetic). A directory, several --data or a pattern is a universe: one symbol "
-                                              "trains as its file; several are refused (universe training is not available yet)"),
+                                              "trains as its file; several train one pooled agent a fold (train.pool)"),
     sample: Optional[str] = typer.Option(None, "--sample", help="built-in data instead of --data: synthetic | sp500 | nasdaq"),
     config: Optional[Path] = typer.Option(None, "--config", help="TOML run configuration (default: the built-in train config, configs/train-default.toml)"),
     folds: Optional[int] = typer.Option(None, "--folds", help="train the last K walk-forward folds (folds.max_folds)"),
@@ -55,7 +55,10 @@ def train(
             print_results(exc.results, console)
         raise
     print_results(results, console)
-    console.print(f"report: [bold]{show_path(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
+    if not (results and results[0]["fold"].get("universe")):
+        console.print(f"report: [bold]{show_path(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
+    else:  # a universe run writes summary.json and per-symbol curves (the portfolio report reads them), no report.html
+        console.print(f"summary: [bold]{show_path(run_dir / 'summary.json')}[/]", highlight=False, soft_wrap=True)
 
 
 def _start(data: list[Path] | None, sample: str | None, config: Path | None, folds: int | None, epochs: int | None,
@@ -90,12 +93,12 @@ def _start(data: list[Path] | None, sample: str | None, config: Path | None, fol
     cfg = load_config(config, overrides, values) if config is not None else default_train_config(overrides, values)
     check_run_name(name or cfg.run.name)  # both before the data is prepared and the trainer built
     check_output_dir(cfg.run.out_dir, "run.out_dir")
-    bars, settings = None, None
+    bars, settings, universe = None, None, None
     preset_run = config is None and data is not None  # the built-in settings follow the file's bar interval
     if cfg.data.source == "file" and (preset_run or is_universe(config_sources(cfg.data), cfg.data)):
-        # Read and checked now, before anything is written: a universe of several symbols is refused
-        # (one line); one symbol trains as today's run on its file.
-        bars, file_values = _one_symbol(cfg.data)
+        # Read and checked now, before anything is written: a universe of several symbols trains pooled
+        # (foxhunt.train.universe_runner); one symbol trains as today's run on its file.
+        bars, file_values, universe = _one_symbol(cfg.data)
         if file_values is not None:
             values["data"] = {**values.get("data", {}), **file_values}
             cfg = load_config(config, overrides, values) if config is not None else default_train_config(overrides, values)
@@ -109,6 +112,8 @@ def _start(data: list[Path] | None, sample: str | None, config: Path | None, fol
     # Unless the user set a fold span, folds are laid out by the data: a file's without --config, else
     # where the configured spans do not fit (foxhunt.fold_layout).
     layout = "config" if spans_set(config, overrides) else "data" if preset_run else "fit"
+    if universe is not None:
+        return _start_universe(cfg, universe, layout, name, settings, console)
     # With --config the bars are loaded by prepare_market, as ever (its load time is the run's).
     prepared = prepare_market(cfg, console=console, fold_layout=layout, bars=bars if preset_run else None)
     runner = WalkForwardRunner(prepared, console)  # validates folds vs env, builds the trainer
@@ -121,19 +126,61 @@ def _start(data: list[Path] | None, sample: str | None, config: Path | None, fol
     return run_dir, runner.run(run_dir)
 
 
-def _one_symbol(data_cfg: Any) -> tuple[Any, dict[str, Any] | None]:
-    """The bars of a file-backed ``[data]`` section as one series (``foxhunt.data.universe.one_symbol``'s
-    rules: a universe of several symbols is refused), and, where the data name one symbol held alone
-    by one file through a directory, a pattern or several sources, the ``data.path`` / ``data.paths``
-    values that name that file instead: the run is then today's single-file run, its config.toml too."""
-    from foxhunt.data.universe import config_sources, load_universe, refuse_universe
+def _one_symbol(data_cfg: Any) -> tuple[Any, dict[str, Any] | None, Any]:
+    """(the first symbol's bars, data values, the universe when it holds several symbols, else None) of a
+    file-backed ``[data]`` section. Where the data name one symbol held alone by one file through a
+    directory, a pattern or several sources, the values are the ``data.path`` / ``data.paths`` that name
+    that file instead: the run is then today's single-file run, its config.toml too."""
+    from foxhunt.data.universe import config_sources, load_universe
 
     sources = config_sources(data_cfg)
     universe = load_universe(sources, data_cfg)
-    refuse_universe(universe)
+    if len(universe) > 1:
+        return universe.bars[0], None, universe
     if universe.whole_file[0] and sources != [universe.files[0]]:
-        return universe.bars[0], {"path": universe.files[0], "paths": None}
-    return universe.bars[0], None
+        return universe.bars[0], {"path": universe.files[0], "paths": None}, None
+    return universe.bars[0], None, None
+
+
+def _start_universe(cfg: Any, universe: Any, layout: str, name: str | None, settings: str | None,
+                    console: Any) -> tuple[Path, list[dict[str, Any]]]:
+    """Pooled training on a universe of several symbols: prepared and checked, then the run directory."""
+    from foxhunt.pipeline import prepare_universe
+    from foxhunt.train.run_dir import create_run_dir
+    from foxhunt.train.universe_runner import UniverseRunner, check_universe, pooled_prepared
+
+    check_universe(cfg)  # before the features are built
+    prepared = pooled_prepared(cfg, prepare_universe(cfg, fold_layout=layout, universe=universe))
+    runner = UniverseRunner(prepared, console)
+    run_dir, resolved = create_run_dir(prepared.config, prepared, name)  # type: ignore[arg-type]
+    runner.use_config(resolved)
+    _print_universe(prepared, console)
+    if settings is not None:
+        console.print(settings, highlight=False, soft_wrap=True)
+    console.print(f"run directory: {show_path(run_dir)}", highlight=False, soft_wrap=True)
+    return run_dir, runner.run(run_dir)
+
+
+def _universe_of(cfg: Any) -> Any:
+    """The universe a saved run's config names, when it has several symbols (else None: a file run)."""
+    from foxhunt.data.universe import config_sources, is_universe, load_universe
+
+    if cfg.data.source != "file" or not is_universe(config_sources(cfg.data), cfg.data):
+        return None
+    universe = load_universe(config_sources(cfg.data), cfg.data)
+    return universe if len(universe) > 1 else None
+
+
+def _print_universe(p: Any, console: Any) -> None:
+    """The universe's line (symbols, bars, folds, members a fold) and the market's."""
+    m, t = p.market, p.timings
+    members = ", ".join(str(int(f.member.sum())) for f in p.folds)
+    note = f"; folds {p.fold_note}" if p.fold_note else ""
+    console.print(f"universe: {m.n_symbols} symbols, {m.n_bars} bars; {len(p.folds)} folds (member symbols: {members}){note}; "
+                  f"pooled training, episodes drawn by {p.config.train.symbol_weighting} (train.symbol_weighting)",
+                  highlight=False, soft_wrap=True)
+    console.print(f"market: {m.n_bars} bars × {m.n_features} features on [bold]{m.device}[/]; load {t['load_s']:.2f} s, "
+                  f"features {t['features_s']:.2f} s, upload {t['upload_s']:.3f} s", highlight=False)
 
 
 def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
@@ -142,9 +189,18 @@ def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
     from foxhunt.train.runner import WalkForwardRunner
 
     cfg, point = read_run_dir(run_dir)  # verifies the last checkpoint's files (sha256)
-    prepared = prepare_market(cfg, console=console)
-    check_resume(run_dir, cfg, prepared, point)
-    runner = WalkForwardRunner(prepared, console)
+    universe = _universe_of(cfg)
+    if universe is not None:  # a pooled universe run (foxhunt.train.universe_runner)
+        from foxhunt.pipeline import prepare_universe
+        from foxhunt.train.universe_runner import UniverseRunner, pooled_prepared
+
+        prepared: Any = pooled_prepared(cfg, prepare_universe(cfg, universe=universe))
+        check_resume(run_dir, cfg, prepared, point)
+        runner: Any = UniverseRunner(prepared, console)
+    else:
+        prepared = prepare_market(cfg, console=console)
+        check_resume(run_dir, cfg, prepared, point)
+        runner = WalkForwardRunner(prepared, console)
     if is_complete(point, len(prepared.folds)):
         console.print(f"run {show_path(run_dir)} is already complete; rebuilding its summary and report", highlight=False, soft_wrap=True)
         return run_dir, runner.finish(run_dir, None)

@@ -75,7 +75,10 @@ def create_run_dir(config: Config, prepared: Prepared, name: str | None) -> tupl
         out_dir.mkdir(parents=True, exist_ok=True)
         tmp.mkdir()
         resolved.write(tmp)
-        (tmp / "folds.json").write_text(folds_to_json(prepared.folds, prepared.market.timestamps_host) + "\n")
+        # A pooled universe's folds are indices into its union calendar (foxhunt.train.universe_runner)
+        times = getattr(prepared, "calendar", None)
+        times = prepared.market.timestamps_host if times is None else times
+        (tmp / "folds.json").write_text(folds_to_json(prepared.folds, times) + "\n")
         os.replace(tmp, final)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         shutil.rmtree(tmp, ignore_errors=True)

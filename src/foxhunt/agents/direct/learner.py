@@ -92,6 +92,10 @@ class DirectLearner:
         mirror's rows for u ≥ ½ when the market holds one), from the learner's generator."""
         m, t = self.market, self.cfg.window
         torch.rand(self._u.shape, generator=self.generator, out=self._u)
+        if m.pooled:  # a pooled universe: a symbol, then a window inside its training rows
+            from foxhunt.env.pooled import pooled_starts
+
+            return pooled_starts(self._u, t, m)
         u, lo = self._u, m.fold_bounds[0]
         span = (m.fold_bounds[1] - t - lo).clamp_min(1)
         if m.mirror_offset:
@@ -114,7 +118,8 @@ class DirectLearner:
         feats = m.features.index_select(0, span_idx.reshape(-1)).view(b, span_idx.shape[1], -1)
         feats = (feats - m.norm_mean) * m.norm_inv_std
         ex = Execution.of(self.params)
-        terms = step_terms(gather_bars(m, idx), ex, m.median_abs_return)
+        med = m.medians_at(starts)[1] if m.pooled else m.median_abs_return  # a pooled universe: each window's symbol's
+        terms = step_terms(gather_bars(m, idx), ex, med)
         book = fresh_book(b, ex)
         pre = net.first_layer_span(feats, t)  # [B, T, hidden[0]]
         out_all = None if net.position_input else net.rest(pre, None).unbind(1)
@@ -134,12 +139,16 @@ class DirectLearner:
             xs.append(x)
             levels.append(level)
         stack = lambda v: torch.stack(v, dim=1)  # noqa: E731
-        return {"ret": stack(rets), "turnover": stack(turns), "x": stack(xs), "level": stack(levels), "vol": terms.vol}
+        path = {"ret": stack(rets), "turnover": stack(turns), "x": stack(xs), "level": stack(levels), "vol": terms.vol}
+        if m.pooled:  # each window's own symbol's median |log return| scales its returns (``loss``)
+            path["median_abs_return"] = med
+        return path
 
     def loss(self, path: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         """(loss = −objective, objective) of a ``forward`` path."""
         cfg = self.cfg
-        sigma_bar = (self.market.median_abs_return * math.sqrt(math.pi / 2.0)).clamp_min(1e-12)
+        med = path["median_abs_return"][:, None] if "median_abs_return" in path else self.market.median_abs_return
+        sigma_bar = (med * math.sqrt(math.pi / 2.0)).clamp_min(1e-12)
         weight = vol_weight(path["vol"], sigma_bar) if cfg.vol_target else None
         z = scaled_returns(path["ret"], path["turnover"], sigma_bar, penalty_bps=cfg.turnover_penalty, weight=weight)
         obj = objective(z, cfg.objective, risk_aversion=cfg.risk_aversion, ema=self._ema)

@@ -92,7 +92,8 @@ def gather_bars(market: MarketData, idx: torch.Tensor) -> WindowBars:
     shape = idx.shape
     ohlc = market.ohlc
     close = ohlc[:, 3].index_select(0, flat).view(shape)
-    med = market.median_range
+    # the fold's median range; on a pooled universe each bar's own symbol's (foxhunt.universe_market)
+    med = market.medians_at(flat)[0].view(shape) if market.pooled else market.median_range
     rg = market.bar_range.index_select(0, flat).view(shape)
     rel = torch.where(med > 0, (rg / torch.where(med > 0, med, 1.0)).clamp(0.25, 4.0), 1.0)
     open1 = ohlc[:, 0].index_select(0, nxt).view(shape)
@@ -123,7 +124,8 @@ class Terms(NamedTuple):
 
 
 def step_terms(bars: WindowBars, ex: Execution, median_abs_return: torch.Tensor) -> Terms:
-    """``Terms`` of windows starting from a fresh portfolio (v = the fold's median |log return|).
+    """``Terms`` of windows starting from a fresh portfolio (v = the fold's median |log return|: 0-d, or
+    [B] one a window on a pooled universe).
     The volatility EMA does not depend on the positions, so it runs here, without autograd."""
     with torch.no_grad():
         b, t = bars.close.shape

@@ -1,0 +1,34 @@
+"""`foxhunt train` on a universe of several symbols, as the user runs it (fresh processes): `--data DIR` trains
+one pooled agent a fold and writes per-symbol rows; a run SIGKILLed after its first committed checkpoint and
+continued with `--resume` in a new process ends with the uninterrupted run's files, bit for bit."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.cli_run import run_ok
+from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
+from tests.universe.conftest import TINY_DQN, config, universe_files
+
+
+def test_train_data_dir_trains_one_pooled_agent_a_fold_and_writes_per_symbol_rows(tmp_path: Path) -> None:
+    universe_files(tmp_path / "u")
+    out = run_ok(tmp_path, "train", "--data", "u", "--folds", "1", "--epochs", "1", "--name", "pooled",
+                 "--set", "dqn.rounds_per_epoch=2", "--set", "dqn.warmup_transitions=256", "--set", "train.tensorboard=false",
+                 "--set", "run.device=cpu", "--set", "run.out_dir=runs", "--set", "features.cache_dir=cache").stdout
+    assert "universe: 3 symbols, 2670 bars; 1 folds (member symbols: 3)" in out
+    run = tmp_path / "runs" / "pooled"
+    m = json.loads((run / "folds" / "fold_0" / "metrics.json").read_text())
+    assert [s["symbol"] for s in m["symbols"]] == ["AAA", "BBB", "CCC"] and m["agent"] == m["pooled"]
+    assert json.loads((run / "summary.json").read_text())["folds"][0]["fold"] == 0
+    assert "summary: runs/pooled/summary.json" in out.replace("\n", "")
+
+
+def test_a_universe_run_killed_after_its_first_checkpoint_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    d = universe_files(tmp_path / "u")
+    cfg = config(tmp_path, d, dqn=TINY_DQN, train={"epochs": 3, "checkpoint_every": 1, "select": "inner", "abstain": True,
+                                                   "abstain_z": 0.0, "tensorboard": False, "progress": False, "report": False},
+                 run={"out_dir": str(tmp_path / "runs"), "device": "cpu"})
+    path = cfg.write(tmp_path)
+    killed_in_fold_0_then_resumed_equals_uninterrupted(path, tmp_path)
