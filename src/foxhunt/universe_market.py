@@ -192,8 +192,11 @@ class UniverseMarket(MarketData):
         self.fold = fold
 
     def medians_at(self, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(median_range, median_abs_return) [N] of each row's own symbol (pooled), or the fold's 0-d pair."""
-        if not self.pooled:
+        """(median_range, median_abs_return) [N] of each row's own symbol while a PooledFold is current, else
+        the 0-d pair (the fold's, or what a universe backtest set from the model file)."""
+        if not (self.pooled and isinstance(self.fold, PooledFold)):
+            # no pooled fold (e.g. a saved model's universe backtest, backtest/universe.py): the 0-d pair its
+            # caller set, as for one series
             return self.median_range, self.median_abs_return
         from foxhunt.env.pooled import symbol_of_rows
 

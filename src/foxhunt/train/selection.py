@@ -117,20 +117,22 @@ class HeldBackScore:
         return pooled_sharpe(r, self.bars_per_year)
 
     def score_members(self, start: int, steps: int, nets: list[nn.Module], decision_interval: int) -> list[float]:
-        """``self(start, steps, GreedyPolicy(net, k))`` for every net, from ONE backtest of len(nets) × n
-        sub-windows (``MemberGreedyPolicy``: net m greedy on its own block of the window's n sub-windows):
-        the env is stepped once for every member. Each member's windows and actions are those of its own
-        backtest; its pooled returns, hence its score, are the same."""
+        """``self(start, steps, GreedyPolicy(net, k))`` for every net, from ONE backtest (``member_returns``)."""
         starts, lengths = sub_windows(start, steps, SUB_WINDOW)
+        return [self._score(r, start, steps) for r in self.member_returns(starts, lengths, nets, decision_interval)]
+
+    def member_returns(self, starts: list[int], lengths: list[int], nets: list[nn.Module],
+                       decision_interval: int) -> list[np.ndarray]:
+        """Each net's pooled bar returns over the windows (starts, lengths), from ONE backtest of
+        len(nets) × len(starts) windows (``MemberGreedyPolicy``: net m greedy on its own block of the
+        windows): the env is stepped once for every member. Each member's windows and actions are those
+        of its own backtest, so its returns, hence its score, are the same."""
         n = len(starts)
         policy = MemberGreedyPolicy(nets, [(m * n, (m + 1) * n) for m in range(len(nets))], decision_interval)
-        res = self.backtester.run(starts * len(nets), lengths * len(nets), policy, backend=self.backend, keep_curves=True)
+        res = self.backtester.run(list(starts) * len(nets), list(lengths) * len(nets), policy, backend=self.backend,
+                                  keep_curves=True)
         assert res.returns is not None
-        out = []
-        for m in range(len(nets)):
-            r = np.concatenate([res.returns[m * n + i, :k] for i, k in enumerate(lengths)])
-            out.append(self._score(r, start, steps))
-        return out
+        return [np.concatenate([res.returns[m * n + i, :k] for i, k in enumerate(lengths)]) for m in range(len(nets))]
 
 
 class EpochSelector:

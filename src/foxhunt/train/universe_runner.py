@@ -169,7 +169,17 @@ class UniverseRunner(WalkForwardRunner):
     def _window_sharpe(self, start: int, steps: int, policy: Any) -> float:
         """The pooled held-back Sharpe of ``policy`` (every member symbol's window; module docstring)."""
         starts, lengths = self._inner
-        r = self._held_back._returns(starts, lengths, policy)
+        return self._pooled_score(self._held_back._returns(starts, lengths, policy))
+
+    def _members_sharpes(self, start: int, steps: int, nets: list[Any], decision_interval: int) -> list[float]:
+        """The pooled held-back Sharpes of several members' networks, from one backtest of every member
+        symbol's window per network (``HeldBackScore.member_returns``)."""
+        starts, lengths = self._inner
+        return [self._pooled_score(r) for r in self._held_back.member_returns(starts, lengths, nets, decision_interval)]
+
+    def _pooled_score(self, r: np.ndarray) -> float:
+        """The score of pooled held-back returns (``train.select_score``: their Sharpe, or their timing's)."""
+        starts, lengths = self._inner
         if self._held_back.score == "timing":
             if self._inner_bh is None:
                 ones = torch.ones((len(starts), max(lengths)), dtype=torch.float32, device=self.market.device)
