@@ -209,3 +209,21 @@ class PhaseTimer:
             else:
                 out[phase] = float(sum(items))
         return out
+
+
+def run_banner(plan: Any, cfg: Any, members: int, selection: bool) -> list[str]:
+    """The lines a run prints before its first fold: the execution plan, the members of a fold
+    (``train.ensemble`` and its grids) and the abstention rule (with epoch selection)."""
+    tcfg = cfg.train
+    lines = [plan.summary()]
+    if members > 1:
+        seed = int(cfg.run.seed)
+        which = (f"; discounts {', '.join(f'{g:g}' for g in tcfg.gamma_grid)} (train.gamma_grid), the fold's model is the "
+                 "mean-Q network of the discount that scores best on the held-back window") if tcfg.gamma_grid else \
+            "; the fold's model is their mean-Q network"
+        lines.append(f"ensemble: {members} agents a fold (seeds {seed}…{seed + members - 1}), "
+                     f"each with its own epoch selection{which}")
+    if selection and tcfg.abstain:
+        lines.append(f"abstention: a fold trades only if its agents' mean held-back Sharpe beats {tcfg.abstain_z:g} "
+                     "standard errors of that window (train.abstain_z); otherwise its model is flat")
+    return lines

@@ -40,7 +40,7 @@ from foxhunt.train import checkpoint as ckpt
 from foxhunt.train import gamma_grid
 from foxhunt.train.agent import build_trainer, cost_multiplier, policy_net, trained_module, training_env
 from foxhunt.train.lockstep import Lockstep
-from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog
+from foxhunt.train.logs import MetricsLog, PhaseTimer, Progress, TensorBoardLog, run_banner
 from foxhunt.train.oos import write_oos
 from foxhunt.train.outputs import BuyHold, fold_line, fold_result, write_curves, write_json, write_model, write_summary, write_trades
 from foxhunt.train.preflight import check_prepared
@@ -329,21 +329,12 @@ class WalkForwardRunner:
         Returns the per-fold results (the content of each folds/fold_k/metrics.json).
         """
         t_run = time.perf_counter()
-        tcfg, trainer, folds = self.tcfg, self.trainer, self.folds
+        tcfg, folds = self.tcfg, self.folds
         ckpt_dir = run_dir / "checkpoints"
         write_json(run_dir / "accel.json", self.plan.to_dict())  # what ran, per component
         if self.console is not None:
-            self.console.print(self.plan.summary(), highlight=False, soft_wrap=True)
-            if len(self.members) > 1:
-                seed = int(self.cfg.run.seed)
-                which = (f"; discounts {', '.join(f'{g:g}' for g in tcfg.gamma_grid)} (train.gamma_grid), the fold's model is the "
-                         "mean-Q network of the discount that scores best on the held-back window") if tcfg.gamma_grid else \
-                    "; the fold's model is their mean-Q network"
-                self.console.print(f"ensemble: {len(self.members)} agents a fold (seeds {seed}…{seed + len(self.members) - 1}), "
-                                   f"each with its own epoch selection{which}", highlight=False, soft_wrap=True)
-            if self.selectors and tcfg.abstain:
-                self.console.print(f"abstention: a fold trades only if its agents' mean held-back Sharpe beats {tcfg.abstain_z:g} "
-                                   "standard errors of that window (train.abstain_z); otherwise its model is flat", highlight=False, soft_wrap=True)
+            for line in run_banner(self.plan, self.cfg, len(self.members), bool(self.selectors)):
+                self.console.print(line, highlight=False, soft_wrap=True)
         t0 = time.perf_counter()
         self.buy_and_hold()  # before any restore: always under the first fold's market statistics
         self.buy_and_hold_s = time.perf_counter() - t0
