@@ -95,12 +95,65 @@ def member_config(cfg: Config, members: int, lockstep: bool) -> Config:
     return cfg.replace(train=train)
 
 
-def run_one(prepared: Any, cfg: Config) -> dict[str, Any]:
-    """One walk-forward of ``cfg`` on the prepared market: seconds, steady epoch seconds, GPU use, memory."""
+def top_ops(prof: Any, n: int = 25) -> list[dict[str, Any]]:
+    """The ``n`` operators / kernels of a torch.profiler run with the most device time (CPU time without a GPU)."""
+    rows = []
+    for ev in prof.key_averages():
+        dev_us = getattr(ev, "device_time_total", None) or getattr(ev, "cuda_time_total", 0.0)
+        rows.append({"name": ev.key[:120], "calls": ev.count, "device_ms": dev_us / 1e3,
+                     "cpu_self_ms": ev.self_cpu_time_total / 1e3})
+    rows.sort(key=lambda r: (r["device_ms"], r["cpu_self_ms"]), reverse=True)
+    return rows[:n]
+
+
+def phased_epoch(runner: WalkForwardRunner, phases: list[dict[str, float]], kernels: list[dict[str, Any]]) -> Any:
+    """``runner._train_epoch`` with a synchronisation between its phases, each phase's seconds appended to
+    ``phases``: ``enqueue`` (the host's time to enqueue every member's rounds), ``drain`` (the device's
+    time left after that), ``finish`` (the members' summary readbacks) and ``select`` (the held-back
+    scoring of every member). The synchronisations cost a little overlap: a profile, not a timing."""
+    dev = runner.market.device
+
+    def sync() -> None:
+        if dev.type == "cuda":
+            torch.cuda.synchronize(dev)
+
+    def epoch(e: int) -> Any:
+        runner._epoch_costs(e)
+        sync()
+        prof = None
+        if e == 2 and not kernels:  # one steady epoch under torch.profiler: where its device time goes
+            acts = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if dev.type == "cuda" else [])
+            prof = torch.profiler.profile(activities=acts)
+            prof.__enter__()
+        t = [time.perf_counter()]
+        runner.lockstep.run_epoch()
+        t.append(time.perf_counter())
+        sync()
+        t.append(time.perf_counter())
+        summaries = runner.lockstep.finish()
+        t.append(time.perf_counter())
+        inner = runner._observe(e)
+        sync()
+        t.append(time.perf_counter())
+        if prof is not None:
+            prof.__exit__(None, None, None)
+            kernels.extend(top_ops(prof))
+        elif e > 0:
+            phases.append({k: t[i + 1] - t[i] for i, k in enumerate(("enqueue", "drain", "finish", "select"))})
+        return summaries[0], summaries[1:], inner
+
+    return epoch
+
+
+def run_one(prepared: Any, cfg: Config, profile: bool = False) -> dict[str, Any]:
+    """One walk-forward of ``cfg`` on the prepared market: seconds, steady epoch seconds, GPU use, memory;
+    ``profile``: each steady epoch's phases (``phased_epoch``) instead of its plain wall time."""
     dev = prepared.market.device
     runner = WalkForwardRunner(replace(prepared, config=cfg))
     epoch_walls: list[float] = []
-    train_epoch = runner._train_epoch
+    phases: list[dict[str, float]] = []
+    kernels: list[dict[str, Any]] = []
+    train_epoch = phased_epoch(runner, phases, kernels) if profile else runner._train_epoch
 
     def timed_epoch(e: int) -> Any:  # the wall time of one epoch of every member (held-back scoring included)
         t0 = time.perf_counter()
@@ -125,6 +178,9 @@ def run_one(prepared: Any, cfg: Config) -> dict[str, Any]:
            "gpu_util": util, "peak_memory_gb": torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None,
            "validation_sharpe": [a.metrics[0]["sharpe"] for a in agents],
            "selected_epochs": [s.best_epoch for s in runner.selectors], "accel": runner.plan.to_dict()}
+    if profile:
+        row["phases_s"] = {k: statistics.median(p[k] for p in phases) for k in phases[0]} if phases else None
+        row["top_ops"] = kernels
     del runner, agents
     gc.collect()
     if dev.type == "cuda":
@@ -141,6 +197,8 @@ def main() -> None:
     ap.add_argument("--epochs", type=int, default=None, help="epochs per fold (default: the config's)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed first walk-forward (1 epoch a fold, "
                     "the smallest M in lockstep) that pays the one-off Triton / torch.compile compilation")
+    ap.add_argument("--profile", action="store_true", help="time each steady epoch's phases (enqueue, drain, "
+                    "finish, select) with a synchronisation between them (phases_s in each row)")
     ap.add_argument("--tag", default="dqn", help="result file suffix (members_<device>_<tag>.json)")
     args = common.parse(ap)
     members = [int(m) for m in args.members.split(",") if m.strip()]
@@ -172,7 +230,7 @@ def main() -> None:
                 if mode == "sequential" and m > args.max_sequential:
                     continue
                 try:
-                    row = run_one(prepared, member_config(base, m, mode == "lockstep"))
+                    row = run_one(prepared, member_config(base, m, mode == "lockstep"), profile=args.profile)
                 except Exception as exc:  # a failed run is recorded, the others go on
                     res["errors"].append(f"M={m} {mode}: {type(exc).__name__}: {exc}")
                     print("ERROR", res["errors"][-1], flush=True)
@@ -180,7 +238,8 @@ def main() -> None:
                 res["runs"].append({"members": m, "mode": mode, **row})
                 util = row["gpu_util"]["mean_pct"] if row["gpu_util"] else float("nan")
                 print(f"M={m:>3} {mode:>10}: walk-forward {row['walk_forward_s']:8.2f} s, steady epoch "
-                      f"{row['steady_epoch_s'] or float('nan'):.3f} s, GPU {util:5.1f} %", flush=True)
+                      f"{row['steady_epoch_s'] or float('nan'):.3f} s, GPU {util:5.1f} %"
+                      + (f", phases {row['phases_s']}" if row.get("phases_s") else ""), flush=True)
                 out = common.save(args, stem, res)  # partial results survive a timeout
     print_table(res)
     print(f"wrote {out}")
