@@ -305,9 +305,26 @@ class UniverseRunner(WalkForwardRunner):
         return result
 
     def finish(self, run_dir: Path, wall_s: float | None) -> list[dict[str, Any]]:
-        """summary.json from the fold files (pooled rows); no report.html: the universe's report (portfolio,
-        per-symbol pages) is ``foxhunt.backtest.portfolio``'s, reading curves.safetensors."""
+        """summary.json from the fold files (pooled rows, plus the portfolio and per-symbol rows) and, with
+        ``train.report``, report.html: the universe's out-of-sample record (``foxhunt.train.universe_oos``:
+        the quant rule beside the agent, the per-fold and stitched portfolios, the per-symbol sections).
+        Both need ``train.save_curves`` and buy-and-hold (``train.eval_buy_and_hold``); without them
+        summary.json has the pooled rows alone and no report is written."""
+        from foxhunt.train.report import load_fold_results
+        from foxhunt.train.universe_oos import read_walk_forward, summary_rows, write_universe_oos, write_universe_run_report
+
+        write_universe_oos(run_dir, self)
+        walk = read_walk_forward(run_dir, load_fold_results(run_dir), list(self.market.symbols), float(self.bars_per_year))
+        extra = summary_rows(walk) if walk is not None else {"report": "none: the universe report needs train.save_curves "
+                                                                      "and train.eval_buy_and_hold"}
+        notes = (f"run {run_dir.name}: {self.market.n_symbols} symbols, {len(self.folds)} folds; one pooled {self.cfg.train.agent} "
+                 f"agent a fold, each fold's model on its member symbols' validation windows; quant rule: per symbol and fold, "
+                 f"the best causal rule on the symbol's training rows; portfolios: equal-weight and inverse-volatility "
+                 f"(each fold's weights from the symbols' training rows), the folds joined in time order; annualisation: "
+                 f"{float(self.bars_per_year):,.1f} bars per year")
         return write_summary(run_dir, wall_s, self.folds, market=self.market, cfg=self.cfg, epochs=self.tcfg.epochs,
                              bars_per_year=self.bars_per_year, annualisation=self.backtester.annualisation.describe(),
                              prepare_timings=self.prepared.timings, buy_and_hold_s=self.buy_and_hold_s,
-                             data_hash=self.data_hash, report=False)
+                             data_hash=self.data_hash, report=self.tcfg.report and walk is not None, extra=extra,
+                             write_report=lambda d: write_universe_run_report(d, walk, f"foxhunt train — universe run {d.name}",
+                                                                              notes))
