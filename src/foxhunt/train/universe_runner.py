@@ -125,7 +125,9 @@ def pooled_prepared(cfg: Config, prepared: Any) -> PooledPrepared:
     check_universe(cfg)
     folds = [PooledFold.of(uf, cfg.train.symbol_weighting) for uf in prepared.folds]
     split = [_parts(cfg, prepared.market, uf) for uf in prepared.folds]
-    return PooledPrepared(cfg, prepared.market, folds, list(prepared.folds), [p for p, _ in split], [w for _, w in split],
+    # prepared.config: ``cfg`` with the fold layout the universe's data fitted (saved in config.toml, so that
+    # --resume and `foxhunt backtest --run` lay the same folds out again)
+    return PooledPrepared(prepared.config, prepared.market, folds, list(prepared.folds), [p for p, _ in split], [w for _, w in split],
                           prepared.timings, prepared.universe, prepared.fold_note, prepared.calendar, prepared.features,
                           bool(any(prepared.features.built)))
 
