@@ -223,6 +223,24 @@ class UniverseRunner(WalkForwardRunner):
                     i = j
         return self._bh
 
+    def fold_score(self, fold: Any, agent: Any) -> tuple[dict[str, float], np.ndarray | None]:
+        """``foxhunt tune``'s score of a universe fold: the metrics and per-date returns of the portfolio of
+        the member symbols' validation returns (``tune.universe_weights``: inverse-volatility with each
+        symbol's training volatility of the fold, or equal-weight; ``foxhunt.backtest.universe_walk``);
+        its trade_count is the members' round trips summed (the ``tune.min_trades`` constraint)."""
+        from foxhunt.backtest.universe_walk import FoldWindows, fold_portfolios, fold_training_vols
+
+        mem, starts, steps = self._windows(fold)
+        ts, m = self.market.timestamps_host, self.market
+        fw = FoldWindows(fold.fold, mem, [ts[a: a + n + 1] for a, n in zip(starts, steps)],
+                         {"agent": [agent.returns[w, : int(n)].astype(np.float64) for w, n in enumerate(steps)]},
+                         {"agent": agent.metrics},
+                         fold_training_vols([b.close for b in self.prepared.universe.bars], m.offsets_host, fold.bounds, mem))
+        _, ports = fold_portfolios(m.n_symbols, fw, float(self.bars_per_year))
+        p = ports[("agent", self.cfg.tune.universe_weights)]
+        trades = float(sum(float(x.get("trade_count", 0.0)) for x in agent.metrics))
+        return {**p.metrics, "trade_count": trades}, p.returns
+
     def _alternative(self, fold: Any, selection: dict[str, Any] | None, agent: Any) -> None:
         """As the file run's (reporting only), with pooled rows over the fold's member windows."""
         _, starts, steps = self._windows(fold)
