@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv and install foxhunt into it.
 #   scripts/setup.sh        runtime only
-#   scripts/setup.sh test   runtime + test dependencies (pytest, hypothesis, empyrical-reloaded, triton)
+#   scripts/setup.sh test   runtime + test dependencies (pytest, hypothesis, empyrical-reloaded, triton, backtesting)
 # torch: a CUDA machine keeps/gets the default build; elsewhere the CPU build is installed first so
 # that pip does not pull several GB of CUDA libraries onto a machine without a GPU.
 set -euo pipefail

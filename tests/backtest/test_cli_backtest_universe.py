@@ -35,7 +35,8 @@ def test_backtest_of_a_directory_writes_symbol_rows_portfolio_rows_and_the_unive
                     "<h2>Best 2 and worst 2 symbols (Sharpe of model, its windows joined)</h2>", "<h2>Per symbol and window</h2>",
                     "Timing apart from holding"):
         assert heading in html, heading
-    assert html.count("data:image/png;base64,") == 3  # two portfolio figures and the heat map
+    assert "<h2>Per symbol: each symbol's windows joined</h2>" in html and all(f"<h3>{s}</h3>" in html for s in ("AAA", "BBB", "CCC"))
+    assert html.count("data:image/png;base64,") == 6  # two portfolio figures, the heat map, one equity figure a symbol
     assert json.loads((tmp_path / "bt" / "accel.json").read_text())["eval"] == "torch"
 
 

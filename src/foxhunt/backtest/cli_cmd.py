@@ -159,11 +159,7 @@ def _backtest_universe(universe: Any, model: list[Path], loaded: list[Any], out:
                        sampled_seed: int | None, data: list[Path]) -> None:
     """``--data`` naming several symbols: every symbol in one backtest call per policy, the portfolios,
     and the universe report (``foxhunt.backtest.universe``, ``universe_report``)."""
-    import json
-
-    from foxhunt.backtest.report import write_metrics
     from foxhunt.backtest.universe import run_universe
-    from foxhunt.backtest.universe_report import write_universe_report
     from foxhunt.errors import ConfigError
     from foxhunt.features.extra import extras_in
     from foxhunt.features.spec import feature_names
@@ -181,15 +177,27 @@ def _backtest_universe(universe: Any, model: list[Path], loaded: list[Any], out:
         run = run_universe(model, loaded, uf, universe, dev, windows=windows, ensemble_mode=ensemble_mode, plan=plan,
                            bars_per_year=bars_per_year, barriers=barriers, progress=progress, sampled_seed=sampled_seed,
                            say=lambda line: console.print(line, highlight=False, soft_wrap=True))
+    notes = "; ".join([f"models: {', '.join(str(p) for p in model)}; data: {', '.join(str(d) for d in data)} "
+                       f"({len(universe)} symbols)", *run.notes])
+    _write_universe(out, run, run.plan, "foxhunt backtest — universe", notes)
+
+
+def _write_universe(out: Path, run: Any, plan: Any, title: str, notes: str, window: str = "window") -> None:
+    """A universe backtest's files (metrics.json / .csv, trades.json, accel.json, report.html) and its table."""
+    import json
+
+    from foxhunt.backtest.report import write_metrics
+    from foxhunt.backtest.universe_report import write_universe_report
+
     out.mkdir(parents=True, exist_ok=True)
     write_metrics(out, run.rows)
     (out / "trades.json").write_text(json.dumps(run.trades, indent=1))
-    (out / "accel.json").write_text(run.plan.to_json() + "\n")
-    notes = "; ".join([f"models: {', '.join(str(p) for p in model)}; data: {', '.join(str(d) for d in data)} "
-                       f"({len(universe)} symbols)", *run.notes])
-    report = write_universe_report(out / "report.html", "foxhunt backtest — universe", run, notes=notes)
-    _print([r for r in run.rows if r["symbol"] == "portfolio" or r["label"] == run.label], report,
-           ("symbol", "window", "weights", "label", "sharpe", "total_return", "max_drawdown", "trade_count"))
+    (out / "accel.json").write_text(plan.to_json() + "\n")
+    cols = sorted({r["window"] for r in run.rows if r["symbol"] != "portfolio"}) if window == "fold" else None
+    report = write_universe_report(out / "report.html", title, run, notes=notes, window=window, columns=cols)
+    shown = [r for r in run.rows if r["symbol"] == "portfolio" and (window != "fold" or r["window"] == "all")
+             or r["symbol"] != "portfolio" and r["label"] == run.label]
+    _print(shown, report, ("symbol", "window", "weights", "label", "sharpe", "total_return", "max_drawdown", "trade_count"))
 
 
 def _universe_key(text: str) -> bool:
@@ -247,12 +255,24 @@ class _torch_progress:
 
 def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None = None,
                   barriers: bool | None = None, overrides: list[str] | None = None) -> None:
-    """``--run``: every finished fold's model on its validation window (see ``backtest.run_dir``)."""
+    """``--run``: every finished fold's model on its validation window (see ``backtest.run_dir``); a
+    pooled universe run per symbol and as portfolios (``backtest.universe_run_dir``)."""
     import json
 
     from foxhunt.backtest.report import write_backtest_report, write_metrics
-    from foxhunt.backtest.run_dir import backtest_run_dir
+    from foxhunt.backtest.run_dir import backtest_run_dir, read_run
     from foxhunt.backtest.timing import row_fields, window_timing
+    from foxhunt.backtest.universe_run_dir import backtest_universe_run, universe_of_config
+
+    cfg, models = read_run(run, device, overrides or [])
+    universe = universe_of_config(cfg)
+    if universe is not None:
+        urun, uplan, unotes = backtest_universe_run(run, cfg, universe, models, bars_per_year=bars_per_year, barriers=barriers,
+                                                    before=_matmul_precision)
+        for line in unotes:
+            console.print(line, highlight=False, soft_wrap=True)
+        _write_universe(out, urun, uplan, f"foxhunt backtest — universe run {run.name}", "; ".join(unotes), window="fold")
+        return
 
     folds, market, plan = backtest_run_dir(run, device, bars_per_year=bars_per_year, barriers=barriers,
                                            overrides=overrides or [], before=_matmul_precision)

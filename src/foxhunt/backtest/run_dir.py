@@ -28,6 +28,23 @@ class FoldBacktest:
     barriers: bool = False  # the agent's round trips carry triple-barrier labels
 
 
+def read_run(run_dir: Path, device: str = "auto", overrides: Sequence[str] = ()) -> tuple[Any, list[Path]]:
+    """(the run's config with ``overrides`` and the device, its fold model files in fold order).
+    ConfigError (one line) for a directory that is not a run or has no fold model yet. A run on a
+    universe of several symbols (``universe_run_dir.universe_of_config``) goes to
+    ``universe_run_dir.backtest_universe_run``; any other to ``backtest_run_dir``."""
+    from foxhunt.config import load_config
+    from foxhunt.errors import ConfigError
+
+    cfg_path = run_dir / "config.toml"
+    if not cfg_path.is_file():
+        raise ConfigError(f"--run {run_dir}: not a training run directory (no config.toml)")
+    models = sorted((run_dir / "folds").glob("fold_*/model.safetensors"), key=lambda p: int(p.parent.name[5:]))
+    if not models:
+        raise ConfigError(f"--run {run_dir}: no folds/fold_k/model.safetensors yet (no fold has finished)")
+    return load_config(cfg_path, list(overrides), values=None if device == "auto" else {"run": {"device": device}}), models
+
+
 def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: float | None = None,
                      barriers: bool | None = None, overrides: Sequence[str] = (),
                      before: Callable[[Any], None] | None = None) -> tuple[list[FoldBacktest], Any, Any]:
@@ -48,18 +65,11 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     from foxhunt.agents.model_io import load_model
     from foxhunt.backtest.evaluator import Backtester
     from foxhunt.backtest.policies import ExposurePolicy, GreedyPolicy
-    from foxhunt.config import load_config
     from foxhunt.errors import ConfigError
     from foxhunt.folds import FoldRange
     from foxhunt.pipeline import prepare_market
 
-    cfg_path = run_dir / "config.toml"
-    if not cfg_path.is_file():
-        raise ConfigError(f"--run {run_dir}: not a training run directory (no config.toml)")
-    models = sorted((run_dir / "folds").glob("fold_*/model.safetensors"), key=lambda p: int(p.parent.name[5:]))
-    if not models:
-        raise ConfigError(f"--run {run_dir}: no folds/fold_k/model.safetensors yet (no fold has finished)")
-    cfg = load_config(cfg_path, list(overrides), values=None if device == "auto" else {"run": {"device": device}})
+    cfg, models = read_run(run_dir, device, overrides)
     prepared = prepare_market(cfg)
     market = prepared.market
     loaded = []

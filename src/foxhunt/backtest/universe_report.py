@@ -6,8 +6,11 @@ per weighting rule, its curves' summary (total return, CAGR, volatility, Sharpe,
 timing table against buy-and-hold's portfolio, one equity + drawdown figure of the model's
 portfolio against buy-and-hold's and the quant rule's on the union calendar, and the model
 portfolio's monthly returns; a symbol × window heat map of the model's Sharpe (matplotlib
-``imshow``); the best and worst symbols by the Sharpe of their windows joined; the per-symbol
-metrics table. The machinery is the single-file report's (``report``, ``tearsheet_report``):
+``imshow``); the best and worst symbols by the Sharpe of their windows joined; one section per
+symbol (its windows joined: the summary of the model, buy-and-hold and the quant rule, and their
+equity + drawdown figure for the first ``SYMBOL_FIGURES`` symbols, tables only after that so
+that a universe of hundreds stays a readable file); the per-symbol metrics table. A training run's
+report (``foxhunt.train.universe_oos``) is the same page with window = fold. The machinery is the single-file report's (``report``, ``tearsheet_report``):
 tables, base64 PNG figures, one self-contained file written to a temporary name and renamed.
 """
 
@@ -30,11 +33,14 @@ __all__ = ["write_universe_report", "sharpe_heatmap", "ranked_symbols", "RULE_TI
 
 RULE_TITLES = {"equal": "equal-weight", "inverse_vol": "inverse-volatility-weighted"}
 SHOWN = 5  # best and worst symbols listed
+SYMBOL_FIGURES = 40  # per-symbol equity figures drawn (each is a PNG inside the file)
 
 
-def sharpe_heatmap(symbols: Sequence[str], sharpe: np.ndarray, label: str) -> str:
+def sharpe_heatmap(symbols: Sequence[str], sharpe: np.ndarray, label: str, window: str = "backtest window",
+                   columns: Sequence[Any] | None = None) -> str:
     """A symbol × window heat map of Sharpe ratios ([S, windows]; ±inf and NaN shown blank), values
-    written in the cells while they stay legible; a base64 PNG."""
+    written in the cells while they stay legible; a base64 PNG. window: the columns' name ("fold" for a
+    training run), columns: their labels (default 0 … windows - 1)."""
     import matplotlib.pyplot as plt
 
     s, w = sharpe.shape
@@ -43,9 +49,9 @@ def sharpe_heatmap(symbols: Sequence[str], sharpe: np.ndarray, label: str) -> st
     fig, ax = plt.subplots(figsize=(min(2.0 + 0.9 * w, 14.0), min(1.2 + 0.28 * s, 40.0)))
     im = ax.imshow(np.ma.masked_invalid(finite), cmap="RdYlGn", vmin=-lim, vmax=lim, aspect="auto", interpolation="nearest")
     ax.set_yticks(range(s), labels=list(symbols), fontsize=8 if s <= 60 else 5)
-    ax.set_xticks(range(w), labels=[str(j) for j in range(w)], fontsize=8)
-    ax.set_xlabel("backtest window")
-    ax.set_title(f"{label}: Sharpe per symbol and window", fontsize=10)
+    ax.set_xticks(range(w), labels=[str(j) for j in (columns if columns is not None else range(w))], fontsize=8)
+    ax.set_xlabel(window)
+    ax.set_title(f"{label}: Sharpe per symbol and {window}", fontsize=10)
     if s * w <= 400:
         for (i, j), v in np.ndenumerate(sharpe):
             ax.text(j, i, "–" if math.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=7)
@@ -59,6 +65,8 @@ def ranked_symbols(symbols: Sequence[str], returns: dict[str, list[np.ndarray]],
     its Sharpe, total return and max drawdown, buy-and-hold's Sharpe on the same bars."""
     rows = []
     for s, symbol in enumerate(symbols):
+        if len(returns[label][s]) == 0:
+            continue  # in no window (a symbol that sits every fold out)
         m, b = summary(returns[label][s], bars_per_year), summary(returns[benchmark][s], bars_per_year)
         rows.append({"symbol": symbol, "sharpe": m["sharpe"], "total_return": m["total_return"],
                      "max_drawdown": m["max_drawdown"], f"{benchmark} sharpe": b["sharpe"]})
@@ -67,7 +75,7 @@ def ranked_symbols(symbols: Sequence[str], returns: dict[str, list[np.ndarray]],
 
 def _portfolio_section(run: Any, rule: str, names: dict[str, str], benchmark: str) -> str:
     """One weighting rule: summary, timing against buy-and-hold's portfolio, equity + drawdown, months."""
-    start = min(int(t[0]) for t in run.times)
+    start = min(int(t[0]) for t in run.times if len(t))
     joined = Joined(start, run.axis, {k: run.portfolios[(k, rule)].returns for k in names}, [])
     x = np.concatenate([[start], run.axis]).astype("datetime64[ns]")
     curves = [(names[k], run.portfolios[(k, rule)].equity()) for k in names]
@@ -80,8 +88,31 @@ def _portfolio_section(run: Any, rule: str, names: dict[str, str], benchmark: st
     ])
 
 
-def write_universe_report(path: Path, title: str, run: Any, notes: str = "", benchmark: str = "buy & hold") -> Path:
-    """report.html of a ``UniverseRun`` (module docstring for its sections)."""
+def _symbol_sections(run: Any, names: dict[str, str], window: str) -> list[str]:
+    """One section per symbol: its windows joined (summary table; the equity figure for the first
+    ``SYMBOL_FIGURES`` symbols)."""
+    out = [f"<h2>Per symbol: each symbol's {window}s joined</h2>"]
+    drawn = 0
+    for s, symbol in enumerate(run.symbols):
+        t = run.times[s]
+        if len(t) < 2:
+            out.append(f"<h3>{html.escape(symbol)}</h3><p>in no {window}.</p>")
+            continue
+        joined = Joined(int(t[0]), t[1:], {k: run.returns[k][s] for k in names}, [])
+        out += [f"<h3>{html.escape(symbol)}</h3>", summary_table(joined, run.bars_per_year, names)]
+        if drawn < SYMBOL_FIGURES:
+            curves = [(names[k], np.concatenate([[1.0], np.cumprod(1.0 + run.returns[k][s])])) for k in names]
+            out.append(img(equity_figure(f"{symbol}: {window}s joined", curves, t.astype("datetime64[ns]"))))
+            drawn += 1
+    if drawn < sum(len(t) >= 2 for t in run.times):
+        out.append(f"<p>Equity figures for the first {SYMBOL_FIGURES} symbols; the rest have their tables.</p>")
+    return out
+
+
+def write_universe_report(path: Path, title: str, run: Any, notes: str = "", benchmark: str = "buy & hold",
+                          window: str = "window", columns: Sequence[Any] | None = None) -> Path:
+    """report.html of a ``UniverseRun`` (module docstring for its sections). window: what a column of
+    ``run.sharpe`` is ("window" for a backtest's, "fold" for a training run's); columns: their labels."""
     names = {k: k for k in run.returns}  # the model first, then buy-and-hold, then the quant rule
     port_rows = [r for r in run.rows if r["symbol"] == "portfolio"]
     sym_rows = [r for r in run.rows if r["symbol"] != "portfolio"]
@@ -94,15 +125,17 @@ def write_universe_report(path: Path, title: str, run: Any, notes: str = "", ben
                 "weights renormalised over the symbols with a bar on each date (rebalanced every date).</p>",
                 html_table(port_rows, port_cols)]
     sections += [_portfolio_section(run, rule, names, benchmark) for rule in WEIGHT_RULES]
-    sections += [f"<h2>Sharpe per symbol and window ({html.escape(run.label)})</h2>",
-                 img(sharpe_heatmap(run.symbols, run.sharpe, run.label))]
+    sections += [f"<h2>Sharpe per symbol and {window} ({html.escape(run.label)})</h2>",
+                 img(sharpe_heatmap(run.symbols, run.sharpe, run.label, "backtest window" if window == "window" else window,
+                                    columns))]
     ranked = ranked_symbols(run.symbols, run.returns, run.label, benchmark, run.bars_per_year)
     cols = list(ranked[0]) if ranked else []
     shown = min(SHOWN, (len(ranked) + 1) // 2)
     sections += [f"<h2>Best {shown} and worst {shown} symbols (Sharpe of {html.escape(run.label)}, its windows joined)</h2>",
                  "<h3>Best</h3>", html_table(ranked[:shown], cols),
                  "<h3>Worst</h3>", html_table([r for r in ranked[::-1] if not math.isnan(r["sharpe"])][:shown], cols)]
-    sections += ["<h2>Per symbol and window</h2>",
+    sections += _symbol_sections(run, names, window)
+    sections += [f"<h2>Per symbol and {window}</h2>",
                  html_table(sym_rows, ["symbol", "window", "label", "start", "end", *TABLE_COLUMNS])]
     _atomic_write(path, html_page(title, sections))
     return path

@@ -55,10 +55,34 @@ def train(
             print_results(exc.results, console)
         raise
     print_results(results, console)
-    if not (results and results[0]["fold"].get("universe")):
-        console.print(f"report: [bold]{show_path(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
-    else:  # a universe run writes summary.json and per-symbol curves (the portfolio report reads them), no report.html
+    if results and results[0]["fold"].get("universe"):  # a universe: its portfolio rows, then the files
+        print_portfolio(run_dir, console)
         console.print(f"summary: [bold]{show_path(run_dir / 'summary.json')}[/]", highlight=False, soft_wrap=True)
+    if (run_dir / "report.html").is_file() or not (results and results[0]["fold"].get("universe")):
+        console.print(f"report: [bold]{show_path(run_dir / 'report.html')}[/]", highlight=False, soft_wrap=True)
+
+
+def print_portfolio(run_dir: Path, console: Any) -> None:
+    """A universe run's stitched out-of-sample portfolios (summary.json's ``portfolio`` rows of fold
+    "all"): Sharpe, total return and max drawdown per weighting rule and policy."""
+    import json
+
+    from rich import box
+    from rich.table import Table
+
+    from foxhunt.backtest.display import cell
+
+    path = run_dir / "summary.json"
+    rows = [r for r in json.loads(path.read_text()).get("portfolio", []) if r.get("window") == "all"] if path.is_file() else []
+    if not rows:
+        return
+    table = Table(title="portfolios, out of sample (every fold's validation window joined)", box=box.SIMPLE_HEAD)
+    for col in ("weights", "policy", "Sharpe", "return", "max DD"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(r["weights"], r["label"], cell(r, "sharpe", "{:+.2f}"), cell(r, "total_return", "{:+.2%}"),
+                      cell(r, "max_drawdown", "{:.2%}"))
+    console.print(table)
 
 
 def _start(data: list[Path] | None, sample: str | None, config: Path | None, folds: int | None, epochs: int | None,

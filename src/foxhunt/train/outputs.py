@@ -25,7 +25,7 @@ import math
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -138,13 +138,16 @@ def write_trades(path: Path, trades: list[dict[str, Any]], barriers: bool) -> No
 
 def write_summary(run_dir: Path, wall_s: float | None, folds: Sequence[FoldRange], *, market: MarketData, cfg: Config,
                   epochs: int, bars_per_year: float, annualisation: str, prepare_timings: dict[str, float],
-                  buy_and_hold_s: float, data_hash: str, report: bool) -> list[dict[str, Any]]:
+                  buy_and_hold_s: float, data_hash: str, report: bool, extra: dict[str, Any] | None = None,
+                  write_report: Callable[[Path], Any] | None = None) -> list[dict[str, Any]]:
     """summary.json and (``report``) report.html from the run directory's files; returns the fold
     results. Built from the files, not from memory, so a resumed or re-finished run summarises every
     fold, including those an earlier process trained.
 
     wall_s: this session's run time (None: keep the recorded one, e.g. re-finishing a run);
-    annualisation: the backtester's ``Annualisation.describe()``."""
+    annualisation: the backtester's ``Annualisation.describe()``; extra: ``{key: value}``
+    added to summary.json (a universe's portfolio and per-symbol rows); write_report: what writes
+    report.html (default ``foxhunt.train.report.write_report``)."""
     from foxhunt.train.report import load_fold_results
 
     results = load_fold_results(run_dir)
@@ -168,13 +171,15 @@ def write_summary(run_dir: Path, wall_s: float | None, folds: Sequence[FoldRange
         "transition_ms": [t["transition_s"] * 1e3 for t in fold_t],
         "folds": [summary_fold(r) for r in results],
     }
+    if extra:
+        summary.update(extra)
     write_json(run_dir / "summary.json", summary)
     if report:
-        guarded_report(run_dir, results)
+        guarded_report(run_dir, results, write_report)
     return results
 
 
-def guarded_report(run_dir: Path, results: list[dict[str, Any]]) -> None:
+def guarded_report(run_dir: Path, results: list[dict[str, Any]], write: Callable[[Path], Any] | None = None) -> None:
     """report.html, which must never be what loses a run: it is written last, after every fold's
     files and summary.json are committed, and if it fails the traceback goes to
     ``report_error.txt`` and a ``ReportError`` (carrying ``results``) says what failed."""
@@ -184,7 +189,7 @@ def guarded_report(run_dir: Path, results: list[dict[str, Any]]) -> None:
     from foxhunt.train.report import write_report
 
     try:
-        write_report(run_dir)
+        (write or write_report)(run_dir)
     except Exception as exc:  # noqa: BLE001 - any failure of the report; the run itself is complete
         where = run_dir / "report_error.txt"
         tmp = where.with_name(where.name + ".tmp")

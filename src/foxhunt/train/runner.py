@@ -275,6 +275,12 @@ class WalkForwardRunner:
             write_trades(d / "trades.csv", agent.trades, self.cfg.backtest.barriers)
         return result
 
+    def fold_score(self, fold: FoldRange, agent: Any) -> tuple[dict[str, float], Any]:
+        """What ``foxhunt tune`` scores a fold by: (metrics, per-bar returns [n] or None) of the fold's
+        validation backtest ``agent`` (one window here; a universe's portfolio in ``UniverseRunner``)."""
+        n = fold.val_len - 1
+        return agent.metrics[0], None if agent.returns is None else agent.returns[0, :n]
+
     def score_folds(self, on_fold: Callable[[int, FoldRange, Any], None] | None = None,
                     times: dict[str, float] | None = None) -> list[Any]:
         """Train and evaluate every fold without writing files (``foxhunt tune``'s trials): per fold

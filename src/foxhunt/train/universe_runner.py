@@ -125,7 +125,9 @@ def pooled_prepared(cfg: Config, prepared: Any) -> PooledPrepared:
     check_universe(cfg)
     folds = [PooledFold.of(uf, cfg.train.symbol_weighting) for uf in prepared.folds]
     split = [_parts(cfg, prepared.market, uf) for uf in prepared.folds]
-    return PooledPrepared(cfg, prepared.market, folds, list(prepared.folds), [p for p, _ in split], [w for _, w in split],
+    # prepared.config: ``cfg`` with the fold layout the universe's data fitted (saved in config.toml, so that
+    # --resume and `foxhunt backtest --run` lay the same folds out again)
+    return PooledPrepared(prepared.config, prepared.market, folds, list(prepared.folds), [p for p, _ in split], [w for _, w in split],
                           prepared.timings, prepared.universe, prepared.fold_note, prepared.calendar, prepared.features,
                           bool(any(prepared.features.built)))
 
@@ -221,6 +223,24 @@ class UniverseRunner(WalkForwardRunner):
                     i = j
         return self._bh
 
+    def fold_score(self, fold: Any, agent: Any) -> tuple[dict[str, float], np.ndarray | None]:
+        """``foxhunt tune``'s score of a universe fold: the metrics and per-date returns of the portfolio of
+        the member symbols' validation returns (``tune.universe_weights``: inverse-volatility with each
+        symbol's training volatility of the fold, or equal-weight; ``foxhunt.backtest.universe_walk``);
+        its trade_count is the members' round trips summed (the ``tune.min_trades`` constraint)."""
+        from foxhunt.backtest.universe_walk import FoldWindows, fold_portfolios, fold_training_vols
+
+        mem, starts, steps = self._windows(fold)
+        ts, m = self.market.timestamps_host, self.market
+        fw = FoldWindows(fold.fold, mem, [ts[a: a + n + 1] for a, n in zip(starts, steps)],
+                         {"agent": [agent.returns[w, : int(n)].astype(np.float64) for w, n in enumerate(steps)]},
+                         {"agent": agent.metrics},
+                         fold_training_vols([b.close for b in self.prepared.universe.bars], m.offsets_host, fold.bounds, mem))
+        _, ports = fold_portfolios(m.n_symbols, fw, float(self.bars_per_year))
+        p = ports[("agent", self.cfg.tune.universe_weights)]
+        trades = float(sum(float(x.get("trade_count", 0.0)) for x in agent.metrics))
+        return {**p.metrics, "trade_count": trades}, p.returns
+
     def _alternative(self, fold: Any, selection: dict[str, Any] | None, agent: Any) -> None:
         """As the file run's (reporting only), with pooled rows over the fold's member windows."""
         _, starts, steps = self._windows(fold)
@@ -305,9 +325,26 @@ class UniverseRunner(WalkForwardRunner):
         return result
 
     def finish(self, run_dir: Path, wall_s: float | None) -> list[dict[str, Any]]:
-        """summary.json from the fold files (pooled rows); no report.html: the universe's report (portfolio,
-        per-symbol pages) is ``foxhunt.backtest.portfolio``'s, reading curves.safetensors."""
+        """summary.json from the fold files (pooled rows, plus the portfolio and per-symbol rows) and, with
+        ``train.report``, report.html: the universe's out-of-sample record (``foxhunt.train.universe_oos``:
+        the quant rule beside the agent, the per-fold and stitched portfolios, the per-symbol sections).
+        Both need ``train.save_curves`` and buy-and-hold (``train.eval_buy_and_hold``); without them
+        summary.json has the pooled rows alone and no report is written."""
+        from foxhunt.train.report import load_fold_results
+        from foxhunt.train.universe_oos import read_walk_forward, summary_rows, write_universe_oos, write_universe_run_report
+
+        write_universe_oos(run_dir, self)
+        walk = read_walk_forward(run_dir, load_fold_results(run_dir), list(self.market.symbols), float(self.bars_per_year))
+        extra = summary_rows(walk) if walk is not None else {"report": "none: the universe report needs train.save_curves "
+                                                                      "and train.eval_buy_and_hold"}
+        notes = (f"run {run_dir.name}: {self.market.n_symbols} symbols, {len(self.folds)} folds; one pooled {self.cfg.train.agent} "
+                 f"agent a fold, each fold's model on its member symbols' validation windows; quant rule: per symbol and fold, "
+                 f"the best causal rule on the symbol's training rows; portfolios: equal-weight and inverse-volatility "
+                 f"(each fold's weights from the symbols' training rows), the folds joined in time order; annualisation: "
+                 f"{float(self.bars_per_year):,.1f} bars per year")
         return write_summary(run_dir, wall_s, self.folds, market=self.market, cfg=self.cfg, epochs=self.tcfg.epochs,
                              bars_per_year=self.bars_per_year, annualisation=self.backtester.annualisation.describe(),
                              prepare_timings=self.prepared.timings, buy_and_hold_s=self.buy_and_hold_s,
-                             data_hash=self.data_hash, report=False)
+                             data_hash=self.data_hash, report=self.tcfg.report and walk is not None, extra=extra,
+                             write_report=lambda d: write_universe_run_report(d, walk, f"foxhunt train — universe run {d.name}",
+                                                                              notes))

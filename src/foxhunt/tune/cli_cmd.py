@@ -29,11 +29,15 @@ def tune(
     study: Optional[str] = typer.Option(None, "--study", help="study name (tune.study); an existing study is resumed"),
     workers: Optional[int] = typer.Option(None, "--workers", help="local worker processes (0: one per GPU)"),
     device: Optional[str] = typer.Option(None, "--device", help="auto | cpu | cuda"),
+    data: Optional[list[Path]] = typer.Option(None, "--data", help="bar file (CSV/Parquet) instead of the config's data; a "
+                                              "directory, several --data or a pattern is a universe: one pooled agent a fold, "
+                                              "scored by its portfolio (tune.universe_weights)"),
     finish: bool = typer.Option(True, "--finish/--no-finish", help="after the trials: hold-out, best.toml, report (off for extra worker nodes)"),
     overrides: list[str] = typer.Option([], "--set", help="config override section.key=value (repeatable)"),
 ) -> None:
     """Search hyperparameters across walk-forward folds with Optuna; retrain the best config and
-    evaluate it once on a hold-out the search never saw; report deflated Sharpe and PBO."""
+    evaluate it once on a hold-out the search never saw; report deflated Sharpe and PBO. On a universe
+    (--data DIR) a fold's score is its portfolio's validation Sharpe."""
     from foxhunt.config import load_config
     from foxhunt.tune.config import default_tune_config
     from foxhunt.tune.session import open_session, run_workers
@@ -47,13 +51,19 @@ def tune(
             ov.append(f'tune.{key}="{v}"')
     if device is not None:
         ov.append(f'run.device="{device}"')
-    cfg = load_config(config, ov) if config is not None else default_tune_config(ov)
+    values = None
+    if data:  # set as values after the overrides (a path is never pasted into TOML text)
+        sources = [str(d.expanduser().resolve()) for d in data]
+        values = {"data": {"source": "file", "path": sources[0], **({"paths": sources[1:]} if len(sources) > 1 else {})}}
+    cfg = load_config(config, ov, values) if config is not None else default_tune_config(ov, values)
     s = open_session(cfg, console)
     folds = s.evaluator.prepared_for(s.evaluator.trial_config({})).folds
     console.print(
         f"study [bold]{cfg.tune.study}[/] ({'resumed' if s.resumed else 'new'}) in {s.study_dir}; storage "
-        f"{s.url.split('@')[-1]}; {len(cfg.tune.entries())} searched keys, {len(folds)} folds, hold-out "
-        f"{cfg.tune.holdout:.0%} (from bar {s.evaluator.cut}); sampler {cfg.tune.sampler}, pruner {cfg.tune.pruner}"
+        f"{s.url.split('@')[-1]}; {len(cfg.tune.entries())} searched keys, {len(folds)} folds, "
+        + (f"hold-out {cfg.tune.holdout:.0%} (from bar {s.evaluator.cut})" if s.evaluator.cut is not None else
+           "a universe: each fold scored by its portfolio's validation Sharpe, no hold-out")
+        + f"; sampler {cfg.tune.sampler}, pruner {cfg.tune.pruner}"
         + (f"; populations of {cfg.tune.population} trials a worker" if cfg.tune.population > 1 else ""),
         highlight=False, soft_wrap=True)
     run_workers(s, console)

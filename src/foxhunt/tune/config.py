@@ -156,6 +156,9 @@ class TuneConfig(Section):
     pruner: Literal["median", "wilcoxon", "none"] = "median"
     prune_warmup_folds: int = Field(1, ge=0, description="folds every trial runs before it may be pruned")
     holdout: float = Field(0.2, ge=0.0, le=0.8, description="fraction of the bars at the end that the search never sees (0: none)")
+    universe_weights: Literal["inverse_vol", "equal"] = Field("inverse_vol", description="a universe of several symbols: the "
+                                                             "portfolio whose validation returns score a fold (weights from "
+                                                             "each fold's training volatilities, or equal)")
     heartbeat_s: int = Field(5, ge=1, le=3600, description="RDB storages: seconds between a running trial's heartbeats")
     grace_s: int = Field(20, ge=2, le=86_400, description="RDB storages: a running trial silent this long is marked FAIL")
     max_retry: int = Field(2, ge=0, le=100, description="times a trial failed by a lost heartbeat is re-queued")
@@ -268,8 +271,9 @@ dqn.eps_decay_steps = { low = 20, high = 400, log = true }
 """
 
 
-def default_tune_config(overrides: list[str] | tuple[str, ...] = ()) -> Config:
-    """The built-in ``foxhunt tune`` configuration with ``section.key=value`` overrides applied."""
+def default_tune_config(overrides: list[str] | tuple[str, ...] = (), values: dict[str, dict[str, Any]] | None = None) -> Config:
+    """The built-in ``foxhunt tune`` configuration with ``section.key=value`` overrides, then ``values``
+    ({section: {key: value}}, e.g. ``--data``'s paths), applied."""
     from foxhunt.train.config import config_from_dict
 
-    return config_from_dict(tomllib.loads(DEFAULT_TUNE_TOML), overrides, source="<built-in tune defaults>")
+    return config_from_dict(tomllib.loads(DEFAULT_TUNE_TOML), overrides, source="<built-in tune defaults>", values=values)

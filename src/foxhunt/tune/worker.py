@@ -144,7 +144,14 @@ class TrialEvaluator:
         key = _key(d, ("data", "features", "folds")) + json.dumps([d["run"].get("device"), d["tune"]["holdout"],
                                                                      d["train"].get("mirror", False)])
         if key != self._prep_key:
-            self._prepared, self.cut = with_search_folds(prepare_market(cfg), cfg.tune.holdout)
+            universe = _universe(cfg)
+            if universe is not None:  # a universe of several symbols: pooled training, the portfolio's score
+                from foxhunt.pipeline import prepare_universe
+                from foxhunt.train.universe_runner import pooled_prepared
+
+                self._prepared, self.cut = pooled_prepared(cfg, prepare_universe(cfg, universe=universe)), None
+            else:
+                self._prepared, self.cut = with_search_folds(prepare_market(cfg), cfg.tune.holdout)
             self._prep_key = key
             self._runner, self._runner_key = None, None
             self.stats["market_loads"] += 1
@@ -161,8 +168,13 @@ class TrialEvaluator:
             self.stats["runner_reuses"] += 1
             return self._runner
         self._runner = None  # free the old trainer's device memory before building the next
-        prepared.market.set_fold(prepared.folds[0])
-        self._runner = WalkForwardRunner(prepared, None)
+        if hasattr(prepared, "parts"):  # a pooled universe (foxhunt.train.universe_runner)
+            from foxhunt.train.universe_runner import UniverseRunner
+
+            self._runner = UniverseRunner(prepared, None)
+        else:
+            prepared.market.set_fold(prepared.folds[0])
+            self._runner = WalkForwardRunner(prepared, None)
         self._runner_key = key
         self.stats["runner_builds"] += 1
         return self._runner
@@ -179,8 +191,7 @@ class TrialEvaluator:
         scores = FoldScores()
 
         def fold_done(k: int, fold: Any, agent: Any) -> None:
-            n = fold.val_len - 1
-            scores.add(agent.metrics[0], None if agent.returns is None else agent.returns[0, :n])
+            scores.add(*runner.fold_score(fold, agent))  # one file: its window; a universe: its portfolio
             if on_fold is not None:
                 on_fold(k, scores, k == len(runner.folds) - 1)
 
@@ -194,6 +205,22 @@ class TrialEvaluator:
         from foxhunt.tune.population import evaluate_population
 
         return evaluate_population(self, values, on_fold, labels)
+
+
+def _universe(cfg: Config) -> Any:
+    """The universe of several symbols ``cfg`` names, else None; ConfigError (one line) for what a universe
+    study does not do yet: a hold-out (``tune.holdout``), populations (``tune.population``)."""
+    from foxhunt.backtest.universe_run_dir import universe_of_config
+    from foxhunt.errors import ConfigError
+
+    universe = universe_of_config(cfg)
+    if universe is not None and cfg.tune.holdout > 0:
+        raise ConfigError(f"tune.holdout = {cfg.tune.holdout:g}: a hold-out on a universe of {len(universe)} symbols is not "
+                          "available yet; --set tune.holdout=0 (the search then scores every fold)")
+    if universe is not None and cfg.tune.population > 1:
+        raise ConfigError(f"tune.population = {cfg.tune.population}: populations on a universe of several symbols are not "
+                          "available yet; --set tune.population=1")
+    return universe
 
 
 def _next_trial(study: optuna.Study, target: int, dists: dict[str, Any], live: Liveness, sweep: bool = True) -> optuna.Trial | None | bool:
