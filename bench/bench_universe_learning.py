@@ -20,7 +20,8 @@ Gates (reported, never tuned toward; HELD-OUT universes by default, as the famil
 
     PYTHONPATH=src:. python -m bench.bench_universe_learning --universes 0,1,2 --symbols 6 --seeds 0,1,2 --epochs 4
 
-JSON: bench/results/universe_learning_<agent>_<device>.json, written after every run.
+JSON: bench/results/universe_learning_<agent>_<device>.json, written after every run. Universes run as
+separate processes (``--name <stem>_part_a`` …) are pooled by ``--merge <stem>`` (gates over every row).
 """
 
 from __future__ import annotations
@@ -99,15 +100,18 @@ def stitched(run_dir: Path, u: FamilyUniverse) -> tuple[list[list[np.ndarray]], 
     pos: list[list[np.ndarray]] = [[] for _ in u.symbols]
     times: list[list[np.ndarray]] = [[] for _ in u.symbols]
     ts = [b.timestamps for b in u.bars]
-    facts: dict[str, Any] = {"fold_pooled_sharpe": [], "flat": []}
+    facts: dict[str, Any] = {"fold_pooled_sharpe": [], "flat": [], "unabstained_sharpe": []}
     for f in sorted((run_dir / "folds").glob("fold_*/metrics.json"), key=lambda p: int(p.parent.name.split("_")[1])):
         m = json.loads(f.read_text())
         c = load_file(str(f.parent / "curves.safetensors"))
         facts["fold_pooled_sharpe"].append(m["pooled"]["sharpe"])
+        # an abstained fold's record holds what its agent would have scored on the window (abstain.all_members)
         if m.get("pool") is False:
-            facts["flat"].append([bool(((r.get("selection") or {}).get("abstain") or {}).get("flat")) for r in m["symbols"]])
+            recs = [((r.get("selection") or {}).get("abstain") or {}) for r in m["symbols"]]
         else:
-            facts["flat"].append(bool(((m.get("selection") or {}).get("abstain") or {}).get("flat")))
+            recs = [((m.get("selection") or {}).get("abstain") or {})]
+        facts["flat"].append([bool(r.get("flat")) for r in recs])
+        facts["unabstained_sharpe"].append([(r.get("all_members") or {}).get("sharpe") for r in recs])
         for w, row in enumerate(m["symbols"]):
             s = u.symbols.index(row["symbol"])
             n = int(c["lengths"][w])
@@ -187,6 +191,26 @@ def gates(rows: list[dict[str, Any]], refs: dict[str, dict[str, Any]]) -> list[d
     return out
 
 
+def merge(stem: str, results: Path | None = None) -> Path:
+    """``<stem>_part_*.json`` (universes run as separate processes) into ``<stem>.json``: their rows, references
+    and universes together and the gates over all of them; the parts are removed."""
+    import bench.common
+
+    root = results or bench.common.RESULTS
+    parts = sorted(root.glob(f"{stem}_part_*.json"))
+    if not parts:
+        raise FileNotFoundError(f"no {stem}_part_*.json in {root}")
+    docs = [json.loads(p.read_text()) for p in parts]
+    doc = {**docs[0], "rows": [r for d in docs for r in d["rows"]], "parts": [p.name for p in parts],
+           "references": {k: v for d in docs for k, v in d["references"].items()},
+           "universes": {k: v for d in docs for k, v in d["universes"].items()}}
+    doc["gates"] = gates(doc["rows"], doc["references"])
+    out = bench.common._write(root / f"{stem}.json", doc)
+    for p in parts:
+        p.unlink()
+    return out
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = arguments(__doc__, device="cpu", config="")
     ap.add_argument("--family", default="heldout", choices=sorted(FAMILIES), help="heldout (report only; default) | dev")
@@ -197,10 +221,15 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--agent", default="dqn", choices=("dqn", "ppo", "direct"))
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--size", default="tiny", help="the family's layouts of this size (tiny: 2,600 bars, 2 folds of 400)")
+    ap.add_argument("--merge", default=None, help="merge bench/results/<STEM>_part_*.json into <STEM>.json and exit")
     args = parse(ap, argv)
+    if args.merge:
+        print(merge(args.merge))
+        return
     if args.quick:
-        args.universes, args.symbols, args.seeds, args.epochs, args.size = "0,1", 2, "0", 1, "tiny"
-        args.overrides = [*args.overrides, "dqn.rounds_per_epoch=2", "dqn.warmup_transitions=512"]
+        args.universes, args.symbols, args.seeds, args.epochs, args.size = "1", 2, "0", 1, "tiny"
+        args.overrides = [*args.overrides, "dqn.rounds_per_epoch=2", "dqn.warmup_transitions=64", "dqn.n_envs=16",
+                          "dqn.batch_size=32", "dqn.hidden=[16]", "dqn.head_hidden=8", "dqn.buffer_capacity=2048"]
     torch.set_num_threads(args.threads or 1)
     dev = "cuda" if args.device.startswith("cuda") else "cpu"
     stem = f"universe_learning_{args.agent}_{dev}" + ("_quick" if args.quick else "")
