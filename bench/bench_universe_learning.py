@@ -10,7 +10,8 @@ are stitched over the folds and held together as the equal-weight portfolio on t
 buy-and-hold and each symbol's best oracle rule are backtested on the same windows with the same costs
 and made into the same portfolios. Sharpe standard error: sqrt(bars_per_year / T), T portfolio dates.
 
-Gates (reported, never tuned toward; HELD-OUT universes by default, as the family's rule asks):
+A run the learner's guard halts (``TrainingHalted``: e.g. Q-value divergence) is listed under ``errors``
+and not scored. Gates (reported, never tuned toward; HELD-OUT universes by default, as the family's rule asks):
 
 * pooled >= per-symbol: on each edge universe, the mean over seeds of the pooled portfolio's Sharpe is
   at least the per-symbol agents' portfolio's;
@@ -40,6 +41,7 @@ import torch
 from bench.common import arguments, machine, parse, save
 from foxhunt.backtest.annualisation import infer_bars_per_year
 from foxhunt.backtest.portfolio import portfolios, union_axis
+from foxhunt.agents.fold_trainer import TrainingHalted
 from foxhunt.config import apply_overrides, build_config
 from foxhunt.scorecard.family import FAMILIES
 from foxhunt.scorecard.family.universe import FamilyUniverse, universe_draw, write_universe
@@ -202,6 +204,7 @@ def merge(stem: str, results: Path | None = None) -> Path:
         raise FileNotFoundError(f"no {stem}_part_*.json in {root}")
     docs = [json.loads(p.read_text()) for p in parts]
     doc = {**docs[0], "rows": [r for d in docs for r in d["rows"]], "parts": [p.name for p in parts],
+           "errors": [e for d in docs for e in d.get("errors", [])],
            "references": {k: v for d in docs for k, v in d["references"].items()},
            "universes": {k: v for d in docs for k, v in d["universes"].items()}}
     doc["gates"] = gates(doc["rows"], doc["references"])
@@ -234,8 +237,20 @@ def main(argv: list[str] | None = None) -> None:
     dev = "cuda" if args.device.startswith("cuda") else "cpu"
     stem = f"universe_learning_{args.agent}_{dev}" + ("_quick" if args.quick else "")
     rows: list[dict[str, Any]] = []
+    errors: list[dict[str, Any]] = []
     refs: dict[str, dict[str, Any]] = {}
     modes = [m for m in args.modes.split(",") if m]
+
+    def persist() -> None:  # written after every run: a run stopped early keeps what it measured
+        save(args, stem, {"family": args.family, "agent": args.agent, "symbols": args.symbols, "size": args.size,
+                          "epochs": args.epochs, "overrides": args.overrides, "config": "built-in daily train "
+                          "settings (configs/train-default.toml) + the universe's folds and costs + train.select=inner",
+                          "bars_per_year": bpy, "references": {k: {kk: vv for kk, vv in v.items() if kk != "params"}
+                                                               for k, v in refs.items()},
+                          "universes": {k: v["params"] for k, v in refs.items()},
+                          "rows": rows, "errors": errors, "gates": gates(rows, refs),
+                          "machine": machine(torch.device(dev))})
+
     with tempfile.TemporaryDirectory() as tmp:
         for index in [int(i) for i in args.universes.split(",")]:
             u = universe_draw(args.family, index, args.symbols, size=args.size)
@@ -250,20 +265,20 @@ def main(argv: list[str] | None = None) -> None:
             for seed in [int(s) for s in args.seeds.split(",")]:
                 for mode in modes:
                     cfg = run_config(u, data, Path(tmp) / "runs", seed, args)
-                    run_dir, wall = train(cfg, mode, f"{u.name}-{mode}-{seed}")
+                    try:
+                        run_dir, wall = train(cfg, mode, f"{u.name}-{mode}-{seed}")
+                    except TrainingHalted as exc:  # the guard stopped a learner: recorded, not scored, the run goes on
+                        errors.append({"universe": u.name, "mode": mode, "seed": seed, "error": str(exc)})
+                        print(f"  seed {seed} {mode:<10} HALTED: {exc}", flush=True)
+                        persist()
+                        continue
                     per, times, facts = stitched(run_dir, u)
                     row = {"universe": u.name, "kind": u.kind, "form": u.form, "mode": mode, "seed": seed, "wall_s": wall,
                            "portfolio": portfolio_row(times, [p[0] for p in per], bpy), **facts}
                     rows.append(row)
                     print(f"  seed {seed} {mode:<10} portfolio Sharpe {row['portfolio']['sharpe']:+.2f} turnover "
                           f"{row['turnover']:.3f} flat {row['flat']} ({wall:.0f} s)", flush=True)
-                    save(args, stem, {"family": args.family, "agent": args.agent, "symbols": args.symbols, "size": args.size,
-                                      "epochs": args.epochs, "overrides": args.overrides, "config": "built-in daily train "
-                                      "settings (configs/train-default.toml) + the universe's folds and costs + train.select=inner",
-                                      "bars_per_year": bpy, "references": {k: {kk: vv for kk, vv in v.items() if kk != "params"}
-                                                                           for k, v in refs.items()},
-                                      "universes": {k: v["params"] for k, v in refs.items()},
-                                      "rows": rows, "gates": gates(rows, refs), "machine": machine(torch.device(dev))})
+                    persist()
     for g in gates(rows, refs):
         print(json.dumps(g, default=float))
 
