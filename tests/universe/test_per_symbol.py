@@ -35,6 +35,7 @@ def _two_symbols(d: Path) -> None:
     write(d / "BBB.parquet", bars_frame(idx, 22))
 
 
+@pytest.mark.slow
 def test_pool_false_on_a_two_symbol_universe_equals_the_two_single_file_runs_fold_for_fold(tmp_path: Path) -> None:
     _two_symbols(tmp_path / "u")
     out = run_ok(tmp_path, "train", "--data", "u", "--name", "uni", "--set", "train.pool=false", *COMMON).stdout
@@ -106,6 +107,7 @@ def test_what_a_symbol_cannot_train_is_refused_naming_the_symbol_before_anything
     assert not (tmp_path / "cache").exists()
 
 
+@pytest.mark.slow
 def test_a_pool_false_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
     from tests.train.test_kill_resume import CLI, _finish, _kill, _popen, _wait
     from foxhunt.train import checkpoint as ckpt
