@@ -50,8 +50,7 @@ def prepare_market(
 
     cfg = config if isinstance(config, Config) else load_config(config, list(overrides), values=values)
     from foxhunt.features import spec
-    from foxhunt.features.cache import load_or_build, require_formed_rows
-    from foxhunt.features.extra import with_extras
+    from foxhunt.features.cache import require_formed_rows
     from foxhunt.paths import check_output_dir
 
     check_output_dir(cfg.features.cache_dir, "features.cache_dir")
@@ -63,6 +62,30 @@ def prepare_market(
     # that does not fit (the folds start after the spec's warm-up, known before building).
     require_formed_rows(bars)
     cfg, folds, fold_note = fit_folds(cfg, bars.timestamps, spec.WARMUP, layout=fold_layout)
+    return _upload(cfg, bars, folds, device, t1 - t0, fold_note)
+
+
+def prepare_symbol(cfg: Config, bars: Bars, folds: Sequence[FoldRange], load_s: float = 0.0) -> Prepared:
+    """``prepare_market``'s result for ``bars`` already loaded and ``folds`` already laid out (indices
+    into ``bars``): one symbol of a universe trained alone (``foxhunt.train.per_symbol``). The features,
+    cache and upload are ``prepare_market``'s own."""
+    from foxhunt.features.cache import require_formed_rows
+    from foxhunt.paths import check_output_dir
+
+    check_output_dir(cfg.features.cache_dir, "features.cache_dir")
+    require_formed_rows(bars)
+    return _upload(cfg, bars, list(folds), resolve_device(cfg.run.device), load_s, None)
+
+
+def _upload(cfg: Config, bars: Bars, folds: list[FoldRange], device: Any, load_s: float, fold_note: str | None) -> Prepared:
+    """Features from the cache (or built), the market uploaded, the first fold set."""
+    import time
+
+    from foxhunt.features import spec
+    from foxhunt.features.cache import load_or_build
+    from foxhunt.features.extra import with_extras
+
+    t1 = time.perf_counter()
     res = load_or_build(bars, cfg.features.cache_dir, device=device)
     t2 = time.perf_counter()
     if res.features.warmup != spec.WARMUP:  # the folds above were laid out after spec.WARMUP
@@ -75,7 +98,7 @@ def prepare_market(
         torch.cuda.synchronize()
     t3 = time.perf_counter()
     market.set_fold(folds[0])
-    timings = {"load_s": t1 - t0, "features_s": t2 - t1, "upload_s": t3 - t2}
+    timings = {"load_s": load_s, "features_s": t2 - t1, "upload_s": t3 - t2}
     return Prepared(cfg, bars, features, res.path, res.built, folds, market, timings, fold_note)
 
 

@@ -2,7 +2,7 @@
 `data validate DIR` (or a long table) prints a line per symbol and a total; a bad file among good
 ones, mixed intervals and a symbol in two files are one exact red line, exit 2, nothing written;
 `prepare --data DIR` prints the per-symbol fold table; `train --data DIR` refuses what pooled training
-does not do (train.pool = false) in one line, and trains a one-symbol directory as its file, bit for bit
+does not do (train.mirror) in one line, and trains a one-symbol directory as its file, bit for bit
 (pooled training itself: tests/universe)."""
 
 from __future__ import annotations
@@ -65,12 +65,11 @@ def test_mixed_intervals_and_a_symbol_in_two_files_are_refused_in_one_line(tmp_p
                    "file u/AAA.csv: rule 'duplicate-symbol' broken: symbol 'AAA' is also in file AAA.parquet; one symbol a file")
 
 
-def test_train_refuses_one_agent_per_symbol_on_a_universe_of_several_symbols_in_one_line(tmp_path: Path) -> None:
+def test_train_refuses_what_pooled_training_does_not_do_on_a_universe_of_several_symbols_in_one_line(tmp_path: Path) -> None:
     universe_dir(tmp_path / "u")
     assert_refused(tmp_path, ["train", "--data", "u/AAA.csv", "--data", "u/BBB.parquet", "--set", "run.out_dir=runs",
-                              "--set", "train.pool=false"],
-                   "train.pool = false (one agent per symbol) is not available; train each symbol as its own run "
-                   "(--set 'data.symbols=[\"SYM\"]'), or leave train.pool = true for one pooled agent")
+                              "--set", "train.mirror=true"],
+                   "train.mirror is not available on a universe of several symbols (train.mirror = false)")
 
 
 def test_prepare_prints_the_per_symbol_fold_table(tmp_path: Path) -> None:

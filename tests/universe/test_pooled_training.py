@@ -92,7 +92,7 @@ def test_data_symbols_restricts_the_pooled_universe(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("keys,message", [
-    ({"train": {"pool": False}}, "train.pool = false (one agent per symbol) is not available"),
+    ({"train": {"pool": False}}, "train.pool = false trains one agent per symbol (foxhunt.train.per_symbol), not a pooled one"),
     ({"train": {"agent": "forecast"}}, "the forecast learner (train.agent = forecast) does not train on a universe"),
     ({"env": {"episode_length": 400}}, "fold 0: symbol BBB trains on 398 bars; env.episode_length needs >= 401 (lower "
                                        "env.episode_length, or raise data.min_train_bars so that short symbols sit the fold out)"),

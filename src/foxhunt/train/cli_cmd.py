@@ -136,6 +136,9 @@ def _start(data: list[Path] | None, sample: str | None, config: Path | None, fol
     # Unless the user set a fold span, folds are laid out by the data: a file's without --config, else
     # where the configured spans do not fit (foxhunt.fold_layout).
     layout = "config" if spans_set(config, overrides) else "data" if preset_run else "fit"
+    if universe is not None and not cfg.train.pool:  # one agent per symbol (foxhunt.train.per_symbol)
+        scales = _symbol_reward_scales(universe, overrides) if preset_run else None
+        return _start_per_symbol(cfg, universe, layout, name, settings, scales, console)
     if universe is not None:
         return _start_universe(cfg, universe, layout, name, settings, console)
     # With --config the bars are loaded by prepare_market, as ever (its load time is the run's).
@@ -185,6 +188,42 @@ def _start_universe(cfg: Any, universe: Any, layout: str, name: str | None, sett
     return run_dir, runner.run(run_dir)
 
 
+def _symbol_reward_scales(universe: Any, overrides: list[str]) -> dict[str, float] | None:
+    """{symbol: the interval preset's env.reward_scale of its own bars} (as ``--data FILE`` sets it), or None
+    where ``--set`` gave env.reward_scale or a symbol's prices do not move."""
+    from foxhunt.config import parse_override
+    from foxhunt.train.interval_presets import interval_preset
+
+    if any(parse_override(o)[0] == ["env", "reward_scale"] for o in overrides):
+        return None
+    scales = {sym: interval_preset(b).values.get("env.reward_scale") for sym, b in zip(universe.symbols, universe.bars)}
+    return None if any(v is None for v in scales.values()) else {k: float(v) for k, v in scales.items()}
+
+
+def _start_per_symbol(cfg: Any, universe: Any, layout: str, name: str | None, settings: str | None,
+                      scales: dict[str, float] | None, console: Any) -> tuple[Path, list[dict[str, Any]]]:
+    """One agent per symbol on a universe (train.pool = false): checked, the run directory and every
+    symbol's made, then each symbol trained (foxhunt.train.per_symbol)."""
+    from foxhunt.train.per_symbol import PerSymbolRunner, per_symbol_prepared
+    from foxhunt.train.run_dir import create_run_dir
+
+    prepared = per_symbol_prepared(cfg, universe, layout, scales)
+    runner = PerSymbolRunner(prepared, console)
+    run_dir, resolved = create_run_dir(prepared.config, prepared, name)  # type: ignore[arg-type]
+    runner.use_config(resolved)
+    runner.create_symbol_dirs(run_dir)
+    members = ", ".join(str(int(f.member.sum())) for f in prepared.folds)
+    note = f"; folds {prepared.fold_note}" if prepared.fold_note else ""
+    console.print(f"universe: {len(universe)} symbols, {universe.n_bars} bars; {len(prepared.folds)} folds (member symbols: "
+                  f"{members}){note}; one agent per symbol (train.pool = false), each on its own bars; "
+                  f"{prepared.annualisation.describe()}", highlight=False, soft_wrap=True)
+    if settings is not None:
+        console.print(settings + ("; env.reward_scale per symbol from its own bars" if scales else ""), highlight=False,
+                      soft_wrap=True)
+    console.print(f"run directory: {show_path(run_dir)}", highlight=False, soft_wrap=True)
+    return run_dir, runner.run(run_dir)
+
+
 def _universe_of(cfg: Any) -> Any:
     """The universe a saved run's config names, when it has several symbols (else None: a file run)."""
     from foxhunt.data.universe import config_sources, is_universe, load_universe
@@ -214,6 +253,14 @@ def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
 
     cfg, point = read_run_dir(run_dir)  # verifies the last checkpoint's files (sha256)
     universe = _universe_of(cfg)
+    if universe is not None and not cfg.train.pool:  # one agent per symbol: each symbol's run continues
+        from foxhunt.train.per_symbol import PerSymbolRunner, per_symbol_prepared
+
+        per = per_symbol_prepared(cfg, universe)
+        check_resume(run_dir, cfg, per, point)  # type: ignore[arg-type]
+        console.print(f"resuming {show_path(run_dir)}: one agent per symbol; each symbol's run continues from its own "
+                      "last checkpoint", highlight=False, soft_wrap=True)
+        return run_dir, PerSymbolRunner(per, console).run(run_dir)
     if universe is not None:  # a pooled universe run (foxhunt.train.universe_runner)
         from foxhunt.pipeline import prepare_universe
         from foxhunt.train.universe_runner import UniverseRunner, pooled_prepared

@@ -18,8 +18,9 @@ grids, checkpoints, resume, logs) over a ``UniverseMarket`` whose folds are ``Po
 * **Evaluation.** The fold's model on every member symbol's validation window in one backtest call
   (W = symbols), buy-and-hold likewise; the files are ``foxhunt.train.universe_outputs``'.
 
-Refused in one line (``check_universe``): ``train.pool = false``, ``train.mirror``, the forecast learner,
-the direct learner's attention policy (its history would reach before a symbol's first row).
+Refused in one line (``check_universe``): ``train.mirror``, the forecast learner, the direct learner's
+attention policy (its history would reach before a symbol's first row). ``train.pool = false`` (one agent
+per symbol, each a file's run, where all of these work) is ``foxhunt.train.per_symbol``.
 """
 
 from __future__ import annotations
@@ -71,9 +72,8 @@ class PooledPrepared:
 def check_universe(cfg: Config) -> None:
     """ConfigError (one line) for what pooled training does not do (module docstring)."""
     t = cfg.train
-    if not t.pool:
-        raise ConfigError("train.pool = false (one agent per symbol) is not available; train each symbol as its own run "
-                          "(--set 'data.symbols=[\"SYM\"]'), or leave train.pool = true for one pooled agent")
+    if not t.pool:  # one agent per symbol: each symbol's run is a file's (foxhunt.train.per_symbol), nothing refused here
+        return
     if t.mirror:
         raise ConfigError("train.mirror is not available on a universe of several symbols (train.mirror = false)")
     if t.agent == "forecast":
@@ -123,6 +123,8 @@ def pooled_prepared(cfg: Config, prepared: Any) -> PooledPrepared:
     """The runner's view of ``prepare_universe``'s result, after ``check_universe`` and every fold's parts
     (ConfigError before anything is allocated or written)."""
     check_universe(cfg)
+    if not cfg.train.pool:
+        raise ConfigError("train.pool = false trains one agent per symbol (foxhunt.train.per_symbol), not a pooled one")
     folds = [PooledFold.of(uf, cfg.train.symbol_weighting) for uf in prepared.folds]
     split = [_parts(cfg, prepared.market, uf) for uf in prepared.folds]
     # prepared.config: ``cfg`` with the fold layout the universe's data fitted (saved in config.toml, so that
