@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from foxhunt.features.featureset import FeatureSet
@@ -125,6 +126,11 @@ class MarketData:
 
     pooled: bool = False
     """A pooled universe market (``UniverseMarket`` over several symbols); False for one series."""
+
+    def calendar_host(self) -> np.ndarray:
+        """[T] int64 UTC ns: the sorted bar times the annualisation is inferred from (``Backtester``):
+        the market's own timestamps; a universe's union calendar (``UniverseMarket``)."""
+        return self.timestamps_host
 
     @property
     def obs_dim(self) -> int:

@@ -98,6 +98,7 @@ class UniverseMarket(MarketData):
     def __init__(self, uf: UniverseFeatures, device: torch.device | str = "cpu") -> None:
         super().__init__(uf.features, device)
         self.symbols = uf.symbols
+        self._calendar: np.ndarray | None = None
         self.offsets_host = uf.offsets.copy()
         self.offsets = torch.as_tensor(uf.offsets, dtype=torch.int64).to(self.device)
         starts = self.offsets[1:-1]
@@ -120,6 +121,13 @@ class UniverseMarket(MarketData):
             self.sym_median_abs_return = torch.zeros(s, dtype=torch.float32, device=dev)
             self.sym_median_volume = torch.ones(s, dtype=torch.float32, device=dev)
             """[S] float32 each symbol's training medians of the current fold (``MarketData.set_fold``'s, per symbol)."""
+
+    def calendar_host(self) -> np.ndarray:
+        """[U] int64 UTC ns: the union of the symbols' bar times, sorted (``foxhunt.universe_folds``' calendar).
+        The concatenated rows are not one time axis: annualising on them counted S symbols' bars as one's."""
+        if self._calendar is None:
+            self._calendar = np.unique(self.timestamps_host)
+        return self._calendar
 
     @property
     def n_symbols(self) -> int:

@@ -121,3 +121,16 @@ def test_a_backtest_window_that_crosses_a_symbols_offset_is_refused(prepared) ->
     with pytest.raises(ValueError, match="cross a symbol's offset"):
         bt.run([end - 10], [20], ExposurePolicy(ones))
     assert bt.run([end - 21], [20], ExposurePolicy(ones)).metrics[0]["sharpe"] is not None
+
+
+def test_a_universe_is_annualised_on_its_union_calendar_not_on_its_concatenated_rows(prepared) -> None:
+    from foxhunt.backtest.annualisation import infer_bars_per_year
+
+    m = prepared.market
+    union = np.unique(m.timestamps_host)
+    assert np.array_equal(m.calendar_host(), union)
+    bt = Backtester(m, prepared.config.env)
+    # the rate of the symbols' shared calendar, not S symbols' bars counted as one symbol's
+    assert bt.bars_per_year == infer_bars_per_year(union)
+    one = infer_bars_per_year(m.timestamps_host[int(m.offsets_host[0]): int(m.offsets_host[1])])
+    assert bt.bars_per_year == pytest.approx(one, rel=0.05)

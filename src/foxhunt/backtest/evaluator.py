@@ -49,7 +49,7 @@ def execution_params(params: EnvParams) -> EnvParams:
 
 def bars_per_year(market: MarketData) -> float:
     """Bars per year present in the market's data (``annualisation.infer_bars_per_year``)."""
-    return resolve_bars_per_year(market.timestamps_host).bars_per_year
+    return resolve_bars_per_year(market.calendar_host()).bars_per_year
 
 
 class Backtester:
@@ -63,7 +63,7 @@ class Backtester:
         self.params = execution_params(params or EnvParams())
         self.chunk = max(1, int(chunk))
         self.cuda_graphs = cuda_graphs
-        self.annualisation: Annualisation = resolve_bars_per_year(market.timestamps_host, bars_per_year)
+        self.annualisation: Annualisation = resolve_bars_per_year(market.calendar_host(), bars_per_year)
         self.bars_per_year = self.annualisation.bars_per_year
 
     def run(
