@@ -31,7 +31,7 @@ import torch
 
 from bench.common import arguments, machine, parse, save
 
-LAYOUTS = {"daily": (86_400, 365.0), "minute": (60, 525_600.0)}  # bar seconds, bars a year (24/7 synthetic)
+LAYOUTS = {"daily": (86_400, 261.0), "minute": (60, 525_600.0)}  # bar seconds, bars a year (generate_bars: business days; minutes 24/7)
 
 
 def write_universe(root: Path, layout: str, symbols: int, years: float, workers: int = 1) -> dict[str, Any]:
@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> None:
         out["prepare_cold"] = {**{k: round(v, 3) for k, v in cold.timings.items()}, "market_bytes": _market_bytes(cold.market),
                                "folds": len(cold.folds), "bars_on_device": int(cold.market.n_bars)}
         print(f"prepare (cold): {out['prepare_cold']}", flush=True)
+        name = args.name or f"universe_scale_{args.layout}_{dev.type}" + ("_quick" if args.quick else "")
+        save(args, name, {**out, "run": None, "note": "the walk-forward did not finish"})  # a run stopped early keeps its prepare figures
         del cold
         if dev.type == "cuda":
             torch.cuda.empty_cache()
@@ -129,7 +131,6 @@ def main(argv: list[str] | None = None) -> None:
                       "folds": len(results), "peak_device_bytes": torch.cuda.max_memory_allocated(dev) if dev.type == "cuda" else None,
                       "host_peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                       "portfolio": [r for r in summary.get("portfolio", []) if r.get("window") == "all"]}
-    name = args.name or f"universe_scale_{args.layout}_{dev.type}" + ("_quick" if args.quick else "")
     save(args, name, out)
     r = out["run"]
     peak = f"{r['peak_device_bytes'] / 2**30:.2f} GiB" if r["peak_device_bytes"] else "n/a"
