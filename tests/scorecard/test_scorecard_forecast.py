@@ -1,5 +1,6 @@
 """The forecast learner in the scorecard: `foxhunt scorecard --config configs/train-forecast.toml`
-reports its row as "agent (forecast)" beside the baselines, in a fresh process."""
+reports its row as "agent (forecast)" beside the baselines and, per fold, the forecast's out-of-sample IC and
+hit rate beside its fold Sharpe, in a fresh process."""
 
 from __future__ import annotations
 
@@ -30,3 +31,10 @@ def test_the_scorecard_reports_the_forecast_learners_row_beside_the_baselines(tm
     leak = card["scenarios"][0]
     assert leak["agent_kind"] == "forecast" and "quant" in leak["baselines"]
     assert "agent (forecast)" in res.stdout
+    # the forecast's own out-of-sample evaluation per fold, beside the fold Sharpes, as each fold's metrics.json recorded it
+    evals, sharpes = leak["agent"]["learner_eval"], leak["agent"]["fold_sharpes"]
+    assert len(evals) == len(sharpes) >= 2
+    for k, (ev, sharpe) in enumerate(zip(evals, sharpes)):
+        assert ev == json.loads((out / "runs" / "leak" / "folds" / f"fold_{k}" / "metrics.json").read_text())["learner_eval"]
+        phrase = f"fold {k}: Sharpe {sharpe:+.2f}, forecast IC {ev['ic_spearman']:+.3f} (Spearman, {ev['horizon']}-bar) hit {ev['hit_rate']:.1%}"
+        assert phrase in res.stdout and phrase in (out / "report.html").read_text()

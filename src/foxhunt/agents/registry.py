@@ -15,7 +15,9 @@ epoch trains on; the execution implementations it has per accelerated part (``fo
 ``trainer.cfg`` and ``trainer.learner.cfg`` that read its section (``foxhunt tune`` re-points them
 when a trial changes only the learning rate); and checks across sections, run before anything is
 allocated; and, for a learner with an evaluation of its own (the forecast's IC), the fold's record
-of it (``fold_report``: metrics.json's ``learner_eval``, summary.json) and its words on the fold line.
+of it (``fold_report``: metrics.json's ``learner_eval``, summary.json), its words on the fold line,
+what its model files record besides (``model_extra``) and that evaluation of a saved model on a
+backtested window (``window_report``: ``foxhunt backtest``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ class Learner:
     check_fits: Callable[[Any, Any], None] | None = None  # (Config, market) -> ConfigError when it cannot fit the device
     fold_report: Callable[[Sequence[Any], Any, Any], dict[str, Any]] | None = None  # (fold's member trainers, market, fold) -> metrics.json's learner_eval
     fold_phrase: Callable[[dict[str, Any]], str] | None = None  # learner_eval record -> words for the fold line
+    model_extra: Callable[[Any, int], dict[str, Any]] | None = None  # (Config, decision interval) -> model file metadata
+    window_report: Callable[[Any, Any, int, int, dict[str, Any]], dict[str, Any] | None] | None = None  # (saved greedy net, market normalised as the model, first bar, end bar, its metadata) -> a learner_eval record of a backtested window
 
     def plan_learner(self, cfg: Any) -> tuple[str, Any, Mapping[str, tuple[str, ...]]]:
         """What ``accel.backend.resolve`` checks: (name, its section, its implementations)."""
@@ -110,6 +114,18 @@ def _forecast_phrase(record: dict[str, Any]) -> str:
     return fold_phrase(record)
 
 
+def _forecast_model_extra(cfg: Any, decision_interval: int) -> dict[str, Any]:
+    from foxhunt.agents.forecast.recover import model_extra
+
+    return model_extra(cfg, decision_interval)
+
+
+def _forecast_window(net: Any, market: Any, first: int, end: int, extra: dict[str, Any]) -> dict[str, Any] | None:
+    from foxhunt.agents.forecast.recover import window_report
+
+    return window_report(net, market, first, end, extra)
+
+
 TORCH_ONLY = ("torch",)
 LEARNERS: dict[str, Learner] = {
     "dqn": Learner(
@@ -131,7 +147,8 @@ LEARNERS: dict[str, Learner] = {
         _build_forecast, lambda c: c.forecast.steps_per_epoch * c.forecast.batch,
         {"env_step": TORCH_ONLY, "acting": TORCH_ONLY, "train_step": TORCH_ONLY, "replay": TORCH_ONLY,
          "eval": ("torch", "fused")},
-        check=_check_forecast, fold_report=_forecast_report, fold_phrase=_forecast_phrase),
+        check=_check_forecast, fold_report=_forecast_report, fold_phrase=_forecast_phrase,
+        model_extra=_forecast_model_extra, window_report=_forecast_window),
 }
 """Every learner, by its ``train.agent`` name."""
 

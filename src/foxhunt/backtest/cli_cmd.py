@@ -146,6 +146,7 @@ def backtest(
     report = write_backtest_report(out / "report.html", "foxhunt backtest", res.rows, res.curves, res.times, notes=notes,
                                    bars_per_year=bpy, trades=per_window)
     _print(res.rows, report)
+    _learner_lines(out, [(w, ev) for w, ev in enumerate(res.learner_eval)], loaded[0][2].extra.get("agent"), "window")
 
 
 READ_KEYS = ("timestamp_format", "dayfirst", "timestamp_unit", "adjust", "repair")
@@ -300,6 +301,24 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
                                          f"annualisation: {folds[0].agent.bars_per_year:,.1f} bars per year; episode "
                                          f"rules: {'triple-barrier labels' if folds[0].barriers else 'plain windows, no barriers'}")
     _print(rows, report)
+    _learner_lines(out, [(fb.fold.fold, fb.learner_eval) for fb in folds], cfg.train.agent, "fold")
+
+
+def _learner_lines(out: Path, records: list[tuple[int, Any]], agent: Any, window: str) -> None:
+    """The model's own evaluation per window (the forecast's out-of-sample IC and hit rate, read back from
+    the model: ``registry.Learner.window_report``), printed one line a window and written to
+    ``learner_eval.json``; nothing for a learner without one."""
+    import json
+
+    from foxhunt.agents.registry import LEARNERS
+
+    entry = LEARNERS.get(str(agent))
+    if entry is None or entry.fold_phrase is None or not any(ev is not None for _, ev in records):
+        return
+    (out / "learner_eval.json").write_text(json.dumps([{window: w, **(ev or {})} for w, ev in records], indent=1) + "\n")
+    for w, ev in records:
+        words = entry.fold_phrase(ev) if ev is not None else "no forecast read back (the model records no horizon, or reads the last bars)"
+        console.print(f"{window} {w}: {words}", highlight=False, soft_wrap=True, markup=False)
 
 
 def _print(rows: list[dict], report: Path,

@@ -26,6 +26,7 @@ class FoldBacktest:
     agent: Any
     buy_and_hold: Any
     barriers: bool = False  # the agent's round trips carry triple-barrier labels
+    learner_eval: dict[str, Any] | None = None  # the learner's own evaluation of the model on the window (registry: window_report)
 
 
 def read_run(run_dir: Path, device: str = "auto", overrides: Sequence[str] = ()) -> tuple[Any, list[Path]]:
@@ -72,7 +73,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     cfg, models = read_run(run_dir, device, overrides)
     prepared = prepare_market(cfg)
     market = prepared.market
-    loaded = []
+    loaded, extras = [], []
     for p in models:
         net, _, meta = load_model(p, market.device)
         if meta.extra.get("data_sha256") not in (None, market.source_sha256):
@@ -85,6 +86,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
         # its normalisation and medians, as in training; older files record only the fold
         loaded.append((FoldRange(**meta.extra["fold"]), FoldRange(**meta.extra.get("trained_on") or meta.extra["fold"]),
                        (net, int(meta.env.get("decision_interval", 1)))))  # the model's k (train.decision_grid's choice)
+        extras.append(dict(meta.extra))
     bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
     use_barriers = cfg.backtest.barriers if barriers is None else barriers
     # The run's own backend, for the run's agent's network: evaluate as training did.
@@ -103,7 +105,9 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
         market.set_fold(trained_on)  # the network's normalisation and medians, as in training
         agent = bt.run([fold.val_start], [fold.val_len - 1], GreedyPolicy(net, k), keep_curves=True, keep_trades=True,
                        backend=plan.eval, barriers=use_barriers)
-        out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers))
+        report = registry.of(cfg).window_report  # the forecast's IC and hit rate, read back from the model
+        ev = report(net, market, fold.val_start, fold.val_end, extras[i]) if report is not None else None
+        out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers, ev))
     return out, market, plan
 
 

@@ -40,6 +40,7 @@ class StandaloneRun:
     notes: list[str] = field(default_factory=list)
     plan: Any = None  # the ExecutionPlan that ran (eval settled against the models)
     starts: list[int] = field(default_factory=list)  # each window's first bar (times[w][0]'s index)
+    learner_eval: list[dict[str, Any] | None] = field(default_factory=list)  # per window: one model's own evaluation (registry: window_report)
 
 
 def window_medians(market: Any, first_bar: int, start: int) -> dict[str, float]:
@@ -140,7 +141,28 @@ def run_models(model: Sequence[Path], loaded: Sequence[tuple[Any, Any, Any]], fs
     label = policy_label(len(loaded), ensemble_mode, sampled_seed)
     run = _collect(pairs, starts, lengths, medians, market.timestamps_host, notes, label, bool(recorded))
     run.plan = plan
+    run.learner_eval = _learner_eval(loaded, market, starts, lengths)
     return run
+
+
+def _learner_eval(loaded: Sequence[tuple[Any, Any, Any]], market: Any, starts: np.ndarray,
+                  lengths: np.ndarray) -> list[dict[str, Any] | None]:
+    """One model's own evaluation per window (the forecast's IC and hit rate: ``registry.Learner.window_report``)
+    under its normalisation; [] for an ensemble of files or a learner without one."""
+    import torch
+
+    from foxhunt.agents.registry import LEARNERS
+    from foxhunt.market import STD_FLOOR
+
+    if len(loaded) != 1:
+        return []
+    net, norm, meta = loaded[0]
+    entry = LEARNERS.get(str(meta.extra.get("agent", "")))
+    if entry is None or entry.window_report is None:
+        return []
+    market.norm_mean.copy_(norm.mean)  # the model's normalisation, as its backtest had it (after the backtests)
+    market.norm_inv_std.copy_(torch.where(norm.std > STD_FLOOR, 1.0 / norm.std.clamp_min(STD_FLOOR), torch.zeros_like(norm.std)))
+    return [entry.window_report(net, market, int(a), int(a) + int(n) + 1, dict(meta.extra)) for a, n in zip(starts, lengths)]
 
 
 def model_env(loaded: Sequence[tuple[Any, Any, Any]], notes: list[str]) -> tuple[Any, int]:

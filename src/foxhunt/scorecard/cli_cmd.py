@@ -61,7 +61,7 @@ def scorecard(
     from foxhunt.scorecard.family import FAMILIES, draw, size_for
     from foxhunt.scorecard.family.gates import family_block, gate_lines, rich_family_table
     from foxhunt.scorecard.markets import SCENARIOS, SPACING, make_scenario
-    from foxhunt.scorecard.report import rich_table, scorecard_dict, write_html, write_json
+    from foxhunt.scorecard.report import learner_note, rich_table, scorecard_dict, write_html, write_json
     from foxhunt.scorecard.run import pct, run_scenario
     from foxhunt.train.config import DEFAULT_TRAIN_TOML
 
@@ -142,6 +142,9 @@ def scorecard(
     write_html(out_dir / "report.html", results, meta, block)
     if block is None:
         console.print(rich_table(results))
+        for r in results:  # the forecast learner's IC and hit rate per fold, beside its fold Sharpes
+            if learner_note(r):
+                console.print(learner_note(r), highlight=False, soft_wrap=True, markup=False)
     else:
         console.print(rich_family_table(block))
         for line in gate_lines(block):

@@ -141,6 +141,21 @@ def abstain_note(r: ScenarioResult) -> str:
     return s + f"flat folds {', '.join(map(str, flat))} of {len(a['mean_inner_z'])} (their ensembles would have scored {without})."
 
 
+def learner_note(r: ScenarioResult) -> str:
+    """One line of the agent's own per-fold evaluation beside its fold Sharpes (the forecast learner's
+    out-of-sample IC and hit rate: each fold's ``learner_eval``, worded by its registry entry's
+    ``fold_phrase``), "" for a learner without one."""
+    from foxhunt.agents.registry import LEARNERS
+
+    evals = r.agent.extra.get("learner_eval")
+    entry = LEARNERS.get(r.agent_kind)
+    if not evals or entry is None or entry.fold_phrase is None:
+        return ""
+    parts = [f"fold {i}: Sharpe {_f(f.sharpe)}, " + (entry.fold_phrase(ev) if ev is not None else "n/a")
+             for i, (f, ev) in enumerate(zip(r.agent.folds, evals))]
+    return f"{r.name} {r.agent_label} per fold: " + "; ".join(parts)
+
+
 def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, Any], family: dict[str, Any] | None = None) -> None:
     head = ["scenario", "policy", "Sharpe", "return", "max DD", "trades/1k", "costs %", "capture", "vs quant", "walk-fwd s", "env steps", "gate"]
     body = []
@@ -156,7 +171,8 @@ def write_html(path: Path, results: Sequence[ScenarioResult], meta: dict[str, An
         sections.append(f"<h2>{html.escape(r.name)}</h2><p>{html.escape(r.description)}</p>"
                         f"<p>gate: {html.escape(r.gate.get('rule', ''))} — "
                         f"{'PASS' if r.gate.get('passed') else 'FAIL' if r.gate.get('passed') is False else 'not gated'}</p>"
-                        + (f"<p>{html.escape(abstain_note(r))}</p>" if abstain_note(r) else "") +
+                        + (f"<p>{html.escape(abstain_note(r))}</p>" if abstain_note(r) else "")
+                        + (f"<p>{html.escape(learner_note(r))}</p>" if learner_note(r) else "") +
                         f'<img src="data:image/png;base64,{_plot(r)}"/>')
     fam = ""
     if family is not None:

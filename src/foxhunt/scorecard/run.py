@@ -206,6 +206,9 @@ def run_scenario(scenario: Scenario, base: dict[str, Any], size: Size, overrides
     agent = PolicyScore("agent", capital=float(cfg.env.capital))
     for res, f in zip(results, folds):
         agent.folds.append(_fold_from_run(run_dir, f.fold, res["agent"]))
+    evals = [res.get("learner_eval") for res in results]  # the forecast learner's out-of-sample IC and hit rate
+    if any(ev is not None for ev in evals):
+        agent.extra["learner_eval"] = evals
     records = [(res.get("selection") or {}).get("abstain") for res in results]
     if any(records):  # train.abstain: which folds were flat, and what the members' ensemble scored there
         agent.extra["abstain"] = {"z": records[0]["z"] if records[0] else None,

@@ -106,6 +106,9 @@ def write_model(path: Path, net: Any, market: MarketData, part: FoldRange, fold:
         "data_sha256": data_hash, "fold": fold.to_dict(), "trained_on": part.to_dict(), "run": cfg.run.name,
         "agent": cfg.train.agent,
     }
+    more = registry.of(cfg).model_extra
+    if more is not None:  # what the learner's own evaluation of the model needs (the forecast's horizon)
+        extra.update(more(cfg, env.decision_interval))
     save_model(path, net, m.norm_stats(part.train_start, part.train_end),
                feature_names=tuple(m.names), spec_version=m.spec_version,
                env=env.model_dump(mode="json"), extra=extra)

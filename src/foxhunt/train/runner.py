@@ -174,12 +174,17 @@ class WalkForwardRunner:
     def _begin_fold(self, fold: FoldRange, warm_start: bool) -> float:
         """Make ``fold`` current: the trainer on its training bars (all of them, or the part before
         the held-back window with ``train.select = "inner"``); returns the transition seconds."""
+        held_back = None
         if self.selector is None:
             part = fold
         else:
             part, start, steps = split_fold(fold, self.tcfg.inner_fraction, self.cfg.folds.purge)
             for sel in self.selectors:
                 sel.begin_fold(start, steps)
+            held_back = (start, start + steps + 1)  # bars start … train_end − 1
+        for t in self.members:  # a learner that measures on the held-back window (the forecast's risk term)
+            if hasattr(t, "set_held_back"):
+                t.set_held_back(held_back)
         self._train_part[fold.fold] = part
         return sum(t.reset_for_fold(part, warm_start=warm_start) for t in self.members)
 

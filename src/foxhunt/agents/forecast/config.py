@@ -51,7 +51,8 @@ class ForecastConfig(Section):
                                          "one of them 0.5 (the forecast execution trades)")
     # Execution
     risk_aversion: float = Field(0.0, ge=0.0, le=1e6, description="λ of the execution's risk term λ·v·level² (v the "
-                                 "forecast's mean squared error over the fold's training bars, in h-bar variances): "
+                                 "forecast's mean squared error in h-bar variances over the fold's held-back window with "
+                                 "train.select = inner, else over its training bars; agents/forecast/evaluate.py): "
                                  "shrinks the position where the forecast is noisy")
     # Data per step, optimisation
     batch: int = Field(1024, ge=1, le=1 << 24, description="training bars per gradient step")

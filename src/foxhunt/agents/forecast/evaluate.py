@@ -27,7 +27,7 @@ from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 
 ERROR_SAMPLES = 65_536
-"""The risk term's error variance is taken over at most this many evenly spaced training bars."""
+"""The risk term's error variance is taken over at most this many evenly spaced bars (held-back or training)."""
 
 
 @torch.no_grad()
@@ -36,14 +36,51 @@ def forecasts(net: ForecastNet, market: MarketData, bars: torch.Tensor, output: 
     return net(gather(market, bars, net.sequence))[:, output]
 
 
+def _sampled(lo: int, n: int, device: torch.device) -> torch.Tensor:
+    """At most ``ERROR_SAMPLES`` evenly spaced bars of lo … lo + n − 1 ([M] int64)."""
+    return torch.arange(lo, lo + n, max(1, -(-n // ERROR_SAMPLES)), dtype=torch.int64, device=device)
+
+
+@torch.no_grad()
+def _mse(net: ForecastNet, market: MarketData, bars: torch.Tensor, h: int, output: int) -> float:
+    err = forecasts(net, market, bars, output) - targets(market, bars, h)
+    return float(err.double().square().mean())
+
+
 @torch.no_grad()
 def training_error_variance(net: ForecastNet, market: MarketData, h: int, output: int = 0) -> float:
     """v: the forecast's mean squared error against its target over the fold's training bars (those whose
     target lies inside the training slice; at most ``ERROR_SAMPLES``, evenly spaced), in h-bar variances."""
     lo, n = (int(t) for t in valid_span(market, h))
-    bars = torch.arange(lo, lo + n, max(1, -(-n // ERROR_SAMPLES)), dtype=torch.int64, device=market.device)
-    err = forecasts(net, market, bars, output) - targets(market, bars, h)
-    return float(err.double().square().mean())
+    return _mse(net, market, _sampled(lo, n, market.device), h, output)
+
+
+def held_back_bars(window: tuple[int, int], h: int) -> tuple[int, int]:
+    """(first bar, count) of the bars of the held-back ``window`` (first bar, end bar exclusive) whose h-bar
+    target lies inside it: first … end − 1 − h (their targets read bars up to end − 1, never past it);
+    the count may be 0 (a window no longer than h)."""
+    start, end = int(window[0]), int(window[1])
+    return start, max(0, end - h - start)
+
+
+@torch.no_grad()
+def error_variance(net: ForecastNet, market: MarketData, h: int, output: int = 0,
+                   held_back: tuple[int, int] | None = None) -> tuple[float, str, int]:
+    """(v, source, bars) of the execution's risk term: the forecast's mean squared error against its target
+    in h-bar variances (features and target normalised with the market's fold: the training statistics),
+    over at most ``ERROR_SAMPLES`` evenly spaced bars of the held-back window ``held_back`` (first bar,
+    end bar exclusive; ``train.select = "inner"``) whose target lies inside it (source "held_back"), or
+    of the training bars (``training_error_variance``; source "training") where there is no held-back
+    window or it holds no such bar. The held-back error is the forecast's error out of sample: on the
+    training bars a network that fits noise reports a small v and the risk term shrinks nothing."""
+    if held_back is not None:
+        lo, n = held_back_bars(held_back, h)
+        if n > 0:
+            bars = _sampled(lo, n, market.device)
+            return _mse(net, market, bars, h, output), "held_back", int(bars.numel())
+    lo, n = (int(t) for t in valid_span(market, h))
+    bars = _sampled(lo, n, market.device)
+    return _mse(net, market, bars, h, output), "training", int(bars.numel())
 
 
 def _ranks(x: torch.Tensor) -> torch.Tensor:
@@ -85,7 +122,17 @@ def fold_report(trainers: Sequence[Any], market: MarketData, fold: FoldRange) ->
         return {**out, **information(torch.zeros(0), torch.zeros(0))}
     bars = torch.arange(fold.val_start, last + 1, dtype=torch.int64, device=market.device)
     f = torch.stack([t.forecasts(bars) for t in trainers]).mean(0)
-    return {**out, **information(f, realised(market, bars, h))}
+    return {**out, **information(f, realised(market, bars, h)), **risk_record(trainers)}
+
+
+def risk_record(trainers: Sequence[Any]) -> dict[str, Any]:
+    """With ``forecast.risk_aversion`` > 0: the risk term's ``error_variance`` (the members' mean v, which
+    the ensemble's mean score prices: the rule on their mean risk), ``error_source`` ("held_back" |
+    "training") and ``error_bars`` (member 0's bars); {} otherwise."""
+    if not trainers[0].cfg.risk_aversion > 0:
+        return {}
+    rows = [t.error_variance() for t in trainers]
+    return {"error_variance": sum(r[0] for r in rows) / len(rows), "error_source": rows[0][1], "error_bars": rows[0][2]}
 
 
 def fold_phrase(record: dict[str, Any]) -> str:
@@ -96,4 +143,5 @@ def fold_phrase(record: dict[str, Any]) -> str:
             f"hit {num(record.get('hit_rate'), '{:.1%}')}")
 
 
-__all__ = ["ERROR_SAMPLES", "fold_phrase", "fold_report", "forecasts", "information", "training_error_variance"]
+__all__ = ["ERROR_SAMPLES", "error_variance", "fold_phrase", "fold_report", "forecasts", "held_back_bars", "information",
+           "risk_record", "training_error_variance"]

@@ -18,7 +18,9 @@ leaves the argmax unchanged):
   the trade's size against the bar's volume: zero on a market without volume, small for the
   accounts the configs trade);
 * r·L_e²: the risk term, r = λ·v with λ = ``forecast.risk_aversion`` and v the forecast's mean
-  squared error (in h-bar variances) over the fold's training bars (``band``).
+  squared error (in h-bar variances) over the fold's held-back window with ``train.select =
+  "inner"`` (out of sample; the bars whose target lies inside it), else over its training bars
+  (``band``; ``evaluate.error_variance``).
 
 A level is left only when the forecast's edge beats the switch: a no-trade band of width ~c around
 each level. x is the observation's exposure feature q·C_t/E divided by max_position·(1 − reserve),

@@ -18,7 +18,7 @@ from __future__ import annotations
 import torch
 
 from foxhunt.agents.forecast.config import ForecastConfig
-from foxhunt.agents.forecast.evaluate import forecasts, training_error_variance
+from foxhunt.agents.forecast.evaluate import error_variance, forecasts
 from foxhunt.agents.forecast.execution import Band, band, pack
 from foxhunt.agents.forecast.learner import SUMMARY_FIELDS, ForecastLearner
 from foxhunt.agents.forecast.target import sigma_h
@@ -55,18 +55,28 @@ class ForecastTrainer(StepTrainer):
         self.rounds = 0
         self.fold: FoldRange | None = market.fold
         self.last_summary: EpochSummary | None = None
+        self.held_back: tuple[int, int] | None = None  # the fold's held-back window (set_held_back)
 
     # ------------------------------------------------------------------ folds (FoldTrainer.reset_for_fold)
     def reset_for_fold(self, fold: FoldRange, warm_start: bool = False) -> float:
         check_horizon(self.h, fold)
         return super().reset_for_fold(fold, warm_start)
 
+    def set_held_back(self, window: tuple[int, int] | None) -> None:
+        """The fold's held-back window (first bar, end bar exclusive: ``train.select = "inner"``'s tail of
+        the training window, which the runner sets with each fold), or None; the risk term's error is
+        measured there (``error_variance``). Never trained on: the trainer draws from its training part."""
+        self.held_back = None if window is None else (int(window[0]), int(window[1]))
+
+    def error_variance(self) -> tuple[float, str, int]:
+        """(v, source, bars) of the risk term at the current weights (``evaluate.error_variance``; host reads)."""
+        return error_variance(self.learner.net, self.market, self.h, self.cfg.median_output, self.held_back)
+
     # ------------------------------------------------------------------ execution / evaluation / export
     def band(self) -> Band:
         """The execution's constants at the current fold and weights (host reads: outside the hot loop)."""
         p = self.exec_params
-        v = training_error_variance(self.learner.net, self.market, self.h, self.cfg.median_output) \
-            if self.cfg.risk_aversion > 0 else 0.0
+        v = self.error_variance()[0] if self.cfg.risk_aversion > 0 else 0.0
         return band(p.cost_bps * BPS, 0.5 * p.spread_bps * BPS, p.max_position, p.reserve,
                     float(sigma_h(self.market, self.h)), self.cfg.risk_aversion, v)
 
