@@ -19,36 +19,52 @@ from tests.universe.walk_checks import TINY, check_walk
 
 
 @pytest.fixture(scope="module")
-def walk(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict, str]:
-    """A three-symbol pool=false run (its own calendars: a late start, a gap) trained and backtested."""
+def trained(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A pool=false run on two symbols with their own calendars (AAA every day, CCC with a 30-day gap):
+    (the folder it ran in, its console output)."""
     cwd = tmp_path_factory.mktemp("ps")
     universe_files(cwd / "u")
+    (cwd / "u" / "BBB.parquet").unlink()
     out = run_ok(cwd, "train", "--data", "u", "--name", "ps", "--folds", "2", *TINY, "--set", "train.pool=false",
                  "--set", "dqn.warmup_transitions=64", "--set", "dqn.n_envs=16").stdout
-    run_ok(cwd, "backtest", "--run", "runs/ps", "--device", "cpu")
+    return cwd, out
+
+
+def test_a_pool_false_run_prints_and_writes_the_portfolio_rows_and_the_universe_report(trained) -> None:
+    cwd, out = trained
     run = cwd / "runs" / "ps"
-    return run, json.loads((run / "summary.json").read_text()), out
-
-
-def test_a_pool_false_run_writes_the_universe_rows_and_backtest_run_reproduces_them_number_for_number(walk) -> None:
-    run, summary, out = walk
-    assert "one agent per symbol (train.pool = false)" in out
-    assert "portfolios, out of sample" in out and "report: runs/ps/report.html" in out
-    check_walk(run, summary, ["AAA", "BBB", "CCC"])  # includes: backtest --run's portfolio rows == summary.json's
-    assert "one agent per symbol" in (run / "report.html").read_text()
-    for sym in ("AAA", "BBB", "CCC"):  # each symbol's run names its symbol: it loads alone
+    summary = json.loads((run / "summary.json").read_text())
+    assert "one agent per symbol (train.pool = false)" in out and "report: runs/ps/report.html" in out
+    table = out[out.index("portfolios, out of sample"):]
+    stitched = [r for r in summary["portfolio"] if r["fold"] == "all"]
+    assert len(stitched) == 6  # 2 weighting rules × agent, buy & hold, quant rule
+    for r in stitched:  # the console's table is summary.json's stitched rows
+        assert f"{r['sharpe']:+.2f}" in table and f"{r['total_return']:+.2%}" in table
+    html = (run / "report.html").read_text()
+    assert "one agent per symbol" in html and "Portfolio, equal-weight" in html
+    for sym in ("AAA", "CCC"):  # each symbol's run names its symbol: its config.toml loads its bars alone
         assert load_config(run / "symbols" / sym / "config.toml").data.symbols == [sym]
 
 
-def test_backtest_run_of_a_pool_false_run_with_an_unfinished_symbol_run_is_one_line_naming_the_symbol(walk, tmp_path: Path) -> None:
-    run, _, _ = walk
-    cwd = tmp_path
-    shutil.copytree(run.parent.parent / "u", cwd / "u")
-    shutil.copytree(run, cwd / "runs" / "ps")
-    (cwd / "runs" / "ps" / "symbols" / "BBB" / "folds" / "fold_1" / "model.safetensors").unlink()
-    shutil.rmtree(cwd / "runs" / "ps" / "backtest")
-    assert_refused(cwd, ["backtest", "--run", "runs/ps", "--device", "cpu"],
-                   "--run runs/ps: symbol BBB's run symbols/BBB has no model for fold 1 yet "
+def test_backtest_run_on_a_pool_false_run_backtests_every_symbol_run_and_gives_the_summary_rows(trained, tmp_path: Path) -> None:
+    src, _ = trained
+    shutil.copytree(src / "u", tmp_path / "u")
+    shutil.copytree(src / "runs", tmp_path / "runs")
+    shutil.copytree(src / "cache", tmp_path / "cache")  # the features, as built by the run
+    out = run_ok(tmp_path, "backtest", "--run", "runs/ps", "--device", "cpu").stdout
+    assert "one agent per symbol (train.pool = false): each symbol's run (symbols/<symbol>) backtested" in out
+    run = tmp_path / "runs" / "ps"
+    # per-fold and stitched portfolio rows and per-symbol rows; backtest --run's equal summary.json's, number for number
+    check_walk(run, json.loads((run / "summary.json").read_text()), ["AAA", "CCC"])
+
+
+def test_backtest_run_of_a_pool_false_run_with_an_unfinished_symbol_run_is_one_line_naming_the_symbol(trained, tmp_path: Path) -> None:
+    src, _ = trained
+    shutil.copytree(src / "u", tmp_path / "u")
+    shutil.copytree(src / "runs", tmp_path / "runs")
+    (tmp_path / "runs" / "ps" / "symbols" / "CCC" / "folds" / "fold_1" / "model.safetensors").unlink()
+    assert_refused(tmp_path, ["backtest", "--run", "runs/ps", "--device", "cpu"],
+                   "--run runs/ps: symbol CCC's run symbols/CCC has no model for fold 1 yet "
                    "(finish it: foxhunt train --resume runs/ps)")
 
 
