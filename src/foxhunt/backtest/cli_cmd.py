@@ -265,11 +265,12 @@ def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None
     from foxhunt.backtest.timing import row_fields, window_timing
     from foxhunt.backtest.universe_run_dir import backtest_universe_run, universe_of_config
 
-    universe = universe_of_config(read_config(run, device, overrides or []))
-    if universe is not None and not read_config(run).train.pool:  # one agent per symbol: its symbols' runs
+    run_cfg = read_config(run, device, overrides or [])
+    universe = universe_of_config(run_cfg)
+    if universe is not None and not run_cfg.train.pool:  # one agent per symbol: its symbols' runs
         from foxhunt.backtest.per_symbol_run_dir import backtest_per_symbol_run
 
-        urun, uplan, unotes = backtest_per_symbol_run(run, read_config(run, device, overrides or []), universe, device,
+        urun, uplan, unotes = backtest_per_symbol_run(run, run_cfg, universe, device,
                                                       bars_per_year=bars_per_year, barriers=barriers, overrides=overrides or [],
                                                       before=_matmul_precision)
         for line in unotes:
