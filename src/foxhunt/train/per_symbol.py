@@ -16,14 +16,20 @@ The rule, per symbol s of the universe (its order):
   built from them). Where the symbols share a calendar, symbol s's run is therefore the run of its file
   alone, fold for fold (tests/universe/test_per_symbol.py).
 * **Run directory.** ``symbols/<SYMBOL>/`` holds s's run, a complete single-file run directory (its
-  config.toml, folds.json, folds/fold_k/ with model.safetensors, checkpoints/, metrics.jsonl,
-  summary.json, report.html as configured). The universe's own ``folds/fold_k/metrics.json`` and
-  ``curves.safetensors`` (``foxhunt.train.universe_outputs``' layout, the pooled run's) are built from
-  the symbols' fold files after the last symbol: ``agent`` and ``pooled`` the pooled row of the
-  member symbols' validation returns, ``symbols`` one row per member (its run's agent and buy-and-hold
-  metrics, selection and last epoch), ``pool: false``; then summary.json.
-* **Resume.** ``--resume RUN`` continues each symbol's run from its own last checkpoint (a finished one
-  is left as it is), then rebuilds the universe files; the result equals an uninterrupted run's.
+  config.toml, which names the symbol in ``data.symbols`` so that ``foxhunt backtest --run`` loads its
+  bars alone; folds.json, folds/fold_k/ with model.safetensors and the quant rule's oos.safetensors
+  (written whatever ``train.report``), checkpoints/, metrics.jsonl, summary.json, report.html as
+  configured). The universe's own ``folds/fold_k/metrics.json`` and ``curves.safetensors``
+  (``foxhunt.train.universe_outputs``' layout, the pooled run's) are built from the symbols' fold files
+  after the last symbol: ``agent`` and ``pooled`` the pooled row of the member symbols' validation
+  returns, ``symbols`` one row per member (its run's agent and buy-and-hold metrics, selection and last
+  epoch), ``pool: false``; then summary.json with the pooled run's ``portfolio`` and ``symbols`` rows
+  and, with ``train.report``, its universe report (``foxhunt.train.per_symbol_oos``). symbols.json
+  (``plan_json``, written with config.toml in one atomic step) records each symbol's directory and
+  env.reward_scale.
+* **Resume.** ``--resume RUN`` makes the symbols' run directories a kill left unmade (from symbols.json,
+  as they began), continues each symbol's run from its own last checkpoint (a finished one is left as
+  it is), then rebuilds the universe files; the result equals an uninterrupted run's.
 """
 
 from __future__ import annotations
