@@ -257,16 +257,29 @@ class _torch_progress:
 def _backtest_run(run: Path, out: Path, device: str, bars_per_year: float | None = None,
                   barriers: bool | None = None, overrides: list[str] | None = None) -> None:
     """``--run``: every finished fold's model on its validation window (see ``backtest.run_dir``); a
-    pooled universe run per symbol and as portfolios (``backtest.universe_run_dir``)."""
+    pooled universe run per symbol and as portfolios (``backtest.universe_run_dir``); a universe run of
+    one agent per symbol (train.pool = false) through its symbols' runs (``backtest.per_symbol_run_dir``)."""
     import json
 
     from foxhunt.backtest.report import write_backtest_report, write_metrics
-    from foxhunt.backtest.run_dir import backtest_run_dir, read_run
+    from foxhunt.backtest.run_dir import backtest_run_dir, read_config, read_run
     from foxhunt.backtest.timing import row_fields, window_timing
     from foxhunt.backtest.universe_run_dir import backtest_universe_run, universe_of_config
 
+    run_cfg = read_config(run, device, overrides or [])
+    universe = universe_of_config(run_cfg)
+    if universe is not None and not run_cfg.train.pool:  # one agent per symbol: its symbols' runs
+        from foxhunt.backtest.per_symbol_run_dir import backtest_per_symbol_run
+
+        urun, uplan, unotes = backtest_per_symbol_run(run, run_cfg, universe, device,
+                                                      bars_per_year=bars_per_year, barriers=barriers, overrides=overrides or [],
+                                                      before=_matmul_precision)
+        for line in unotes:
+            console.print(line, highlight=False, soft_wrap=True)
+        _write_universe(out, urun, uplan, f"foxhunt backtest — universe run {run.name} (one agent per symbol)",
+                        "; ".join(unotes), window="fold")
+        return
     cfg, models = read_run(run, device, overrides or [])
-    universe = universe_of_config(cfg)
     if universe is not None:
         urun, uplan, unotes = backtest_universe_run(run, cfg, universe, models, bars_per_year=bars_per_year, barriers=barriers,
                                                     before=_matmul_precision)

@@ -20,13 +20,15 @@ import numpy as np
 
 @dataclass
 class FoldBacktest:
-    """One fold's backtest: the fold, its agent and buy-and-hold results (BacktestResult)."""
+    """One fold's backtest: the fold, its agent and buy-and-hold results (BacktestResult); ``quant``
+    the in-sample quant rule's (``backtest_run_dir(quant=True)``), else None."""
 
     fold: Any
     agent: Any
     buy_and_hold: Any
     barriers: bool = False  # the agent's round trips carry triple-barrier labels
     learner_eval: dict[str, Any] | None = None  # the learner's own evaluation of the model on the window (registry: window_report)
+    quant: Any = None
 
 
 def read_run(run_dir: Path, device: str = "auto", overrides: Sequence[str] = ()) -> tuple[Any, list[Path]]:
@@ -34,21 +36,34 @@ def read_run(run_dir: Path, device: str = "auto", overrides: Sequence[str] = ())
     ConfigError (one line) for a directory that is not a run or has no fold model yet. A run on a
     universe of several symbols (``universe_run_dir.universe_of_config``) goes to
     ``universe_run_dir.backtest_universe_run``; any other to ``backtest_run_dir``."""
+    from foxhunt.errors import ConfigError
+
+    cfg = read_config(run_dir, device, overrides)
+    models = fold_models(run_dir)
+    if not models:
+        raise ConfigError(f"--run {run_dir}: no folds/fold_k/model.safetensors yet (no fold has finished)")
+    return cfg, models
+
+
+def read_config(run_dir: Path, device: str = "auto", overrides: Sequence[str] = ()) -> Any:
+    """The run's config.toml with ``overrides`` and the device; ConfigError when there is none."""
     from foxhunt.config import load_config
     from foxhunt.errors import ConfigError
 
     cfg_path = run_dir / "config.toml"
     if not cfg_path.is_file():
         raise ConfigError(f"--run {run_dir}: not a training run directory (no config.toml)")
-    models = sorted((run_dir / "folds").glob("fold_*/model.safetensors"), key=lambda p: int(p.parent.name[5:]))
-    if not models:
-        raise ConfigError(f"--run {run_dir}: no folds/fold_k/model.safetensors yet (no fold has finished)")
-    return load_config(cfg_path, list(overrides), values=None if device == "auto" else {"run": {"device": device}}), models
+    return load_config(cfg_path, list(overrides), values=None if device == "auto" else {"run": {"device": device}})
+
+
+def fold_models(run_dir: Path) -> list[Path]:
+    """The run's fold model files (folds/fold_k/model.safetensors) in fold order."""
+    return sorted((run_dir / "folds").glob("fold_*/model.safetensors"), key=lambda p: int(p.parent.name[5:]))
 
 
 def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: float | None = None,
                      barriers: bool | None = None, overrides: Sequence[str] = (),
-                     before: Callable[[Any], None] | None = None) -> tuple[list[FoldBacktest], Any, Any]:
+                     before: Callable[[Any], None] | None = None, quant: bool = False) -> tuple[list[FoldBacktest], Any, Any]:
     """Backtest every saved fold model of ``run_dir``; returns (per-fold results, the market, the
     ``ExecutionPlan``: the run's ``[accel]`` for its agent's network, eval only).
 
@@ -56,6 +71,8 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     bars_per_year, barriers: override the run's ``[backtest]`` settings (None: keep them).
     overrides: ``section.key=value`` over the run's config.toml (``--set accel.eval=torch``).
     before: called with the plan before the first backtest (the CLI sets the matmul precision).
+    quant: also the in-sample quant rule on every window (``foxhunt.train.oos.quant_backtest``, as the
+    run wrote it into folds/fold_k/oos.safetensors), in ``FoldBacktest.quant``.
     Raises ConfigError (one line) for a directory that is not a run, has no fold model yet, or whose
     data no longer matches the run's.
     """
@@ -100,6 +117,12 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
     lengths = [f.val_len - 1 for f, _, _ in loaded]
     ones = torch.ones((len(loaded), max(lengths)), dtype=torch.float32, device=market.device)
     bh = bt.run(starts, lengths, ExposurePolicy(ones, cfg.env.n_actions), keep_curves=True, backend=plan.eval)
+    qr = None
+    if quant:
+        from foxhunt.train.oos import quant_backtest
+
+        qr = quant_backtest(prepared.bars, [f for f, _, _ in loaded], loaded[0][0], cfg.env, float(bt.bars_per_year), bt,
+                            plan.eval)[0]
     out = []
     for i, (fold, trained_on, (net, k)) in enumerate(loaded):
         market.set_fold(trained_on)  # the network's normalisation and medians, as in training
@@ -107,7 +130,7 @@ def backtest_run_dir(run_dir: Path, device: str = "auto", *, bars_per_year: floa
                        backend=plan.eval, barriers=use_barriers)
         report = registry.of(cfg).window_report  # the forecast's IC and hit rate, read back from the model
         ev = report(net, market, fold.val_start, fold.val_end, extras[i]) if report is not None else None
-        out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers, ev))
+        out.append(FoldBacktest(fold, agent, _window(bh, i), use_barriers, ev, _window(qr, i) if qr is not None else None))
     return out, market, plan
 
 

@@ -204,12 +204,12 @@ def _start_per_symbol(cfg: Any, universe: Any, layout: str, name: str | None, se
                       scales: dict[str, float] | None, console: Any) -> tuple[Path, list[dict[str, Any]]]:
     """One agent per symbol on a universe (train.pool = false): checked, the run directory and every
     symbol's made, then each symbol trained (foxhunt.train.per_symbol)."""
-    from foxhunt.train.per_symbol import PerSymbolRunner, per_symbol_prepared
+    from foxhunt.train.per_symbol import PLAN_FILE, PerSymbolRunner, per_symbol_prepared, plan_json
     from foxhunt.train.run_dir import create_run_dir
 
     prepared = per_symbol_prepared(cfg, universe, layout, scales)
     runner = PerSymbolRunner(prepared, console)
-    run_dir, resolved = create_run_dir(prepared.config, prepared, name)  # type: ignore[arg-type]
+    run_dir, resolved = create_run_dir(prepared.config, prepared, name, files={PLAN_FILE: plan_json(prepared)})  # type: ignore[arg-type]
     runner.use_config(resolved)
     runner.create_symbol_dirs(run_dir)
     members = ", ".join(str(int(f.member.sum())) for f in prepared.folds)
@@ -254,9 +254,9 @@ def _resume(run_dir: Path, console: Any) -> tuple[Path, list[dict[str, Any]]]:
     cfg, point = read_run_dir(run_dir)  # verifies the last checkpoint's files (sha256)
     universe = _universe_of(cfg)
     if universe is not None and not cfg.train.pool:  # one agent per symbol: each symbol's run continues
-        from foxhunt.train.per_symbol import PerSymbolRunner, per_symbol_prepared
+        from foxhunt.train.per_symbol import PerSymbolRunner, per_symbol_prepared, read_reward_scales
 
-        per = per_symbol_prepared(cfg, universe)
+        per = per_symbol_prepared(cfg, universe, reward_scales=read_reward_scales(run_dir))
         check_resume(run_dir, cfg, per, point)  # type: ignore[arg-type]
         console.print(f"resuming {show_path(run_dir)}: one agent per symbol; each symbol's run continues from its own "
                       "last checkpoint", highlight=False, soft_wrap=True)

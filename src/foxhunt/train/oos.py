@@ -36,11 +36,8 @@ DATA_FILE = "data.json"
 
 def write_oos(run_dir: Path, runner: Any) -> None:
     """data.json and every finished fold's oos.safetensors (see the module docstring)."""
-    import torch
     from safetensors.numpy import save
 
-    from foxhunt.backtest.policies import ExposurePolicy
-    from foxhunt.backtest.quant_rules import quant_exposures
     from foxhunt.data.describe import data_summary
 
     prepared, market = runner.prepared, runner.market
@@ -48,21 +45,11 @@ def write_oos(run_dir: Path, runner: Any) -> None:
     folds = [f for f in runner.folds if (run_dir / "folds" / f"fold_{f.fold}" / "metrics.json").is_file()]
     if not folds or not runner.tcfg.save_curves:
         return
-    bars = prepared.bars
-    exposures, info = quant_exposures(bars.close, bars.volume, folds, runner.cfg.env, float(runner.bars_per_year))
+    res, info = quant_backtest(prepared.bars, folds, runner.folds[0], runner.cfg.env, float(runner.bars_per_year),
+                               runner.backtester, runner.plan.eval)
     ts = market.timestamps_host
-    # Every fold's window in one lockstep backtest under the first fold's statistics, as buy-and-hold's
-    # (runner.buy_and_hold): one W-window run, the same numbers however the run was resumed.
-    lengths = [f.val_len - 1 for f in folds]
-    ex = np.zeros((len(folds), max(lengths)))
     for i, f in enumerate(folds):
-        ex[i, : lengths[i]] = np.clip(exposures[f.fold][: lengths[i]], -1.0, 1.0)
-    market.set_fold(runner.folds[0])
-    res = runner.backtester.run([f.val_start for f in folds], lengths, ExposurePolicy(torch.as_tensor(ex, dtype=torch.float32,
-                                device=market.device)), keep_curves=True, backend=runner.plan.eval)
-    assert res.returns is not None and res.positions is not None
-    for i, f in enumerate(folds):
-        n = lengths[i]
+        n = f.val_len - 1
         meta = {"rule": info["rules"][i], "train_sharpe": info["train_sharpe"][i], "cost_rate_bps": info["cost_rate_bps"][i],
                 "metrics": res.metrics[i]}
         arrays = {"times": np.ascontiguousarray(ts[f.val_start : f.val_end], dtype=np.int64),
@@ -72,6 +59,31 @@ def write_oos(run_dir: Path, runner: Any) -> None:
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(save(arrays, metadata={"quant": json.dumps(meta, default=float)}))
         os.replace(tmp, path)
+
+
+def quant_backtest(bars: Any, folds: list[Any], first: Any, env: Any, bars_per_year: float, backtester: Any,
+                   backend: str) -> tuple[Any, dict[str, Any]]:
+    """The in-sample quant rule of every fold in ``folds`` (chosen on the fold's training rows,
+    ``quant_rules.quant_exposures``) backtested on its validation window: (the W-window
+    ``BacktestResult`` with curves, fold i's ``val_len - 1`` steps; the rules' info). Every window runs
+    in one lockstep call under the statistics of ``first`` (the run's first fold), as buy-and-hold's
+    (runner.buy_and_hold): the same numbers however the run was resumed, and in ``foxhunt backtest --run``."""
+    import torch
+
+    from foxhunt.backtest.policies import ExposurePolicy
+    from foxhunt.backtest.quant_rules import quant_exposures
+
+    exposures, info = quant_exposures(bars.close, bars.volume, folds, env, bars_per_year)
+    lengths = [f.val_len - 1 for f in folds]
+    ex = np.zeros((len(folds), max(lengths)))
+    for i, f in enumerate(folds):
+        ex[i, : lengths[i]] = np.clip(exposures[f.fold][: lengths[i]], -1.0, 1.0)
+    market = backtester.market
+    market.set_fold(first)
+    res = backtester.run([f.val_start for f in folds], lengths, ExposurePolicy(torch.as_tensor(ex, dtype=torch.float32,
+                         device=market.device)), keep_curves=True, backend=backend)
+    assert res.returns is not None and res.positions is not None
+    return res, info
 
 
 def _write_text(path: Path, text: str) -> None:

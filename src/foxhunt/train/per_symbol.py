@@ -16,14 +16,20 @@ The rule, per symbol s of the universe (its order):
   built from them). Where the symbols share a calendar, symbol s's run is therefore the run of its file
   alone, fold for fold (tests/universe/test_per_symbol.py).
 * **Run directory.** ``symbols/<SYMBOL>/`` holds s's run, a complete single-file run directory (its
-  config.toml, folds.json, folds/fold_k/ with model.safetensors, checkpoints/, metrics.jsonl,
-  summary.json, report.html as configured). The universe's own ``folds/fold_k/metrics.json`` and
-  ``curves.safetensors`` (``foxhunt.train.universe_outputs``' layout, the pooled run's) are built from
-  the symbols' fold files after the last symbol: ``agent`` and ``pooled`` the pooled row of the
-  member symbols' validation returns, ``symbols`` one row per member (its run's agent and buy-and-hold
-  metrics, selection and last epoch), ``pool: false``; then summary.json.
-* **Resume.** ``--resume RUN`` continues each symbol's run from its own last checkpoint (a finished one
-  is left as it is), then rebuilds the universe files; the result equals an uninterrupted run's.
+  config.toml, which names the symbol in ``data.symbols`` so that ``foxhunt backtest --run`` loads its
+  bars alone; folds.json, folds/fold_k/ with model.safetensors and the quant rule's oos.safetensors
+  (written whatever ``train.report``), checkpoints/, metrics.jsonl, summary.json, report.html as
+  configured). The universe's own ``folds/fold_k/metrics.json`` and ``curves.safetensors``
+  (``foxhunt.train.universe_outputs``' layout, the pooled run's) are built from the symbols' fold files
+  after the last symbol: ``agent`` and ``pooled`` the pooled row of the member symbols' validation
+  returns, ``symbols`` one row per member (its run's agent and buy-and-hold metrics, selection and last
+  epoch), ``pool: false``; then summary.json with the pooled run's ``portfolio`` and ``symbols`` rows
+  and, with ``train.report``, its universe report (``foxhunt.train.per_symbol_oos``). symbols.json
+  (``plan_json``, written with config.toml in one atomic step) records each symbol's directory and
+  env.reward_scale.
+* **Resume.** ``--resume RUN`` makes the symbols' run directories a kill left unmade (from symbols.json,
+  as they began), continues each symbol's run from its own last checkpoint (a finished one is left as
+  it is), then rebuilds the universe files; the result equals an uninterrupted run's.
 """
 
 from __future__ import annotations
@@ -44,9 +50,11 @@ from foxhunt.config import Config
 from foxhunt.errors import ConfigError
 from foxhunt.universe_market import PooledFold
 
-__all__ = ["SYMBOLS_DIR", "PerSymbolPrepared", "PerSymbolRunner", "per_symbol_prepared", "symbol_dir_name"]
+__all__ = ["SYMBOLS_DIR", "PLAN_FILE", "PerSymbolPrepared", "PerSymbolRunner", "per_symbol_prepared", "symbol_dir_name",
+           "plan_json", "read_reward_scales"]
 
 SYMBOLS_DIR = "symbols"
+PLAN_FILE = "symbols.json"
 
 
 @dataclass
@@ -101,6 +109,24 @@ def per_symbol_prepared(cfg: Config, universe: Any, layout: str = "config",
     return p
 
 
+def plan_json(prepared: PerSymbolPrepared) -> str:
+    """symbols.json of the universe run (written with config.toml, atomically, before any symbol's run
+    directory): per symbol its directory under ``symbols/`` and its env.reward_scale (None: the
+    configuration's), so that a run killed before its symbols' directories were made resumes them as begun."""
+    u, scales = prepared.universe, prepared.reward_scales or {}
+    return json.dumps({"symbols": [{"symbol": sym, "dir": f"{SYMBOLS_DIR}/{symbol_dir_name(sym, s)}", "reward_scale": scales.get(sym)}
+                                   for s, sym in enumerate(u.symbols)]}, indent=1) + "\n"
+
+
+def read_reward_scales(run_dir: Path) -> dict[str, float] | None:
+    """The per-symbol env.reward_scale symbols.json records, or None (the configuration's; no file)."""
+    path = run_dir / PLAN_FILE
+    if not path.is_file():
+        return None
+    scales = {r["symbol"]: r["reward_scale"] for r in json.loads(path.read_text())["symbols"]}
+    return None if any(v is None for v in scales.values()) else {k: float(v) for k, v in scales.items()}
+
+
 def symbol_dir_name(symbol: str, s: int) -> str:
     """The directory of symbol s's run under ``symbols/``: the symbol itself where it is a plain file
     name (letters, digits, ``._-=^``, not starting with a dot), else ``s<index>-`` and it made one."""
@@ -127,19 +153,27 @@ class PerSymbolRunner:
         """Symbol s's run configuration (module docstring: what differs from the universe run's)."""
         sym = self.prepared.universe.symbols[s]
         env = {"reward_scale": self.prepared.reward_scales[sym]} if self.prepared.reward_scales else {}
+        # data.symbols names the one symbol: the run's config.toml loads its bars alone (foxhunt backtest --run)
         return self.cfg.replace(run={"name": symbol_dir_name(sym, s), "out_dir": str(run_dir / SYMBOLS_DIR)},
+                                data={"symbols": [sym]},
                                 backtest={"bars_per_year": self.bars_per_year}, train={"save_curves": True},
                                 **({"env": env} if env else {}))
 
     def create_symbol_dirs(self, run_dir: Path) -> None:
-        """Every training symbol's run directory (config.toml, folds.json: ``create_run_dir``), made when
-        the universe run starts, so that a resumed run reads each symbol's configuration as it began."""
+        """Every training symbol's run directory not made yet (config.toml, folds.json: ``create_run_dir``,
+        atomic), made when the universe run starts, so that a resumed run reads each symbol's configuration
+        as it began; a resumed run makes those a kill left unmade (and drops a half-made one's temporary)."""
+        import shutil
+
         from foxhunt.train.run_dir import create_run_dir
 
         u = self.prepared.universe
         for s, sym in enumerate(u.symbols):
             folds = self.prepared.symbol_folds(s)
-            if folds:
+            name = symbol_dir_name(sym, s)
+            if folds and not (run_dir / SYMBOLS_DIR / name).exists():
+                for tmp in (run_dir / SYMBOLS_DIR).glob(f".tmp-{name}-*"):  # create_run_dir's, left by a kill
+                    shutil.rmtree(tmp, ignore_errors=True)
                 cfg = self.symbol_config(run_dir, s)
                 create_run_dir(cfg, SimpleNamespace(folds=folds, calendar=u.bars[s].timestamps), cfg.run.name)  # type: ignore[arg-type]
 
@@ -147,11 +181,13 @@ class PerSymbolRunner:
         """Train every symbol from its run directory (``create_symbol_dirs``; a finished one is left as it
         is, a started one continues from its last checkpoint), then write the universe files."""
         from foxhunt.pipeline import prepare_symbol
+        from foxhunt.train.oos import OOS_FILE, write_oos
         from foxhunt.train.run_dir import check_resume, is_complete, read_run_dir
         from foxhunt.train.runner import WalkForwardRunner
 
         t_run = time.perf_counter()
         u = self.prepared.universe
+        self.create_symbol_dirs(run_dir)  # a run killed while making them: the rest now
         for s, sym in enumerate(u.symbols):
             folds = self.prepared.symbol_folds(s)
             head = f"symbol {sym} ({s + 1}/{len(u)})"
@@ -164,12 +200,17 @@ class PerSymbolRunner:
             check_resume(sub, cfg, prepared, point)
             for key in ("features_s", "upload_s"):
                 self.timings[key] += prepared.timings[key]
+            runner = None
             if is_complete(point, len(folds)):
                 self._say(f"{head}: complete ({SYMBOLS_DIR}/{sub.name})")
-                continue
-            where = "" if point.path is None else f", resuming from {point.path.name}"
-            self._say(f"{head}: {len(folds)} folds, {len(u.bars[s])} bars; run {SYMBOLS_DIR}/{sub.name}{where}")
-            WalkForwardRunner(prepared, self.console).run(sub, point if point.path is not None else None)
+            else:
+                where = "" if point.path is None else f", resuming from {point.path.name}"
+                self._say(f"{head}: {len(folds)} folds, {len(u.bars[s])} bars; run {SYMBOLS_DIR}/{sub.name}{where}")
+                runner = WalkForwardRunner(prepared, self.console)
+                runner.run(sub, point if point.path is not None else None)
+            if not all((sub / "folds" / f"fold_{f.fold}" / OOS_FILE).is_file() for f in folds):
+                # the quant rule of the universe's portfolios (the symbol's run writes it with train.report)
+                write_oos(sub, runner or WalkForwardRunner(prepared, None))
         return self.finish(run_dir, time.perf_counter() - t_run)
 
     def _say(self, line: str) -> None:
@@ -178,9 +219,13 @@ class PerSymbolRunner:
 
     # ------------------------------------------------------------------ the universe files
     def finish(self, run_dir: Path, wall_s: float | None) -> list[dict[str, Any]]:
-        """The universe's fold files from the symbols' runs, then summary.json; returns the fold results."""
+        """The universe's fold files from the symbols' runs, then summary.json (with the portfolio and
+        per-symbol rows: ``foxhunt.train.per_symbol_oos``) and, with ``train.report``, report.html (the
+        pooled run's universe report); returns the fold results."""
         from foxhunt.features.universe import universe_sha256
         from foxhunt.train.outputs import write_json, write_summary
+        from foxhunt.train.per_symbol_oos import read_walk_forward
+        from foxhunt.train.universe_oos import summary_rows, write_universe_run_report
 
         p, u = self.prepared, self.prepared.universe
         for fold, uf in zip(p.folds, p.universe_folds):
@@ -191,9 +236,19 @@ class PerSymbolRunner:
             write_json(d / "timings.json", timings)
         data_hash = universe_sha256(u.symbols, [b.content_hash() for b in u.bars])
         market = SimpleNamespace(device=self.cfg.run.device, n_bars=u.n_bars)
+        walk = read_walk_forward(run_dir, p)
+        extra = summary_rows(walk) if walk is not None else {"report": "none: the universe report needs train.eval_buy_and_hold"}
+        notes = (f"run {run_dir.name}: {len(u)} symbols, {len(p.folds)} folds; one {self.cfg.train.agent} agent per symbol "
+                 f"(train.pool = false), each symbol's run ({SYMBOLS_DIR}/<symbol>) on its own bars; each fold's models on "
+                 "their validation windows; quant rule: per symbol and fold, the best causal rule on the symbol's training "
+                 "rows; portfolios: equal-weight and inverse-volatility-weighted (each fold's weights from the symbols' "
+                 f"training rows), the folds joined in time order; annualisation: {p.annualisation.describe()}")
         return write_summary(run_dir, wall_s, p.folds, market=market, cfg=self.cfg, epochs=self.cfg.train.epochs,  # type: ignore[arg-type]
                              bars_per_year=self.bars_per_year, annualisation=p.annualisation.describe(),
-                             prepare_timings=self.timings, buy_and_hold_s=0.0, data_hash=data_hash, report=False)
+                             prepare_timings=self.timings, buy_and_hold_s=0.0, data_hash=data_hash,
+                             report=self.cfg.train.report and walk is not None, extra=extra,
+                             write_report=lambda d: write_universe_run_report(d, walk, f"foxhunt train — universe run {d.name} "
+                                                                              "(one agent per symbol)", notes))
 
     def _fold_files(self, run_dir: Path, d: Path, fold: PooledFold, uf: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         """(folds/fold_k/metrics.json, timings.json) of the universe from its member symbols' fold files,

@@ -51,8 +51,10 @@ def check_run_name(name: str | None) -> str | None:
     return name
 
 
-def create_run_dir(config: Config, prepared: Prepared, name: str | None) -> tuple[Path, Config]:
-    """Make ``<out_dir>/<name>/`` with config.toml (run.name resolved) and folds.json, atomically.
+def create_run_dir(config: Config, prepared: Prepared, name: str | None,
+                   files: dict[str, str] | None = None) -> tuple[Path, Config]:
+    """Make ``<out_dir>/<name>/`` with config.toml (run.name resolved) and folds.json, atomically;
+    ``files``: {file name: text} written beside them (in the same atomic step).
 
     Returns (run directory, resolved config). Raises RunDirError if an explicit name exists.
     """
@@ -79,6 +81,8 @@ def create_run_dir(config: Config, prepared: Prepared, name: str | None) -> tupl
         times = getattr(prepared, "calendar", None)
         times = prepared.market.timestamps_host if times is None else times
         (tmp / "folds.json").write_text(folds_to_json(prepared.folds, times) + "\n")
+        for file_name, text in (files or {}).items():
+            (tmp / file_name).write_text(text)
         os.replace(tmp, final)
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the path
         shutil.rmtree(tmp, ignore_errors=True)
