@@ -236,7 +236,7 @@ class PerSymbolRunner:
             write_json(d / "timings.json", timings)
         data_hash = universe_sha256(u.symbols, [b.content_hash() for b in u.bars])
         market = SimpleNamespace(device=self.cfg.run.device, n_bars=u.n_bars)
-        walk = read_walk_forward(run_dir, p)
+        walk = read_walk_forward([run_dir / SYMBOLS_DIR / symbol_dir_name(sym, k) for k, sym in enumerate(u.symbols)], p)
         extra = summary_rows(walk) if walk is not None else {"report": "none: the universe report needs train.eval_buy_and_hold"}
         notes = (f"run {run_dir.name}: {len(u)} symbols, {len(p.folds)} folds; one {self.cfg.train.agent} agent per symbol "
                  f"(train.pool = false), each symbol's run ({SYMBOLS_DIR}/<symbol>) on its own bars; each fold's models on "

@@ -20,7 +20,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Sequence, Callable
 
 import numpy as np
 
@@ -95,10 +95,9 @@ def read_symbol_fold(fold_dir: Path, bars_per_year: float) -> SymbolFold | None:
                       timing)
 
 
-def read_walk_forward(run_dir: Path, prepared: Any) -> Any:
-    """The run's ``UniverseRun`` from its symbols' run files (``PerSymbolPrepared``), or None."""
-    from foxhunt.train.per_symbol import SYMBOLS_DIR, symbol_dir_name
-
+def read_walk_forward(symbol_runs: Sequence[Path], prepared: Any) -> Any:
+    """The run's ``UniverseRun`` from its symbols' run files (``PerSymbolPrepared``; symbol_runs[s]: symbol
+    s's run directory), or None."""
     u, bpy = prepared.universe, float(prepared.annualisation.bars_per_year)
-    return universe_walk(u, prepared.universe_folds, lambda s, k: read_symbol_fold(
-        run_dir / SYMBOLS_DIR / symbol_dir_name(u.symbols[s], s) / "folds" / f"fold_{k}", bpy), bpy)
+    return universe_walk(u, prepared.universe_folds, lambda s, k: read_symbol_fold(symbol_runs[s] / "folds" / f"fold_{k}", bpy),
+                         bpy)
