@@ -203,7 +203,7 @@ def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path
     compiled train step with the hand-written backward, 32-ary Triton PER trees, fused validation
     backtests) in one walk-forward run; without CUDA the Triton kernels run in the interpreter, in a
     subprocess so that TRITON_INTERPRET is set before Triton is imported. The resolved plan is
-    printed and written into the run directory (accel.json). Small folds (800 + 200 bars): the
+    printed and written into the run directory (accel.json). Small folds (800 + 100 bars, one epoch): the
     interpreted validation backtests cost ~80 ms a bar, and the claim does not depend on fold size."""
     import os
     import subprocess
@@ -211,9 +211,9 @@ def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path
 
     sets = ["dqn.n_envs=16", "dqn.hidden=[16,16]", "dqn.head_hidden=8", "dqn.rounds_per_epoch=2", "dqn.batch_size=32",
             "dqn.buffer_capacity=4096", "dqn.warmup_transitions=64", "accel.backend=\"fused\"",
-            "dqn.sampler=\"proportional\"", "dqn.tree_arity=32", "data.bars=3000", "folds.train=800", "folds.val=200",
-            f"run.out_dir=\"{(tmp_path / 'runs').as_posix()}\""]
-    cmd = [sys.executable, "-m", "foxhunt.cli", "train", "--folds", "2", "--epochs", "2", "--name", "fast"]
+            "dqn.sampler=\"proportional\"", "dqn.tree_arity=32", "data.bars=3000", "folds.train=800", "folds.val=100",
+            "train.report=false", f"run.out_dir=\"{(tmp_path / 'runs').as_posix()}\""]
+    cmd = [sys.executable, "-m", "foxhunt.cli", "train", "--folds", "2", "--epochs", "1", "--name", "fast"]
     for s in sets:
         cmd += ["--set", s]
     env = dict(os.environ, TRITON_INTERPRET=os.environ.get("TRITON_INTERPRET", "1"))
@@ -221,7 +221,7 @@ def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path
     assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
     run = tmp_path / "runs" / "fast"
     rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
-    assert [(r["fold"], r["epoch"]) for r in rows] == [(f, e) for f in (0, 1) for e in range(2)]
+    assert [(r["fold"], r["epoch"]) for r in rows] == [(0, 0), (1, 0)]
     assert all(r["updates"] > 0 for r in rows)
     for k in (0, 1):
         m = json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text())
