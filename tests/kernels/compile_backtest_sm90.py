@@ -29,13 +29,13 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
                  n_actions: int = 45, exposure: bool = False, has_volume: bool = True, kelly: bool = False,
                  debug: bool = False, trades: bool = False, stages: int = 3, bn: int = 64, given: bool = False,
                  pre: bool = False, adv: bool = True, l1keep: bool = False, barriers: bool = False,
-                 ensemble: bool = False, members: bool = False):
+                 ensemble: bool = False, members: bool = False, wmed: bool = False):
     """Compile one configuration (the launcher's constexpr choices); returns (compiled kernel, seconds).
 
     block_w 1 is the row path (bn: its column chunk; pre: layer 1 precomputed; adv: advantage head
     alone with its fallback; l1keep: cache hints); given: fixed actions; barriers: triple-barrier
     labels (with trades); ensemble: K members voting (row path); members: each window its own network
-    (MemberGreedyPolicy, row path)."""
+    (MemberGreedyPolicy, row path); wmed: [W] medians, each window's own (a pooled universe)."""
     D, H1, H2, H3, A = dims
     wdt = "bf16" if prec == "bf16" else "fp32"
     bk = 64 if prec == "bf16" else 32
@@ -58,7 +58,7 @@ def compile_sm90(prec: str = "tf32", num_warps: int = 4, block_w: int = 16, dims
                   STORE_DEBUG=debug, STORE_TRADES=trades, ROW=block_w == 1, BN=min(bn, H2), ROUND=prec == "bf16",
                   GIVEN=given, PRE=pre, ADV=adv and not given and (block_w == 1 or H3 // 2 >= 16), L1KEEP=l1keep,
                   BKH=min(bkh, max(16, H3 // 2)), BARRIERS=barriers and trades, ENS=ensemble,
-                  MEMBERS=members)
+                  MEMBERS=members, WMED=wmed)
     fn = bf._backtest_kernel
     if type(fn).__name__ != "JITFunction":
         raise RuntimeError("the kernel module was imported with TRITON_INTERPRET=1; run with it unset or 0")

@@ -134,3 +134,34 @@ def test_a_universe_is_annualised_on_its_union_calendar_not_on_its_concatenated_
     assert bt.bars_per_year == infer_bars_per_year(union)
     one = infer_bars_per_year(m.timestamps_host[int(m.offsets_host[0]): int(m.offsets_host[1])])
     assert bt.bars_per_year == pytest.approx(one, rel=0.05)
+
+
+@pytest.mark.parametrize("mode", ["factored", "exposure"])
+def test_the_fused_kernel_backtests_every_symbols_window_in_one_launch_as_the_torch_backtester_does(prepared, mode) -> None:
+    """Windows = the member symbols' validation ranges; each window's orders priced with its own symbol's
+    medians ([W] in the kernel), bar for bar the torch step's (which reads each bar's symbol's)."""
+    from foxhunt.agents.networks import DuelingQNet
+    from foxhunt.backtest.fused import run_fused
+    from foxhunt.backtest.policies import GreedyPolicy
+    from foxhunt.env.params import EnvParams
+
+    m, uf = prepared.market, prepared.folds[1]
+    m.set_fold(PooledFold.of(uf))
+    assert len(set(m.sym_median_range.tolist())) == m.n_symbols  # the symbols' medians differ: the test can tell
+    params = EnvParams(**{**prepared.config.env.model_dump(), "action_mode": mode})
+    n_actions = 45 if mode == "factored" else params.n_actions
+    torch.manual_seed(3)
+    net = DuelingQNet(m.obs_dim, n_actions, hidden=(16, 16), head_hidden=8)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(4.0)  # decisive Q-values: the policy trades often, so the medians' prices matter
+    starts = [int(b[2]) for b in uf.bounds[uf.member]]
+    lengths = [int(b[3] - b[2]) - 1 for b in uf.bounds[uf.member]]
+    bt = Backtester(m, params, chunk=16, cuda_graphs=False)
+    a = bt.run(starts, lengths, GreedyPolicy(net), keep_curves=True, keep_trades=True)
+    b = run_fused(bt, starts, lengths, net, keep_curves=True, keep_trades=True, precision="ieee")
+    assert len(a.trades) >= 5
+    np.testing.assert_allclose(b.returns, a.returns, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(b.positions, a.positions, rtol=1e-5, atol=1e-7)
+    assert [(t["window"], t["entry_bar"], t["exit_bar"], t["side"]) for t in b.trades] == \
+           [(t["window"], t["entry_bar"], t["exit_bar"], t["side"]) for t in a.trades]

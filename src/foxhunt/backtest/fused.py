@@ -118,9 +118,13 @@ def exec_params(backtester: BacktesterView) -> ExecParams:
     )
 
 
-def market_arrays(m: MarketData) -> MarketArrays:
-    return MarketArrays(m.features, m.ohlc, m.volume, m.log_return, m.bar_range, m.median_range,
-                        m.median_abs_return, m.has_volume)
+def market_arrays(m: MarketData, starts: torch.Tensor | None = None) -> MarketArrays:
+    """The kernel's market arrays; with ``starts`` ([W] int64 on the device) the medians are
+    ``m.medians_at(starts)``: the fold's 0-d pair, or a pooled universe's [W], each window's own symbol's
+    (a window never leaves its symbol: ``UniverseMarket.window_symbols``), as the torch step reads them."""
+    med_range, med_absret = (m.median_range, m.median_abs_return) if starts is None else m.medians_at(starts)
+    return MarketArrays(m.features, m.ohlc, m.volume, m.log_return, m.bar_range, med_range.float().contiguous(),
+                        med_absret.float().contiguous(), m.has_volume)
 
 
 def norm_tensors(m: MarketData, norms: Sequence[NormStats] | None, w: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -176,8 +180,9 @@ def launch(backtester: BacktesterView, st: np.ndarray, ln: np.ndarray, net: Duel
         net = None
     if ens is not None or per_window is not None:
         tuning = {**tuning, "block_w": 1}
+    starts = torch.as_tensor(st, device=dev)
     return fused_backtest(
-        market_arrays(m), torch.as_tensor(st, device=dev), torch.as_tensor(ln, device=dev), mean, inv,
+        market_arrays(m, starts), starts, torch.as_tensor(ln, device=dev), mean, inv,
         pack_net(net, precision) if net is not None else None, exec_params(backtester), n_steps=int(ln.max()),
         exposure_mode=(action_mode or backtester.params.action_mode) == "exposure", kelly=bool(backtester.params.kelly),
         precision=precision, store_debug=store_debug, store_trades=store_trades, actions=actions,

@@ -83,10 +83,6 @@ def backtest_universe_run(run_dir: Path, cfg: Any, universe: Any, models: list[P
     bpy = bars_per_year if bars_per_year is not None else cfg.backtest.bars_per_year
     use_barriers = cfg.backtest.barriers if barriers is None else barriers
     plan = resolve_config(cfg, market.device, obs_dim=market.obs_dim, parts=("eval",), learner=registry.of(cfg).plan_learner(cfg))
-    if plan.eval == "fused":  # as the runner: the fused kernel reads one range of starts and 0-d medians
-        from dataclasses import replace
-
-        plan = replace(plan, eval="torch", notes={**plan.notes, "eval": "a pooled universe: per-symbol starts and medians (torch)"})
     if before is not None:
         before(plan)
     bt = Backtester(market, cfg.env, chunk=cfg.train.eval_chunk, cuda_graphs=plan.graphs, bars_per_year=bpy)

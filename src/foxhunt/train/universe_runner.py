@@ -146,12 +146,11 @@ class UniverseRunner(WalkForwardRunner):
         super().__init__(prepared, console)  # type: ignore[arg-type]
 
     def _adapt_plan(self, plan: Any) -> Any:
-        """The fused env-step and backtest kernels read one range of starts and the fold's 0-d medians: the
-        torch step reads each symbol's (starts, medians), so a pooled universe steps and backtests there."""
-        why = "a pooled universe: per-symbol starts and medians (torch)"
-        for part in ("env_step", "eval"):
-            if getattr(plan, part) == "fused":
-                plan = replace(plan, **{part: "torch"}, notes={**plan.notes, part: why})
+        """The fused env-step kernel reads one range of episode starts and the fold's 0-d medians: the torch
+        step reads each symbol's (starts, medians), so a pooled universe's envs step there. Its backtests
+        run in the fused kernel (windows = symbols, each window's own symbol's medians)."""
+        if plan.env_step == "fused":
+            plan = replace(plan, env_step="torch", notes={**plan.notes, "env_step": "a pooled universe: per-symbol starts and medians (torch)"})
         return plan
 
     # ------------------------------------------------------------------ folds

@@ -16,7 +16,8 @@ from foxhunt.kernels.rules.packing import DuelingWeights, pow2_at_least
 class MarketArrays(NamedTuple):
     """Device-resident market arrays (``MarketData``'s): features [T, F] f32, ohlc [T, 4] f32,
     volume [T] f32, log_return [T] f32, bar_range [T] f32, median_range and median_abs_return 0-d
-    f32 tensors (read on the device), has_volume a host fact."""
+    f32 tensors (read on the device) or [W] f32, one a window (a pooled universe: each window's symbol's),
+    has_volume a host fact."""
 
     features: torch.Tensor
     ohlc: torch.Tensor

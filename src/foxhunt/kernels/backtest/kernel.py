@@ -105,6 +105,7 @@ def _backtest_kernel(
     HAS_VOLUME: tl.constexpr, KELLY: tl.constexpr, STORE_DEBUG: tl.constexpr, STORE_TRADES: tl.constexpr,
     ROW: tl.constexpr, BN: tl.constexpr, ROUND: tl.constexpr, GIVEN: tl.constexpr, PRE: tl.constexpr,
     ADV: tl.constexpr, L1KEEP: tl.constexpr, BARRIERS: tl.constexpr, ENS: tl.constexpr, MEMBERS: tl.constexpr,
+    WMED: tl.constexpr,
 ):
     pid = tl.program_id(0)
     if MEMBERS:  # row path: window pid acts with member member_ptr[pid]'s network (its block of the stacked weights)
@@ -127,8 +128,12 @@ def _backtest_kernel(
     fmask = valid[:, None] & (cols[None, :] < n_feat)
     mean = tl.load(mean_ptr + rows64[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
     inv = tl.load(inv_ptr + rows64[:, None] * n_feat + cols[None, :], mask=fmask, other=0.0)
-    med_range = tl.load(med_range_ptr)
-    med_absret = tl.load(med_absret_ptr)
+    if WMED:  # [W] medians: each window's own symbol's (a pooled universe); else the fold's 0-d pair
+        med_range = tl.load(med_range_ptr + rows, mask=valid, other=1.0)
+        med_absret = tl.load(med_absret_ptr + rows, mask=valid, other=1.0)
+    else:
+        med_range = tl.load(med_range_ptr)
+        med_absret = tl.load(med_absret_ptr)
     last = n_bars - 1
     buf0 = scratch_ptr + pid.to(tl.int64) * (2 * BLOCK_W * HMAX)
     buf1 = buf0 + BLOCK_W * HMAX
@@ -432,7 +437,7 @@ def fused_backtest(
         STORE_DEBUG=store_debug, STORE_TRADES=store_trades,
         ROW=row, BN=min(bn, H2), ROUND=want == torch.bfloat16, GIVEN=actions is not None,
         PRE=pre is not None, ADV=use_adv, L1KEEP=bool(l1_keep), BARRIERS=barriers, ENS=ensemble is not None,
-        MEMBERS=window_nets is not None, num_warps=num_warps, enable_fp_fusion=False,
+        MEMBERS=window_nets is not None, WMED=market.median_range.dim() == 1, num_warps=num_warps, enable_fp_fusion=False,
     )
     out.trade_closed = out.trade_closed.view(torch.bool)
     return out
