@@ -38,3 +38,15 @@ def assert_refused(cwd: Path, args: list[str], line: str) -> None:
     res = run_cli(cwd, *args)
     assert (res.returncode, res.stderr) == (2, f"error: {line}\n"), res.stdout + res.stderr
     assert listing(cwd) == before
+
+
+def refused_line(cwd: Path, args: list[str]) -> str:
+    """``foxhunt ARGS`` in ``cwd`` exits 2 with one ``error: …`` line on stderr and writes nothing; returns
+    that line without ``error: `` (for a test that checks its words, in one run where ``assert_refused``
+    would need the exact line up front)."""
+    before = listing(cwd)
+    res = run_cli(cwd, *args)
+    assert res.returncode == 2 and res.stderr.startswith("error: ") and res.stderr.count("\n") == 1, res.stdout + res.stderr
+    assert listing(cwd) == before
+    return res.stderr[len("error: "):].rstrip("\n")
+
