@@ -134,9 +134,11 @@ class PreparedUniverse:
 
 
 def prepare_universe(cfg: Config, sources: Sequence[str | Path] | None = None, *, fold_layout: str = "config",
-                     universe: Any = None) -> PreparedUniverse:
+                     universe: Any = None, cut: int | None = None) -> PreparedUniverse:
     """Load the universe (``foxhunt.data.universe``), lay out its folds, build or reuse each symbol's
-    features, upload once. sources: default ``data.path`` + ``data.paths``; universe: already loaded.
+    features, upload once. sources: default ``data.path`` + ``data.paths``; universe: already loaded;
+    cut: the folds end at this union-calendar date (``foxhunt tune``'s hold-out; the bars after it are
+    loaded and uploaded all the same).
 
     Every check comes before the cache is written: each file's rules, the universe's (duplicate
     symbols, mixed intervals, data.symbols), each symbol's bar count, the folds and their members.
@@ -158,7 +160,7 @@ def prepare_universe(cfg: Config, sources: Sequence[str | Path] | None = None, *
         universe = load_universe(list(sources) if sources is not None else config_sources(cfg.data), cfg.data)
     for bars in universe.bars:
         require_formed_rows(bars)
-    cfg, folds, note, calendar = universe_folds(cfg, universe, spec.WARMUP, layout=fold_layout)
+    cfg, folds, note, calendar = universe_folds(cfg, universe, spec.WARMUP, layout=fold_layout, cut=cut)
     t1 = time.perf_counter()
     uf = universe_features(universe, cfg.features.cache_dir, device, long_momentum=cfg.features.long_momentum,
                            ema_horizons=cfg.features.ema_horizons)

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from foxhunt.config import Config
     from foxhunt.data.universe import Universe
 
-__all__ = ["UniverseFold", "union_calendar", "calendar_origin", "universe_folds", "DEFAULT_MIN_TRAIN_BARS"]
+__all__ = ["UniverseFold", "union_calendar", "calendar_origin", "universe_folds", "calendar_folds", "DEFAULT_MIN_TRAIN_BARS"]
 
 DEFAULT_MIN_TRAIN_BARS = 100
 _END = np.iinfo(np.int64).max  # "after the last bar": a validation window that runs to the end
@@ -95,21 +95,31 @@ def calendar_origin(universe: "Universe", calendar: np.ndarray, warmup: int) -> 
     return int(np.searchsorted(calendar, min(formed), side="left"))
 
 
-def universe_folds(cfg: "Config", universe: "Universe", warmup: int, *,
-                   layout: str = "config") -> tuple["Config", list[UniverseFold], str | None, np.ndarray]:
+def universe_folds(cfg: "Config", universe: "Universe", warmup: int, *, layout: str = "config",
+                   cut: int | None = None) -> tuple["Config", list[UniverseFold], str | None, np.ndarray]:
     """The folds of ``universe`` (module docstring): (config holding the layout, folds, the fitted
     layout's note or None, the union calendar [U] int64).
 
-    layout: ``fit_folds``' (``config`` | ``fit`` | ``data``). Raises FoldError where no fold fits the
-    calendar or a fold has no member symbol."""
+    layout: ``fit_folds``' (``config`` | ``fit`` | ``data``). cut: lay the folds out on the calendar's
+    first ``cut`` dates only (``foxhunt tune``'s hold-out, ``foxhunt.tune.holdout``): no validation
+    window reaches the calendar date ``cut``. Raises FoldError where no fold fits the calendar or a
+    fold has no member symbol."""
     calendar = union_calendar(universe)
     origin = calendar_origin(universe, calendar, warmup)
-    cfg, folds, note = fit_folds(cfg, calendar, origin, layout=layout)
+    cfg, folds, note = fit_folds(cfg, calendar if cut is None else calendar[:cut], origin, layout=layout)
+    return cfg, calendar_folds(cfg, universe, warmup, folds, calendar), note, calendar
+
+
+def calendar_folds(cfg: "Config", universe: "Universe", warmup: int, folds: list[FoldRange],
+                   calendar: np.ndarray) -> list[UniverseFold]:
+    """``folds`` (indices into ``calendar``, [U] int64) mapped to each symbol (module docstring, rules 3 and 4).
+    A fold whose validation ends at U runs to the last bar. FoldError for a fold without a member symbol."""
     kind, amount = parse_span(cfg.folds.purge, allow_zero=True)
     purge_bars = amount if kind == "bars" else 0  # a duration purge already holds in time for every symbol
     min_train = cfg.data.min_train_bars or DEFAULT_MIN_TRAIN_BARS
     out = []
     for f in folds:
+        # indices into the whole calendar: a fold laid out before a cut ends at the cut's date, not at the end
         times = (int(calendar[f.train_start]), int(calendar[f.train_end]), int(calendar[f.val_start]),
                  int(calendar[f.val_end]) if f.val_end < calendar.shape[0] else _END)
         bounds, member = _symbol_bounds(universe, times, warmup, purge_bars, min_train)
@@ -117,7 +127,7 @@ def universe_folds(cfg: "Config", universe: "Universe", warmup: int, *,
             raise FoldError(f"fold {f.fold}: no symbol has {min_train} training bars (data.min_train_bars) and 2 validation "
                             f"bars in it; lower data.min_train_bars or set longer fold spans")
         out.append(UniverseFold(f.fold, f, times, bounds, member))
-    return cfg, out, note, calendar
+    return out
 
 
 def _symbol_bounds(universe: "Universe", times: tuple[int, int, int, int], warmup: int, purge_bars: int,

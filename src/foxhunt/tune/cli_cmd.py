@@ -57,12 +57,11 @@ def tune(
         values = {"data": {"source": "file", "path": sources[0], **({"paths": sources[1:]} if len(sources) > 1 else {})}}
     cfg = load_config(config, ov, values) if config is not None else default_tune_config(ov, values)
     s = open_session(cfg, console)
-    folds = s.evaluator.prepared_for(s.evaluator.trial_config({})).folds
+    prepared = s.evaluator.prepared_for(s.evaluator.trial_config({}))
     console.print(
         f"study [bold]{cfg.tune.study}[/] ({'resumed' if s.resumed else 'new'}) in {s.study_dir}; storage "
-        f"{s.url.split('@')[-1]}; {len(cfg.tune.entries())} searched keys, {len(folds)} folds, "
-        + (f"hold-out {cfg.tune.holdout:.0%} (from bar {s.evaluator.cut})" if s.evaluator.cut is not None else
-           "a universe: each fold scored by its portfolio's validation Sharpe, no hold-out")
+        f"{s.url.split('@')[-1]}; {len(cfg.tune.entries())} searched keys, {len(prepared.folds)} folds, "
+        + _holdout_text(cfg.tune.holdout, s.evaluator.cut, getattr(prepared, "calendar", None))
         + f"; sampler {cfg.tune.sampler}, pruner {cfg.tune.pruner}"
         + (f"; populations of {cfg.tune.population} trials a worker" if cfg.tune.population > 1 else ""),
         highlight=False, soft_wrap=True)
@@ -76,6 +75,15 @@ def tune(
     _print_summary(summary, console)
     console.print(f"report: [bold]{s.study_dir / 'report.html'}[/]; best config: {s.study_dir / 'best.toml'}", highlight=False,
                   soft_wrap=True)
+
+
+def _holdout_text(holdout: float, cut: Any, calendar: Any) -> str:
+    """The study line's hold-out: a file's first hold-out bar, or a universe's first hold-out date."""
+    if calendar is None:
+        return f"hold-out {holdout:.0%} (from bar {cut})"
+    where = (f"hold-out {holdout:.0%} of the union calendar (every symbol from {str(calendar[cut].astype('datetime64[ns]'))[:19]})"
+             if cut < len(calendar) else "no hold-out")
+    return f"a universe: each fold scored by its portfolio's validation Sharpe, {where}"
 
 
 def _g(v: Any, fmt: str) -> str:
@@ -98,7 +106,10 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
         from foxhunt.backtest.display import sharpe_text
 
         a = ho["agent"]
-        console.print(f"hold-out (once, {ho['fold']['val_end'] - ho['fold']['val_start']} bars): {sharpe_text(a)}, "
+        span = ho['fold']['val_end'] - ho['fold']['val_start']
+        what = (f"{span} calendar dates, the {ho['weights']} portfolio of {a.get('symbols')} symbols" if ho["fold"].get("universe")
+                else f"{span} bars")
+        console.print(f"hold-out (once, {what}): {sharpe_text(a)}, "
                       f"return {_g(a.get('total_return'), '{:+.2%}')}, max DD {_g(a.get('max_drawdown'), '{:.2%}')}", highlight=False)
     ov = summary.get("overfitting", {})
     d, p = ov.get("deflated_sharpe", {}), ov.get("pbo", {})

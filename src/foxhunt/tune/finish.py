@@ -27,7 +27,8 @@ def finish(s: Session, console: Any = None) -> dict[str, Any]:
     cfg, d = s.cfg, s.study_dir
     study = open_study(s.url, cfg.tune.study, cfg.tune, create=False)
     keys = list(cfg.tune.entries())
-    n_folds = len(s.evaluator.prepared_for(s.evaluator.trial_config({})).folds)
+    prepared = s.evaluator.prepared_for(s.evaluator.trial_config({}))
+    n_folds = len(prepared.folds)
     write_trials_csv(d / "trials.csv", study, keys, n_folds)
     best = best_trial(study)
     trial_s = [x for r in s.reports for x in r.trial_s]
@@ -35,6 +36,7 @@ def finish(s: Session, console: Any = None) -> dict[str, Any]:
     summary: dict[str, Any] = {
         "study": cfg.tune.study, "storage": s.url.split("@")[-1], "counts": counts(study),
         "objective": f"{cfg.tune.objective} fold Sharpe − {cfg.tune.spread_penalty} × std", "n_folds": n_folds,
+        "search_folds": _fold_rows(prepared),
         "this_session": {"wall_s": s.wall_s, "trials": len(trial_s), "trial_s_mean": float(np.mean(trial_s)) if trial_s else None,
                          "overhead_s_mean": float(np.mean(over_s)) if over_s else None,
                          "workers": len(s.reports), "evaluator": [r.stats for r in s.reports],
@@ -54,6 +56,15 @@ def finish(s: Session, console: Any = None) -> dict[str, Any]:
     write_json(d / "summary.json", summary)
     write_study_report(d, study, summary)
     return summary
+
+
+def _fold_rows(prepared: Any) -> list[dict[str, Any]]:
+    """The search's folds as in a run's folds.json: indices into the bars (a universe: its union
+    calendar) and their times; every validation window ends at or before the hold-out's cut."""
+    from foxhunt.folds import folds_to_json
+
+    times = getattr(prepared, "calendar", None)
+    return json.loads(folds_to_json(prepared.folds, prepared.market.timestamps_host if times is None else times))
 
 
 def _holdout(s: Session, best: Any, console: Any) -> dict[str, Any]:

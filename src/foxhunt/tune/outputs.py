@@ -4,7 +4,7 @@
     best.toml          the best trial's configuration without [tune]: `foxhunt train --config best.toml`
     trials.csv         one row per trial: number, state, value, duration, worker, params, fold Sharpes
     holdout-<trial>/   the best config retrained and evaluated once on the hold-out (a train run dir)
-    summary.json       best trial, per-fold table, hold-out result, deflated Sharpe, PBO, timings
+    summary.json       best trial, per-fold table, the search's folds, hold-out result, deflated Sharpe, PBO, timings
     report.html        Optuna's matplotlib plots + the tables above
     worker-<k>.log     what local worker process k wrote to stderr (``--workers K``), kept for reading
 

@@ -111,7 +111,7 @@ class TrialEvaluator:
         self._prep_key: str | None = None
         self._runner: Any = None
         self._runner_key: str | None = None
-        self.cut: int | None = None
+        self.cut: int | None = None  # the first hold-out bar (a universe: union-calendar date)
         self.stats = {"market_loads": 0, "runner_builds": 0, "runner_reuses": 0}
         self.times: dict[str, float] = {}
 
@@ -146,10 +146,9 @@ class TrialEvaluator:
         if key != self._prep_key:
             universe = _universe(cfg)
             if universe is not None:  # a universe of several symbols: pooled training, the portfolio's score
-                from foxhunt.pipeline import prepare_universe
-                from foxhunt.train.universe_runner import pooled_prepared
+                from foxhunt.tune.holdout import universe_search
 
-                self._prepared, self.cut = pooled_prepared(cfg, prepare_universe(cfg, universe=universe)), None
+                self._prepared, self.cut = universe_search(cfg, universe)  # cut: a union-calendar date
             else:
                 self._prepared, self.cut = with_search_folds(prepare_market(cfg), cfg.tune.holdout)
             self._prep_key = key
@@ -209,14 +208,11 @@ class TrialEvaluator:
 
 def _universe(cfg: Config) -> Any:
     """The universe of several symbols ``cfg`` names, else None; ConfigError (one line) for what a universe
-    study does not do yet: a hold-out (``tune.holdout``), populations (``tune.population``)."""
+    study does not do yet: populations (``tune.population``)."""
     from foxhunt.backtest.universe_run_dir import universe_of_config
     from foxhunt.errors import ConfigError
 
     universe = universe_of_config(cfg)
-    if universe is not None and cfg.tune.holdout > 0:
-        raise ConfigError(f"tune.holdout = {cfg.tune.holdout:g}: a hold-out on a universe of {len(universe)} symbols is not "
-                          "available yet; --set tune.holdout=0 (the search then scores every fold)")
     if universe is not None and cfg.tune.population > 1:
         raise ConfigError(f"tune.population = {cfg.tune.population}: populations on a universe of several symbols are not "
                           "available yet; --set tune.population=1")
