@@ -15,7 +15,7 @@ from foxhunt.config import build_config
 from foxhunt.data.universe import load_universe
 from foxhunt.fold_layout import fit_folds
 from foxhunt.folds import FoldError
-from foxhunt.universe_folds import DEFAULT_MIN_TRAIN_BARS, universe_folds
+from foxhunt.universe_folds import DEFAULT_MIN_TRAIN_BARS, calendar_folds, universe_folds
 from tests.data.universe_files import bars_frame, days, universe_dir, write
 
 WARMUP = 303
@@ -83,6 +83,25 @@ def test_gaps_and_late_starts_get_the_rows_of_their_dates_and_join_by_the_rule(t
     # bars end before a validation window: out, in, out again.
     first, last = seen_late.index(True), len(seen_late) - 1 - seen_late[::-1].index(True)
     assert 0 < first <= last < len(seen_late) - 1 and all(seen_late[first:last + 1])
+
+
+def test_folds_cut_at_a_calendar_date_end_there_for_every_symbol(tmp_path: Path) -> None:
+    d = universe_dir(tmp_path)
+    cfg = config(d, {"train": 60, "val": 30, "purge": 5}, min_train_bars=40)
+    u = load_universe([d], cfg.data)
+    _, whole, _, calendar = universe_folds(cfg, u, WARMUP)
+    cut = len(calendar) - 45  # inside the last whole fold's validation window
+    _, folds, _, same = universe_folds(cfg, u, WARMUP, cut=cut)
+    assert np.array_equal(same, calendar) and 0 < len(folds) < len(whole)
+    t_cut = int(calendar[cut])
+    for f in folds:
+        assert f.calendar.val_end <= cut and f.times[3] <= t_cut
+        for s, bars in enumerate(u.bars):  # no symbol's validation rows reach the cut date
+            ve = int(f.bounds[s, 3] - u.offsets[s])
+            assert ve == 0 or int(bars.timestamps[ve - 1]) < t_cut
+    # the same calendar folds mapped again (the hold-out's path) are the same per-symbol folds
+    again = calendar_folds(cfg, u, WARMUP, [f.calendar for f in folds], calendar)
+    assert all(np.array_equal(a.bounds, b.bounds) and np.array_equal(a.member, b.member) for a, b in zip(again, folds))
 
 
 def test_a_fold_no_symbol_can_join_is_refused(tmp_path: Path) -> None:
