@@ -81,8 +81,8 @@ def _holdout_text(holdout: float, cut: Any, calendar: Any) -> str:
     """The study line's hold-out: a file's first hold-out bar, or a universe's first hold-out date."""
     if calendar is None:
         return f"hold-out {holdout:.0%} (from bar {cut})"
-    where = (f"hold-out {holdout:.0%} of the union calendar (every symbol from {str(calendar[cut].astype('datetime64[ns]'))[:19]})"
-             if cut < len(calendar) else "no hold-out")
+    first = str(calendar[cut].astype("datetime64[ns]"))[:19] if cut < len(calendar) else None
+    where = f"hold-out {holdout:.0%} of the union calendar (every symbol from {first})" if first else "no hold-out"
     return f"a universe: each fold scored by its portfolio's validation Sharpe, {where}"
 
 
@@ -107,8 +107,8 @@ def _print_summary(summary: dict[str, Any], console: Any) -> None:
 
         a = ho["agent"]
         span = ho['fold']['val_end'] - ho['fold']['val_start']
-        what = (f"{span} calendar dates, the {ho['weights']} portfolio of {a.get('symbols')} symbols" if ho["fold"].get("universe")
-                else f"{span} bars")
+        universe = ho["fold"].get("universe")
+        what = f"{span} calendar dates, the {ho['weights']} portfolio of {a.get('symbols')} symbols" if universe else f"{span} bars"
         console.print(f"hold-out (once, {what}): {sharpe_text(a)}, "
                       f"return {_g(a.get('total_return'), '{:+.2%}')}, max DD {_g(a.get('max_drawdown'), '{:.2%}')}", highlight=False)
     ov = summary.get("overfitting", {})

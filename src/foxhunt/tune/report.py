@@ -74,7 +74,8 @@ def write_study_report(study_dir: Path, study: optuna.Study, summary: dict[str, 
         unit = "bars" if not ho["fold"].get("universe") else "union-calendar dates"
         port = f"; the {ho.get('weights')} portfolio of {a.get('symbols')} symbols" if ho["fold"].get("universe") else ""
         parts.append(
-            f"<p>{unit} {ho['fold']['val_start']} … {ho['fold']['val_end'] - 1}{port}; retrained on {unit} {ho['fold']['train_start']} … "
+            f"<p>{unit} {ho['fold']['val_start']} … {ho['fold']['val_end'] - 1}{port}; retrained on {unit} "
+            f"{ho['fold']['train_start']} … "
             f"{ho['fold']['train_end'] - 1}. Agent {sharpe_text(a)}, return {_f(a.get('total_return'), '{:+.2%}')}, "
             f"max DD {_f(a.get('max_drawdown'), '{:.2%}')}, trades {_f(a.get('trade_count'), '{:.0f}')}; buy &amp; hold "
             f"{sharpe_text(b)}. Hold-out evaluations in this study: {summary.get('holdout_evaluations', 1)}. "
