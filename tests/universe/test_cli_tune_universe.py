@@ -10,6 +10,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from foxhunt.config import build_config, load_config
 from foxhunt.data.universe import config_sources, load_universe
@@ -85,3 +86,8 @@ def test_tune_on_a_universe_holds_out_the_last_calendar_dates_and_scores_the_bes
     assert len(port) == 1 and ho["weights"] == "inverse_vol" and ho["agent"]["sharpe"] == port[0]["sharpe"]
     assert ho["agent"]["symbols"] == 3 and ho["buy_and_hold"]["label"] == "buy & hold" and math.isfinite(ho["agent"]["sharpe"])
     assert "union-calendar dates" in (tmp_path / "studies" / "u" / "report.html").read_text()
+    # `foxhunt backtest --run` on the hold-out run backtests its one fold again (folds.json's, not the config's layout)
+    run_ok(tmp_path, "backtest", "--run", ho["run_dir"], "--out", str(tmp_path / "bt"))
+    again = [r for r in json.loads((tmp_path / "bt" / "metrics.json").read_text())
+             if r["symbol"] == "portfolio" and r["window"] == 0 and r["weights"] == "inverse_vol" and r["label"] == "agent"]
+    assert len(again) == 1 and again[0]["sharpe"] == pytest.approx(ho["agent"]["sharpe"], rel=1e-6)

@@ -2,7 +2,9 @@
 validation windows, as the run's evaluation did, with the portfolios and report of a universe backtest.
 
 The run's config.toml names the universe (its files, ``data.symbols``); the universe is loaded and its
-folds laid out again (``prepare_universe``), and every fold model is checked against them: the data's
+folds laid out again (``prepare_universe``; a run whose folds.json records other folds on the same union
+calendar, ``foxhunt tune``'s hold-out run, keeps those: ``_run_folds``), and every fold model is checked
+against them: the data's
 sha256, the feature names, the fold, and the per-symbol normalisation the model was trained under
 (folds/fold_k/norm.safetensors: each symbol's mean and std and training rows, rebuilt from the data
 and compared). Per fold, the market is set to the rows the model trained on (a ``PooledFold`` whose
@@ -54,7 +56,7 @@ def backtest_universe_run(run_dir: Path, cfg: Any, universe: Any, models: list[P
     from foxhunt.universe_market import PooledFold
 
     prepared = prepare_universe(cfg, universe=universe)
-    market, ufs = prepared.market, {f.fold: f for f in prepared.folds}
+    market, ufs = prepared.market, _run_folds(run_dir, cfg, prepared)
     loaded = []
     for p in models:
         net, _, meta = load_model(p, market.device)
@@ -136,3 +138,32 @@ def _slice(res: Any, i: int, w: int) -> Any:
     return replace(res, metrics=res.metrics[i: i + w], starts=res.starts[i: i + w], lengths=res.lengths[i: i + w],
                    returns=res.returns[i: i + w], positions=res.positions[i: i + w],
                    metrics_tensor=res.metrics_tensor[i: i + w] if res.metrics_tensor is not None else None)
+
+
+def _run_folds(run_dir: Path, cfg: Any, prepared: Any) -> dict[int, Any]:
+    """{fold: UniverseFold} of the run: as laid out again, or, where folds.json records other calendar ranges
+    whose every boundary time is the data's union calendar's there (``foxhunt tune``'s hold-out run: one fold
+    after the search's), those ranges mapped to each symbol (``calendar_folds``). Anything else: the folds
+    laid out again (a model then fails its fold check)."""
+    import json
+
+    from foxhunt.features import spec
+    from foxhunt.folds import FoldRange
+    from foxhunt.universe_folds import calendar_folds
+
+    laid = {f.fold: f for f in prepared.folds}
+    path, cal = run_dir / "folds.json", prepared.calendar
+    try:
+        rows = json.loads(path.read_text())
+        ranges = [FoldRange(*(int(r[k]) for k in ("fold", "train_start", "train_end", "val_start", "val_end"))) for r in rows]
+    except (OSError, ValueError, TypeError, KeyError):
+        return laid
+    if not ranges or ranges == [f.calendar for f in prepared.folds]:
+        return laid
+    for r, f in zip(rows, ranges):
+        for key in ("train_start", "train_end", "val_start", "val_end"):
+            i = getattr(f, key)
+            i = min(i, len(cal) - 1) if key.endswith("end") else i
+            if not 0 <= i < len(cal) or r.get(f"{key}_time") != str(np.datetime64(int(cal[i]), "ns")) + "Z":
+                return laid
+    return {f.fold: f for f in calendar_folds(cfg, prepared.universe, spec.WARMUP, ranges, cal)}
