@@ -30,6 +30,12 @@ STD_FLOOR = 1e-8
 """Features whose training-slice std is below this are treated as constant (normalised to 0)."""
 
 
+def inverse_std(std: torch.Tensor) -> torch.Tensor:
+    """1 / std where std > ``STD_FLOOR``, else 0 (a constant feature reads 0 after normalising): the
+    inverse standard deviations every normaliser multiplies by (same shape and dtype as ``std``)."""
+    return torch.where(std > STD_FLOOR, 1.0 / std.clamp_min(STD_FLOOR), torch.zeros_like(std))
+
+
 def _log_returns(fs: FeatureSet) -> torch.Tensor:
     """[T] float64 log(close[t] / close[t-1]); 0 at t = 0."""
     close64 = fs.ohlc[:, 3].to(torch.float64)
@@ -173,8 +179,7 @@ class MarketData:
             raise ValueError(f"fold {fold} does not fit in {self.n_bars} bars")
         stats = self.norm_stats(fold.train_start, fold.train_end)
         self.norm_mean.copy_(stats.mean)
-        inv = torch.where(stats.std > STD_FLOOR, 1.0 / stats.std.clamp_min(STD_FLOOR), torch.zeros_like(stats.std))
-        self.norm_inv_std.copy_(inv)
+        self.norm_inv_std.copy_(inverse_std(stats.std))
         self.fold_bounds.copy_(
             torch.tensor([fold.train_start, fold.train_end, fold.val_start, fold.val_end], dtype=torch.int64),
             non_blocking=True,

@@ -41,7 +41,7 @@ import torch
 
 from foxhunt.features.universe import UniverseFeatures
 from foxhunt.folds import FoldRange
-from foxhunt.market import _MEDIAN_SAMPLES, STD_FLOOR, MarketData, NormStats
+from foxhunt.market import _MEDIAN_SAMPLES, MarketData, NormStats, inverse_std
 from foxhunt.universe_folds import UniverseFold
 
 __all__ = ["PooledFold", "UniverseMarket"]
@@ -173,8 +173,7 @@ class UniverseMarket(MarketData):
                                  f"[{off[s]}, {off[s + 1]})")
         stats = self.norm_stats_per_symbol(fold)  # each member's own training rows (raw features)
         self.sym_mean.copy_(stats.mean)
-        inv = torch.where(stats.std > STD_FLOOR, 1.0 / stats.std.clamp_min(STD_FLOOR), torch.zeros_like(stats.std))
-        self.sym_inv_std.copy_(inv)
+        self.sym_inv_std.copy_(inverse_std(stats.std))
         for s in range(self.n_symbols):  # the same float32 ops as gather_features: (x − mean) · inv
             rows = slice(int(off[s]), int(off[s + 1]))
             torch.sub(self.raw_features[rows], self.sym_mean[s], out=self.features[rows])

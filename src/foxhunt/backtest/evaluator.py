@@ -34,7 +34,7 @@ from foxhunt.env import EnvParams, EnvState, EnvTensors, StepOutput
 from foxhunt.env.state import portfolio_features
 from foxhunt.env.vec_env import reset as env_reset
 from foxhunt.env.vec_env import step as env_step
-from foxhunt.market import MarketData, NormStats
+from foxhunt.market import MarketData, NormStats, inverse_std
 
 _SHAPING_OFF = dict(
     risk_weight=0.0, diversity_penalty=0.0, curiosity_weight=0.0, barrier_profit_scale=0.0,
@@ -138,7 +138,7 @@ class _Run:
                 raise ValueError(f"norms: expected {w} NormStats, got {len(norms)}")
             self.mean = torch.stack([n.mean.to(torch.float32) for n in norms]).to(dev)
             std = torch.stack([n.std for n in norms]).to(dev)
-            self.inv = torch.where(std > 1e-8, 1.0 / std.clamp_min(1e-8), torch.zeros_like(std)).to(torch.float32)
+            self.inv = inverse_std(std).to(torch.float32)
         self.k = decision_interval(policy)
         self.held = torch.zeros(w, dtype=torch.int64, device=dev)  # k > 1: the action of the last decision
         self.obs = torch.zeros((w, m.obs_dim), dtype=torch.float32, device=dev)

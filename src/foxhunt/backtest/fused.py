@@ -41,7 +41,7 @@ from foxhunt.backtest.result import BacktestResult, assemble_result, trade_rows
 from foxhunt.env.params import EnvParams, EnvTensors
 from foxhunt.kernels.backtest.host import EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, WindowNets
 from foxhunt.kernels.rules.packing import pack_net
-from foxhunt.market import MarketData, NormStats
+from foxhunt.market import MarketData, NormStats, inverse_std
 
 DEFAULT_PRECISION = "tf32"
 
@@ -136,7 +136,7 @@ def norm_tensors(m: MarketData, norms: Sequence[NormStats] | None, w: int) -> tu
         raise ValueError(f"norms: expected {w} NormStats, got {len(norms)}")
     mean = torch.stack([n.mean.to(torch.float32) for n in norms]).to(m.device)
     std = torch.stack([n.std for n in norms]).to(m.device)
-    inv = torch.where(std > 1e-8, 1.0 / std.clamp_min(1e-8), torch.zeros_like(std)).to(torch.float32)
+    inv = inverse_std(std).to(torch.float32)
     return mean.contiguous(), inv.contiguous()
 
 

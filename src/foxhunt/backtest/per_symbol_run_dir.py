@@ -51,7 +51,9 @@ def backtest_per_symbol_run(run_dir: Path, cfg: Any, universe: Any, device: str,
                               f"{', '.join(map(str, missing))} yet (finish it: foxhunt train --resume {run_dir})")
         subs.append((s, sym, sub))
     per: dict[tuple[int, int], SymbolFold] = {}
-    plan, bpy = None, None
+    plan = None
+    # the portfolios' annualisation is the run's (its union calendar, or the override), as at train time
+    bpy = float(bars_per_year) if bars_per_year is not None else float(p.annualisation.bars_per_year)
     for s, sym, sub in subs:
         # data.symbols names the symbol (a run made before symbol runs recorded it names the universe)
         res, market, sym_plan = backtest_run_dir(sub, device, bars_per_year=bars_per_year, barriers=barriers,
@@ -61,14 +63,13 @@ def backtest_per_symbol_run(run_dir: Path, cfg: Any, universe: Any, device: str,
         ts = market.timestamps_host
         for fb in res:
             f, n = fb.fold, fb.fold.val_len - 1
-            bpy = float(fb.agent.bars_per_year)
             cut = lambda r: np.asarray(r.returns[0, :n], np.float32).astype(np.float64)  # noqa: E731  (as the run's files)
             trades = list(fb.agent.trades or [])  # bars of the symbol's own file
             per[(s, f.fold)] = SymbolFold(np.asarray(ts[f.val_start: f.val_start + n + 1], np.int64),
                                           {AGENT: cut(fb.agent), BENCHMARK: cut(fb.buy_and_hold), QUANT: cut(fb.quant)},
                                           {AGENT: fb.agent.metrics[0], BENCHMARK: fb.buy_and_hold.metrics[0], QUANT: fb.quant.metrics[0]},
                                           row_fields(window_timing(fb.agent, 0, fb.buy_and_hold, 0)), trades)
-    assert bpy is not None and plan is not None
+    assert plan is not None
     walk = universe_walk(universe, p.universe_folds, lambda s, k: per[(s, k)], bpy)
     notes = [plan.summary(), f"run: {run_dir}; {len(universe)} symbols, one agent per symbol (train.pool = false): each "
              f"symbol's run ({SYMBOLS_DIR}/<symbol>) backtested as a run, each fold's model on its validation window (window = fold)",

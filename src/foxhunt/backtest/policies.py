@@ -33,6 +33,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state
 
 from foxhunt.env.params import EnvParams
+from foxhunt.market import inverse_std
 
 N_LEVELS = 5
 _MARKET_NORMAL = 0 * 3 + 1  # order type 0 (market), urgency 1 (normal) inside a factored action
@@ -108,7 +109,7 @@ class EnsemblePolicy:
             mean = torch.stack([m.to(torch.float32) for m, _ in norms]).to(device)
             std = torch.stack([s.to(torch.float32) for _, s in norms]).to(device)
             self.norm_mean = mean[:, None, :]
-            self.norm_inv = torch.where(std > 1e-8, 1.0 / std.clamp_min(1e-8), torch.zeros_like(std))[:, None, :]
+            self.norm_inv = inverse_std(std)[:, None, :]
 
     @torch.no_grad()
     def q_values(self, obs: torch.Tensor) -> torch.Tensor:

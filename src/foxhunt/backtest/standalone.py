@@ -149,10 +149,8 @@ def _learner_eval(loaded: Sequence[tuple[Any, Any, Any]], market: Any, starts: n
                   lengths: np.ndarray) -> list[dict[str, Any] | None]:
     """One model's own evaluation per window (the forecast's IC and hit rate: ``registry.Learner.window_report``)
     under its normalisation; [] for an ensemble of files or a learner without one."""
-    import torch
-
     from foxhunt.agents.registry import LEARNERS
-    from foxhunt.market import STD_FLOOR
+    from foxhunt.market import inverse_std
 
     if len(loaded) != 1:
         return []
@@ -161,7 +159,7 @@ def _learner_eval(loaded: Sequence[tuple[Any, Any, Any]], market: Any, starts: n
     if entry is None or entry.window_report is None:
         return []
     market.norm_mean.copy_(norm.mean)  # the model's normalisation, as its backtest had it (after the backtests)
-    market.norm_inv_std.copy_(torch.where(norm.std > STD_FLOOR, 1.0 / norm.std.clamp_min(STD_FLOOR), torch.zeros_like(norm.std)))
+    market.norm_inv_std.copy_(inverse_std(norm.std))
     return [entry.window_report(net, market, int(a), int(a) + int(n) + 1, dict(meta.extra)) for a, n in zip(starts, lengths)]
 
 

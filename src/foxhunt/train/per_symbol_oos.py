@@ -20,7 +20,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
