@@ -47,13 +47,18 @@ from foxhunt.scorecard.family import FAMILIES
 from foxhunt.scorecard.family.universe import FamilyUniverse, universe_draw, write_universe
 from foxhunt.scorecard.run import MAX_NO_EDGE_TURNOVER
 from foxhunt.train.config import DEFAULT_TRAIN_TOML
+from foxhunt.train.interval_presets import interval_preset, universe_preset
 
 MODES = ("pooled", "per_symbol")
 
 
 def run_config(u: FamilyUniverse, data_dir: Path, out: Path, seed: int, args: Any) -> Any:
-    """The built-in daily train settings, the universe's folds and costs, train.select = inner, ``--set``."""
+    """The built-in daily train settings with the data-fitted values ``foxhunt train --data DIR`` sets (the
+    universe's interval preset: env.reward_scale from the median symbol's volatility), the universe's folds
+    and costs, train.select = inner, ``--set``."""
     d = tomllib.loads(DEFAULT_TRAIN_TOML)
+    for section, values in universe_preset(list(u.bars)).as_sections().items():
+        d[section] = {**d.get(section, {}), **values}
     lay = u.params["layout"]
     d["data"] = {"source": "file", "path": str(data_dir)}
     d["folds"] = {**d.get("folds", {}), "train": lay["train"], "val": lay["val"], "max_folds": lay["folds"], "mode": "expanding"}
@@ -83,7 +88,10 @@ def train(cfg: Any, mode: str, name: str) -> tuple[Path, float]:
         from foxhunt.train.per_symbol import PerSymbolRunner, per_symbol_prepared
 
         cfg = cfg.replace(train={"pool": False})
-        prepared = per_symbol_prepared(cfg, universe)
+        # each symbol's own reward scale, as `foxhunt train --data DIR --set train.pool=false` sets it
+        scales = {s: float(interval_preset(b).values.get("env.reward_scale", cfg.env.reward_scale))
+                  for s, b in zip(universe.symbols, universe.bars)}
+        prepared = per_symbol_prepared(cfg, universe, reward_scales=scales)
         runner = PerSymbolRunner(prepared)
     run_dir, resolved = create_run_dir(prepared.config, prepared, name)
     runner.use_config(resolved)
@@ -244,7 +252,9 @@ def main(argv: list[str] | None = None) -> None:
     def persist() -> None:  # written after every run: a run stopped early keeps what it measured
         save(args, stem, {"family": args.family, "agent": args.agent, "symbols": args.symbols, "size": args.size,
                           "epochs": args.epochs, "overrides": args.overrides, "config": "built-in daily train "
-                          "settings (configs/train-default.toml) + the universe's folds and costs + train.select=inner",
+                          "settings (configs/train-default.toml) + the interval preset of foxhunt train --data DIR (reward "
+                          "scale from the median symbol's volatility; per symbol its own) + the universe's folds and costs "
+                          "+ train.select=inner",
                           "bars_per_year": bpy, "references": {k: {kk: vv for kk, vv in v.items() if kk != "params"}
                                                                for k, v in refs.items()},
                           "universes": {k: v["params"] for k, v in refs.items()},

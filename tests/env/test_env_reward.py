@@ -82,6 +82,22 @@ def test_risk_penalty_applies_to_exposure_above_the_threshold():
     assert float(out.reward[0]) == float(out.reward[1])  # exposure ≈ 0.96 < 1: no penalty
 
 
+def test_a_busting_step_measures_the_risk_penalty_against_the_bust_level():
+    # 9,500 units short at 100 (E = 1e6) through a bar that triples the price: E' < 0, the episode ends.
+    # Exposure is |q·C'| over E' floored at the bust level (0.1·capital), not at 1e-6·capital, so the
+    # penalty stays the size of an exposure (28.5 here) instead of ~1e9.
+    rows = [(100.0, 101.0, 99.0, 100.0), (101.0, 310.0, 100.0, 300.0)]
+    env = scenario_env(rows, n_envs=2, per_env={"risk_weight": [0.0, 0.5]}, risk_threshold=0.8)
+    set_position(env, -9500.0, 100.0, level=0)
+    env.state.barrier_active.fill_(False)
+    hold_short = action(0, 0, 1)
+    out = act(env, hold_short, hold_short)
+    assert float(env.state.equity[0]) < 0
+    assert bool(out.done[0]) and bool(out.done[1])
+    expo = 9500 * 300.0 / (0.1 * 1e6)
+    assert float(out.reward[0] - out.reward[1]) == pytest.approx(0.5 * (expo - 0.8), rel=1e-5)
+
+
 def test_diversity_penalty_when_the_full_ring_has_low_entropy():
     env = scenario_env(n_envs=4, diversity_penalty=1e-3, diversity_threshold=1.0)
     s = env.state

@@ -9,7 +9,7 @@ import pytest
 
 from foxhunt.data.bars import Bars
 from foxhunt.train.config import default_train_config
-from foxhunt.train.interval_presets import PRESETS, REWARD_STD, interval_preset, per_bar_sigma, round_sig
+from foxhunt.train.interval_presets import PRESETS, REWARD_STD, interval_preset, per_bar_sigma, round_sig, universe_preset
 
 
 def walk(n: int, seconds: int, sigma: float, seed: int = 0) -> Bars:
@@ -34,6 +34,17 @@ def test_reward_scale_is_reward_std_over_the_first_halfs_per_bar_sigma() -> None
     p = interval_preset(bars)
     assert p.values["env.reward_scale"] == round_sig(REWARD_STD / float(np.std(half)))
     assert 400 <= p.values["env.reward_scale"] <= 600  # sigma 0.2 %
+
+
+def test_a_universes_reward_scale_follows_its_median_symbol_not_its_first() -> None:
+    # a calm first symbol among volatile peers: one pooled scale must suit the typical symbol
+    bars = [walk(1000, 86_400, 0.01, seed=0), walk(1000, 86_400, 0.2, seed=1), walk(1000, 86_400, 0.1, seed=2)]
+    sigmas = sorted(per_bar_sigma(b) for b in bars)
+    p = universe_preset(bars)
+    assert p.sigma == pytest.approx(sigmas[1], rel=1e-12)
+    assert p.values["env.reward_scale"] == round_sig(REWARD_STD / sigmas[1])
+    assert p.name == "daily" and p.symbols == 3
+    assert "the median over 3 symbols" in p.line()
 
 
 def test_the_second_half_does_not_set_the_scale() -> None:

@@ -387,7 +387,9 @@ class ReferenceEnv:
         elif hit and label == -1:
             scale = float(p["barrier_stop_scale"])
         r = base * (1.0 + scale)
-        exposure = abs(self.position * close1) / self.equity if self.equity != 0 else math.inf
+        # exposure against the equity floored at the bust level (a busting step ends the episode)
+        floor = max(float(p["bust_fraction"]) * float(p["capital"]), 1e-6 * float(p["capital"]))
+        exposure = abs(self.position * close1) / max(self.equity, floor)
         r -= float(p["risk_weight"]) * max(0.0, exposure - float(p["risk_threshold"]))
         r -= self._push_diversity(category(level))
         r += float(p["curiosity_weight"]) * min(max(float(curiosity), 0.0), float(p["curiosity_max"]))

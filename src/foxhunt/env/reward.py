@@ -52,8 +52,12 @@ def barrier_multiplier(hit: torch.Tensor, label: torch.Tensor, params: EnvTensor
 
 
 def risk_penalty(position: torch.Tensor, close1: torch.Tensor, equity1: torch.Tensor, params: EnvTensors) -> torch.Tensor:
-    """risk_weight · max(0, |q·C_{t+1}|/E' − threshold); E' floored at 1e-6·capital."""
-    eq = torch.maximum(equity1, params.capital * 1e-6)
+    """risk_weight · max(0, |q·C_{t+1}|/E' − threshold); E' floored at the bust level (and 1e-6·capital).
+
+    Why the bust level: a step that busts the account (E' at or below it ends the episode) would otherwise
+    divide by an equity near or below zero; a short through a doubling price made this one term
+    -2,000 per unit of reward scale and halted PPO's loss guard. Above the bust level nothing changes."""
+    eq = torch.maximum(equity1, torch.maximum(params.bust_level, params.capital * 1e-6))
     expo = (position * close1).abs() / eq
     return params.risk_weight * (expo - params.risk_threshold).clamp_min(0.0)
 

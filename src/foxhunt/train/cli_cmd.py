@@ -127,10 +127,10 @@ def _start(data: list[Path] | None, sample: str | None, config: Path | None, fol
             values["data"] = {**values.get("data", {}), **file_values}
             cfg = load_config(config, overrides, values) if config is not None else default_train_config(overrides, values)
     if preset_run:
-        from foxhunt.train.interval_presets import interval_preset
+        from foxhunt.train.interval_presets import interval_preset, universe_preset
 
         assert bars is not None
-        preset = interval_preset(bars)
+        preset = universe_preset(universe.bars) if universe is not None else interval_preset(bars)
         cfg = default_train_config(overrides, values, preset=preset.as_sections())
         settings = preset.line(overrides)
     # Unless the user set a fold span, folds are laid out by the data: a file's without --config, else

@@ -63,6 +63,7 @@ class IntervalPreset:
     interval_s: float
     sigma: float
     values: dict[str, Any]
+    symbols: int = 1  # > 1: sigma is the median of this many symbols' per-bar sigmas (universe_preset)
 
     def as_sections(self) -> dict[str, dict[str, Any]]:
         """{section: {key: value}} for ``load_config``-style values."""
@@ -76,7 +77,8 @@ class IntervalPreset:
         """The plan's settings line; keys the user set with --set are named as theirs."""
         theirs = {".".join(parse_override(o)[0]) for o in overrides}
         shown = [f"{k} = {_fmt(v)}" + (" (--set wins)" if k in theirs else "") for k, v in self.values.items()]
-        why = f"; reward scale = {REWARD_STD:g} / per-bar σ {self.sigma:.3%} of the first half" if self.sigma > 0 else ""
+        of = f" (the median over {self.symbols} symbols)" if self.symbols > 1 else ""
+        why = f"; reward scale = {REWARD_STD:g} / per-bar σ {self.sigma:.3%} of the first half{of}" if self.sigma > 0 else ""
         return (f"settings: built-in for {self.name} bars (every {interval_text(self.interval_s)}; "
                 f"foxhunt.train.interval_presets): {', '.join(shown)}{why}")
 
@@ -99,13 +101,25 @@ def round_sig(x: float, digits: int = 2) -> float:
     return float(round(x, digits - 1 - int(math.floor(math.log10(abs(x))))))
 
 
-def interval_preset(bars: Bars) -> IntervalPreset:
-    """The preset row for ``bars``' interval, with env.reward_scale from its volatility."""
+def interval_preset(bars: Bars, sigma: float | None = None, symbols: int = 1) -> IntervalPreset:
+    """The preset row for ``bars``' interval, with env.reward_scale from its volatility (``sigma``: a
+    per-bar sigma given instead, e.g. a universe's, ``universe_preset``)."""
     seconds = bars.median_bar_seconds()
     name = interval_class(seconds)
     values = dict(PRESETS[name])
-    sigma = per_bar_sigma(bars)
+    sigma = per_bar_sigma(bars) if sigma is None else sigma
     if sigma > 0:
         k = int(values.get("env.decision_interval", 1))
         values["env.reward_scale"] = round_sig(REWARD_STD / (sigma * math.sqrt(k)))
-    return IntervalPreset(name, seconds, sigma, values)
+    return IntervalPreset(name, seconds, sigma, values, symbols)
+
+
+def universe_preset(bars: Sequence[Bars]) -> IntervalPreset:
+    """The preset of a pooled universe (one bar interval, checked by the loader): the first symbol's row,
+    env.reward_scale from the median of the symbols' per-bar sigmas (those that move).
+
+    Why the median and not the first symbol's sigma: one agent learns from every symbol's rewards, so
+    one scale must suit the typical symbol; a first symbol with a tenth of its peers' volatility gave
+    the rest rewards of ten times the intended size (PPO's loss guard halted on such a universe)."""
+    sigmas = [s for s in (per_bar_sigma(b) for b in bars) if s > 0]
+    return interval_preset(bars[0], float(np.median(sigmas)) if sigmas else 0.0, len(bars))

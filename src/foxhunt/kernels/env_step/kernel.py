@@ -214,7 +214,7 @@ def _env_step_kernel(
         else:
             base, dsr_a2, dsr_b2 = base_reward(pnl, equity, capital, 0.0, 0.0, 0.0, 0.0, MODE, LIBDEVICE)
         reward = base * barrier_multiplier(hit, label, tl.load(pscale_p + i), tl.load(sscale_p + i))
-        reward = reward - risk_penalty(q2, close1, equity1, capital, tl.load(risk_w_p + i), tl.load(risk_thr_p + i))
+        reward = reward - risk_penalty(q2, close1, equity1, capital, tl.load(bust_p + i), tl.load(risk_w_p + i), tl.load(risk_thr_p + i))
         cat = tl.where(e <= 1, 0, tl.where(e == 2, 1, 2))
         c0, c1, c2, r_fill2, r_head2, div_pen = diversity(
             cat, old, rc0, rc1, rc2, r_fill, r_head, tl.load(div_thr_p + i), tl.load(div_pen_p + i),

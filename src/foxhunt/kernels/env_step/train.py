@@ -111,9 +111,9 @@ def barrier_multiplier(hit, label, profit_scale, stop_scale):
 
 
 @triton.jit
-def risk_penalty(q2, close1, equity1, capital, risk_weight, risk_threshold):
-    """reward.risk_penalty: risk_weight · max(0, |q·C_{t+1}|/E' − threshold), E' ≥ 1e-6·capital."""
-    eq = tl.maximum(equity1, capital * 1e-6)
+def risk_penalty(q2, close1, equity1, capital, bust_level, risk_weight, risk_threshold):
+    """reward.risk_penalty: risk_weight · max(0, |q·C_{t+1}|/E' − threshold), E' ≥ max(bust level, 1e-6·capital)."""
+    eq = tl.maximum(equity1, tl.maximum(bust_level, capital * 1e-6))
     expo = tl.div_rn(tl.abs(q2 * close1), eq)
     return risk_weight * tl.maximum(expo - risk_threshold, 0.0)
 
