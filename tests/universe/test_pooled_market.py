@@ -140,6 +140,18 @@ def test_a_universe_is_annualised_on_its_union_calendar_not_on_its_concatenated_
 def test_the_fused_kernel_backtests_every_symbols_window_in_one_launch_as_the_torch_backtester_does(prepared, mode) -> None:
     """Windows = the member symbols' validation ranges; each window's orders priced with its own symbol's
     medians ([W] in the kernel), bar for bar the torch step's (which reads each bar's symbol's)."""
+    _fused_equals_torch(prepared, mode)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode", ["factored", "exposure"])
+def test_on_a_gpu_the_compiled_fused_kernel_backtests_every_symbols_window_as_the_torch_backtester_does(
+        tmp_path_factory: pytest.TempPathFactory, mode) -> None:
+    """The same as the interpreter test above, with the kernel compiled for the card and both sides on it."""
+    _fused_equals_torch(prepared_universe(tmp_path_factory.mktemp("pooled_gpu"), run={"device": "cuda"}), mode)
+
+
+def _fused_equals_torch(prepared, mode: str) -> None:
     from foxhunt.agents.networks import DuelingQNet
     from foxhunt.backtest.fused import run_fused
     from foxhunt.backtest.policies import GreedyPolicy
@@ -151,7 +163,7 @@ def test_the_fused_kernel_backtests_every_symbols_window_in_one_launch_as_the_to
     params = EnvParams(**{**prepared.config.env.model_dump(), "action_mode": mode})
     n_actions = 45 if mode == "factored" else params.n_actions
     torch.manual_seed(3)
-    net = DuelingQNet(m.obs_dim, n_actions, hidden=(16, 16), head_hidden=8)
+    net = DuelingQNet(m.obs_dim, n_actions, hidden=(16, 16), head_hidden=8).to(m.device)
     with torch.no_grad():
         for p in net.parameters():
             p.mul_(4.0)  # decisive Q-values: the policy trades often, so the medians' prices matter
