@@ -123,3 +123,12 @@ def universe_preset(bars: Sequence[Bars]) -> IntervalPreset:
     the rest rewards of ten times the intended size (PPO's loss guard halted on such a universe)."""
     sigmas = [s for s in (per_bar_sigma(b) for b in bars) if s > 0]
     return interval_preset(bars[0], float(np.median(sigmas)) if sigmas else 0.0, len(bars))
+
+
+def data_preset(data_cfg: Any) -> IntervalPreset:
+    """The preset of a file-backed ``[data]`` section's bars: ``interval_preset`` of one symbol,
+    ``universe_preset`` of several (each file read and checked by the loader, its errors as ever)."""
+    from foxhunt.data.universe import config_sources, load_universe
+
+    universe = load_universe(config_sources(data_cfg), data_cfg)
+    return universe_preset(list(universe.bars)) if len(universe) > 1 else interval_preset(universe.bars[0])

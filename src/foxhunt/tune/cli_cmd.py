@@ -56,6 +56,8 @@ def tune(
         sources = [str(d.expanduser().resolve()) for d in data]
         values = {"data": {"source": "file", "path": sources[0], **({"paths": sources[1:]} if len(sources) > 1 else {})}}
     cfg = load_config(config, ov, values) if config is not None else default_tune_config(ov, values)
+    if data and config is None:
+        cfg = _data_reward_scale(cfg, ov, values, console)
     s = open_session(cfg, console)
     prepared = s.evaluator.prepared_for(s.evaluator.trial_config({}))
     console.print(
@@ -75,6 +77,27 @@ def tune(
     _print_summary(summary, console)
     console.print(f"report: [bold]{s.study_dir / 'report.html'}[/]; best config: {s.study_dir / 'best.toml'}", highlight=False,
                   soft_wrap=True)
+
+
+def _data_reward_scale(cfg: Any, ov: list[str], values: dict[str, Any], console: Any) -> Any:
+    """The built-in study on the user's bars: env.reward_scale from their volatility, as ``foxhunt train --data``
+    sets it (``foxhunt.train.interval_presets``; the built-in study's 100 suits daily bars only, a minute
+    file's rewards would be ~30 times too small); ``--set env.reward_scale=…`` wins."""
+    from foxhunt.config import parse_override
+    from foxhunt.tune.config import default_tune_config
+    from foxhunt.train.interval_presets import data_preset
+
+    if any(parse_override(o)[0] == ["env", "reward_scale"] for o in ov):
+        return cfg
+    preset = data_preset(cfg.data)
+    scale = preset.values.get("env.reward_scale")
+    if scale is None:  # prices that do not move: the built-in value stays
+        return cfg
+    values.setdefault("env", {})["reward_scale"] = scale
+    of = f", the median over {preset.symbols} symbols" if preset.symbols > 1 else ""
+    console.print(f"env.reward_scale = {scale:g}: 1 / per-bar σ {preset.sigma:.3%} of the data{of} "
+                  f"(as foxhunt train --data; --set env.reward_scale=… wins)", highlight=False, soft_wrap=True)
+    return default_tune_config(ov, values)
 
 
 def _holdout_text(holdout: float, cut: Any, calendar: Any) -> str:
