@@ -71,8 +71,9 @@ def run_config(u: FamilyUniverse, data_dir: Path, out: Path, seed: int, args: An
     return build_config(d, source="<bench universe_learning>")
 
 
-def train(cfg: Any, mode: str, name: str) -> tuple[Path, float]:
-    """One universe run (``mode``: pooled | per_symbol) through the runners ``foxhunt train`` uses."""
+def train(cfg: Any, mode: str, name: str, own_scales: bool = True) -> tuple[Path, float]:
+    """One universe run (``mode``: pooled | per_symbol) through the runners ``foxhunt train`` uses; own_scales: each
+    symbol of a per-symbol run gets its own preset reward scale (False: ``--set env.reward_scale`` gave one)."""
     from foxhunt.data.universe import config_sources, load_universe
     from foxhunt.train.run_dir import create_run_dir
 
@@ -90,7 +91,7 @@ def train(cfg: Any, mode: str, name: str) -> tuple[Path, float]:
         cfg = cfg.replace(train={"pool": False})
         # each symbol's own reward scale, as `foxhunt train --data DIR --set train.pool=false` sets it
         scales = {s: float(interval_preset(b).values.get("env.reward_scale", cfg.env.reward_scale))
-                  for s, b in zip(universe.symbols, universe.bars)}
+                  for s, b in zip(universe.symbols, universe.bars)} if own_scales else None
         prepared = per_symbol_prepared(cfg, universe, reward_scales=scales)
         runner = PerSymbolRunner(prepared)
     run_dir, resolved = create_run_dir(prepared.config, prepared, name)
@@ -276,7 +277,8 @@ def main(argv: list[str] | None = None) -> None:
                 for mode in modes:
                     cfg = run_config(u, data, Path(tmp) / "runs", seed, args)
                     try:
-                        run_dir, wall = train(cfg, mode, f"{u.name}-{mode}-{seed}")
+                        run_dir, wall = train(cfg, mode, f"{u.name}-{mode}-{seed}",
+                                               not any(o.split("=")[0].strip() == "env.reward_scale" for o in args.overrides))
                     except TrainingHalted as exc:  # the guard stopped a learner: recorded, not scored, the run goes on
                         errors.append({"universe": u.name, "mode": mode, "seed": seed, "error": str(exc)})
                         print(f"  seed {seed} {mode:<10} HALTED: {exc}", flush=True)
