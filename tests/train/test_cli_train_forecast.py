@@ -42,6 +42,8 @@ def _by_fold(path: Path) -> dict:
 def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_runs_its_models(tmp_path):
     cfg = forecast_config(tmp_path, epochs=2, every=1, report=True, select="inner")
     cfg.write_text(cfg.read_text().replace("[env]\n", "[env]\ndecision_interval = 2\n", 1))
+    # a 10 % held-back window (half the default): each epoch's selection scores half the bars
+    cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1))
     out = run_ok(tmp_path, "train", "--config", str(cfg), "--name", "f").stdout
     run = tmp_path / "runs" / "f"
     assert 'agent = "forecast"' in (run / "config.toml").read_text()
