@@ -42,6 +42,8 @@ def _by_fold(path: Path) -> dict:
 def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_runs_its_models(tmp_path):
     cfg = forecast_config(tmp_path, epochs=2, every=1, report=True, select="inner")
     cfg.write_text(cfg.read_text().replace("[env]\n", "[env]\ndecision_interval = 2\n", 1))
+    # a 10 % held-back window (half the default): each epoch's selection scores half the bars
+    cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1))
     out = run_ok(tmp_path, "train", "--config", str(cfg), "--name", "f").stdout
     run = tmp_path / "runs" / "f"
     assert 'agent = "forecast"' in (run / "config.toml").read_text()
@@ -82,7 +84,11 @@ def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_run
 def test_a_killed_forecast_run_resumes_to_the_uninterrupted_result(tmp_path):
     from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
-    killed_in_fold_0_then_resumed_equals_uninterrupted(forecast_config(tmp_path, epochs=3, every=1, select="inner"), tmp_path)
+    # two epochs a fold: the first checkpoint (epoch 1 of fold 0) is inside the fold, as with more; a 10 %
+    # held-back window (half the default): each epoch's selection scores half the bars
+    cfg = forecast_config(tmp_path, epochs=2, every=1, select="inner")
+    cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1))
+    killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, tmp_path)
 
 
 @pytest.mark.parametrize("sets,line", [

@@ -32,6 +32,7 @@ def _fold_metrics(run: Path) -> list[bytes]:
 @pytest.mark.slow
 def test_foxhunt_train_runs_ppo_end_to_end_and_backtest_runs_its_models(tmp_path):
     cfg = tiny_config(tmp_path, epochs=2, every=1, report=True)
+    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1))  # 100-bar validation: stepped bar by bar
     res = subprocess.run([*FOXHUNT, "train", "--config", str(cfg), "--name", "p", *_sets()], capture_output=True, text=True,
                          timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -75,6 +76,7 @@ def test_foxhunt_train_runs_ppo_end_to_end_and_backtest_runs_its_models(tmp_path
 def test_a_crashed_ppo_run_resumes_to_the_uninterrupted_result(tmp_path, monkeypatch, team):
     """ensemble: two PPO agents, every member's state in the checkpoints (inner selection: test_ensemble.py)."""
     cfg = tiny_config(tmp_path, epochs=3, every=1)
+    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1))  # 100-bar validation: stepped bar by bar
     train = lambda *a: CliRunner().invoke(app, ["train", "--config", str(cfg), *a, *_sets(), *team])  # noqa: E731
     assert train("--name", "ref").exit_code == 0
     real, saves = ckpt.save, []

@@ -19,7 +19,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [  # sizes only: every other key is the configuration's own
-    "folds.train=1500", "folds.val=300", "folds.max_folds=2", "folds.purge=30",
+    "folds.train=1500", "folds.val=100", "folds.max_folds=2", "folds.purge=30",  # 100-bar validation: stepped bar by bar
     "dqn.n_envs=16", "dqn.buffer_capacity=2048", "dqn.warmup_transitions=64", "dqn.batch_size=32",
     "dqn.rounds_per_epoch=2", "dqn.train_steps_per_round=1", "dqn.rollout_len=4",
     "ppo.n_envs=16", "ppo.rollout_len=8", "ppo.iterations_per_epoch=2", "ppo.minibatches=2",

@@ -13,6 +13,7 @@ import os
 import random
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +21,11 @@ import pytest
 
 from foxhunt.train import checkpoint as ckpt
 from tests.train.conftest import CLI, tiny_config
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
 
 SAVE_PAUSE = "0.2"  # seconds between the files of a save (test hook): a save lasts >= 0.6 s
 DROP = {"epoch_s", "collect_s", "train_s", "curiosity_s"}  # wall-clock fields of metrics.jsonl rows
@@ -87,7 +93,8 @@ def _assert_same_result(run: Path, ref: Path) -> None:
         assert (run / rel).read_bytes() == (ref / rel).read_bytes(), rel
     assert _rows(run) == _rows(ref)
     last, ref_last = ckpt.latest(run / "checkpoints"), ckpt.latest(ref / "checkpoints")
-    assert last.name == ref_last.name == "f001-e00003-end"
+    epochs = tomllib.loads((ref / "config.toml").read_text())["train"]["epochs"]  # the last epoch of fold 1 (the last fold)
+    assert last.name == ref_last.name == f"f001-e{epochs:05d}-end"
     files, ref_files = ckpt.read_manifest(last)["files"], ckpt.read_manifest(ref_last)["files"]
     assert {f: v["sha256"] for f, v in files.items()} == {f: v["sha256"] for f, v in ref_files.items()}
     assert not _temporaries(run)

@@ -31,8 +31,15 @@ direct.turnover_penalty = {{ low = 0.0, high = 5.0 }}
 """
 
 
+def _short_val(cfg: Path) -> Path:
+    """100-bar validation windows (the tiny config's are 300): a trial's time is mostly its folds' bar-by-bar
+    validation; the hold-out stays the last 600 bars."""
+    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1))
+    return cfg
+
+
 def test_tune_searches_direct_keys_and_writes_a_best_toml_that_trains_the_direct_learner(tmp_path: Path) -> None:
-    cfg = direct_config(tmp_path, epochs=1, every=0, report=True, extra=DIRECT_TUNE.format(studies=tmp_path / "studies"))
+    cfg = _short_val(direct_config(tmp_path, epochs=1, every=0, report=True, extra=DIRECT_TUNE.format(studies=tmp_path / "studies")))
     out = run_ok(tmp_path, "tune", "--config", str(cfg)).stdout
     assert "study direct (new)" in out
     d = tmp_path / "studies" / "direct"
@@ -55,7 +62,7 @@ def test_tune_searches_direct_keys_and_writes_a_best_toml_that_trains_the_direct
 def test_a_worker_takes_a_new_direct_lr_in_place_with_the_fold_results_of_a_fresh_trainer(tmp_path: Path) -> None:
     from foxhunt.tune.worker import TrialEvaluator
 
-    cfg = load_config(direct_config(tmp_path, epochs=1, every=0, extra=DIRECT_TUNE.format(studies=tmp_path / "studies")))
+    cfg = load_config(_short_val(direct_config(tmp_path, epochs=1, every=0, extra=DIRECT_TUNE.format(studies=tmp_path / "studies"))))
     ev = TrialEvaluator(cfg)
     base = {"direct.objective": "sharpe", "direct.turnover_penalty": 1.0}
     ev.evaluate({**base, "direct.lr": 1e-3})

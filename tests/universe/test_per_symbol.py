@@ -22,7 +22,8 @@ from tests.cli_run import run_ok
 from tests.data.universe_files import bars_frame, write
 from tests.universe.conftest import TINY_DQN, config, universe_files
 
-COMMON = ["--folds", "2", "--epochs", "3", "--set", "train.select=inner", "--set", "train.abstain_z=0",
+# two epochs and a 10 % held-back window (each epoch's selection scores it bar by bar): the selection still picks
+COMMON = ["--folds", "2", "--epochs", "2", "--set", "train.select=inner", "--set", "train.inner_fraction=0.1", "--set", "train.abstain_z=0",
           "--set", "train.tensorboard=false", "--set", "train.report=false", "--set", "run.device=cpu",
           "--set", "run.out_dir=runs", "--set", "features.cache_dir=cache", "--set", "run.seed=3",
           *[x for k, v in TINY_DQN.items() for x in ("--set", f"dqn.{k}={json.dumps(v)}")]]
