@@ -47,7 +47,7 @@ from foxhunt.scorecard.family import FAMILIES
 from foxhunt.scorecard.family.universe import FamilyUniverse, universe_draw, write_universe
 from foxhunt.scorecard.run import MAX_NO_EDGE_TURNOVER
 from foxhunt.train.config import DEFAULT_TRAIN_TOML
-from foxhunt.train.interval_presets import interval_preset, universe_preset
+from foxhunt.train.interval_presets import sets_reward_scale, symbol_reward_scales, universe_preset
 
 MODES = ("pooled", "per_symbol")
 
@@ -90,8 +90,7 @@ def train(cfg: Any, mode: str, name: str, own_scales: bool = True) -> tuple[Path
 
         cfg = cfg.replace(train={"pool": False})
         # each symbol's own reward scale, as `foxhunt train --data DIR --set train.pool=false` sets it
-        scales = {s: float(interval_preset(b).values.get("env.reward_scale", cfg.env.reward_scale))
-                  for s, b in zip(universe.symbols, universe.bars)} if own_scales else None
+        scales = symbol_reward_scales(universe.symbols, universe.bars) if own_scales else None
         prepared = per_symbol_prepared(cfg, universe, reward_scales=scales)
         runner = PerSymbolRunner(prepared)
     run_dir, resolved = create_run_dir(prepared.config, prepared, name)
@@ -278,7 +277,7 @@ def main(argv: list[str] | None = None) -> None:
                     cfg = run_config(u, data, Path(tmp) / "runs", seed, args)
                     try:
                         run_dir, wall = train(cfg, mode, f"{u.name}-{mode}-{seed}",
-                                               not any(o.split("=")[0].strip() == "env.reward_scale" for o in args.overrides))
+                                               not sets_reward_scale(args.overrides))
                     except TrainingHalted as exc:  # the guard stopped a learner: recorded, not scored, the run goes on
                         errors.append({"universe": u.name, "mode": mode, "seed": seed, "error": str(exc)})
                         print(f"  seed {seed} {mode:<10} HALTED: {exc}", flush=True)

@@ -191,13 +191,11 @@ def _start_universe(cfg: Any, universe: Any, layout: str, name: str | None, sett
 def _symbol_reward_scales(universe: Any, overrides: list[str]) -> dict[str, float] | None:
     """{symbol: the interval preset's env.reward_scale of its own bars} (as ``--data FILE`` sets it), or None
     where ``--set`` gave env.reward_scale or a symbol's prices do not move."""
-    from foxhunt.config import parse_override
-    from foxhunt.train.interval_presets import interval_preset
+    from foxhunt.train.interval_presets import sets_reward_scale, symbol_reward_scales
 
-    if any(parse_override(o)[0] == ["env", "reward_scale"] for o in overrides):
+    if sets_reward_scale(overrides):
         return None
-    scales = {sym: interval_preset(b).values.get("env.reward_scale") for sym, b in zip(universe.symbols, universe.bars)}
-    return None if any(v is None for v in scales.values()) else {k: float(v) for k, v in scales.items()}
+    return symbol_reward_scales(universe.symbols, universe.bars)
 
 
 def _start_per_symbol(cfg: Any, universe: Any, layout: str, name: str | None, settings: str | None,

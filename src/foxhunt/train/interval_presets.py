@@ -125,6 +125,18 @@ def universe_preset(bars: Sequence[Bars]) -> IntervalPreset:
     return interval_preset(bars[0], float(np.median(sigmas)) if sigmas else 0.0, len(bars))
 
 
+def sets_reward_scale(overrides: Sequence[str]) -> bool:
+    """Whether ``--set`` overrides give env.reward_scale (the user's value then wins over every preset)."""
+    return any(parse_override(o)[0] == ["env", "reward_scale"] for o in overrides)
+
+
+def symbol_reward_scales(symbols: Sequence[str], bars: Sequence[Bars]) -> dict[str, float] | None:
+    """{symbol: the preset env.reward_scale of its own bars} (one agent per symbol, train.pool = false), or None
+    where a symbol's prices do not move (the configured scale then serves every symbol)."""
+    scales = {sym: interval_preset(b).values.get("env.reward_scale") for sym, b in zip(symbols, bars)}
+    return None if any(v is None for v in scales.values()) else {k: float(v) for k, v in scales.items()}
+
+
 def data_preset(data_cfg: Any) -> IntervalPreset:
     """The preset of a file-backed ``[data]`` section's bars: ``interval_preset`` of one symbol,
     ``universe_preset`` of several (each file read and checked by the loader, its errors as ever)."""

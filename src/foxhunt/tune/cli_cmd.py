@@ -83,11 +83,10 @@ def _data_reward_scale(cfg: Any, ov: list[str], values: dict[str, Any], console:
     """The built-in study on the user's bars: env.reward_scale from their volatility, as ``foxhunt train --data``
     sets it (``foxhunt.train.interval_presets``; the built-in study's 100 suits daily bars only, a minute
     file's rewards would be ~30 times too small); ``--set env.reward_scale=…`` wins."""
-    from foxhunt.config import parse_override
     from foxhunt.tune.config import default_tune_config
-    from foxhunt.train.interval_presets import data_preset
+    from foxhunt.train.interval_presets import data_preset, sets_reward_scale
 
-    if any(parse_override(o)[0] == ["env", "reward_scale"] for o in ov):
+    if sets_reward_scale(ov):
         return cfg
     preset = data_preset(cfg.data)
     scale = preset.values.get("env.reward_scale")
