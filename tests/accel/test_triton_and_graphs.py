@@ -61,3 +61,44 @@ def test_sections_come_from_an_explicit_registry_and_a_missing_module_is_not_swa
     monkeypatch.setattr(config, "SECTION_MODULES", (*config.SECTION_MODULES, "foxhunt.no_such_layer.config"))
     with pytest.raises(ModuleNotFoundError, match="foxhunt.no_such_layer"):
         config.build_config({})
+
+
+@pytest.mark.gpu
+def test_gpu_capture_survives_an_older_graph_becoming_garbage_during_capture():
+    """A finished trainer's graph left in a reference cycle (a tune trial's) must not be freed by an automatic
+    collection in the middle of another capture: its reset would invalidate that capture."""
+    import gc
+
+    dev = torch.device("cuda")
+    x = torch.zeros(8, device=dev)
+
+    def step():
+        x.add_(1.0)
+
+    class Holder:  # a cycle, so only the collector frees it
+        def __init__(self):
+            self.graph = capture(step, dev, warmup=1)
+            self.me = self
+
+    holders = [Holder()]
+    calls = []
+
+    def allocating_step():
+        calls.append(1)
+        if len(calls) == 2:  # the captured call (the first is the warm-up): the old graph becomes garbage now
+            holders.clear()
+            for _ in range(300):  # container allocations that trigger collections of every generation
+                [[] for _ in range(5)]
+        x.add_(1.0)
+
+    thresholds = gc.get_threshold()
+    gc.set_threshold(1, 1, 1)
+    try:
+        graph = capture(allocating_step, dev, warmup=1)
+    finally:
+        gc.set_threshold(*thresholds)
+    before = x.clone()
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(x, before + 1.0)
+    assert gc.isenabled()

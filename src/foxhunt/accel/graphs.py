@@ -17,6 +17,7 @@ capturing; capture itself executes nothing.
 from __future__ import annotations
 
 import contextlib
+import gc
 from typing import Callable, ContextManager, Sequence
 
 import torch
@@ -66,8 +67,17 @@ def capture(
     graph = torch.cuda.CUDAGraph()
     for gen in generators:
         graph.register_generator_state(gen)
-    with (during_capture() if during_capture is not None else contextlib.nullcontext()), torch.cuda.graph(graph, stream=stream):
-        fn()
+    # The collector stays off while capturing: an automatic collection could free an older graph (a finished
+    # tune trial's trainer, say), and a CUDAGraph reset during capture invalidates the capture
+    # (cudaErrorStreamCaptureInvalidated). torch.cuda.graph collects once on entry.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with (during_capture() if during_capture is not None else contextlib.nullcontext()), torch.cuda.graph(graph, stream=stream):
+            fn()
+    finally:
+        if collecting:
+            gc.enable()
     if restore is not None:
         restore(saved)
     return graph
