@@ -69,7 +69,8 @@ def capture(
         graph.register_generator_state(gen)
     # The collector stays off while capturing: an automatic collection could free an older graph (a finished
     # tune trial's trainer, say), and a CUDAGraph reset during capture invalidates the capture
-    # (cudaErrorStreamCaptureInvalidated). torch.cuda.graph collects once on entry.
+    # (cudaErrorStreamCaptureInvalidated). torch.cuda.graph no longer collects on entry (too slow for
+    # many captures in a row), so a dead cycle holding a graph can be collected at any allocation.
     collecting = gc.isenabled()
     gc.disable()
     try:
