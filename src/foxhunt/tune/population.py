@@ -11,7 +11,8 @@ What is shared and what is not: the market (bars, features, device tensors), the
 fold loop are shared; each trial keeps its own ``WalkForwardRunner`` (its trainers, epoch selectors,
 backtester, abstention and grid choice), built from its own config, and the population drives the
 runners' own fold steps (``_begin_fold``, ``_epoch_costs``, ``_observe``, ``_drain``, ``_end_fold``,
-``evaluate``) in the order ``WalkForwardRunner.score_folds`` runs them for one trial. A trial's
+``evaluate``) in the order ``WalkForwardRunner.score_folds`` runs them for one trial; the fold's validation
+backtests of trials whose models share a shape run as one backtest (``foxhunt.tune.joint_validation``). A trial's
 arithmetic is therefore exactly its own: its fold scores, pruning decisions and recorded values
 are bit for bit those of the same trial run alone (tests/tune/test_population.py, on the CPU).
 
@@ -40,6 +41,7 @@ import torch
 
 from foxhunt.config import Config
 from foxhunt.train.lockstep import Lockstep
+from foxhunt.tune.joint_validation import validate_together
 from foxhunt.tune.objective import FoldScores
 
 LOOP_TRAIN_KEYS = ("select", "inner_fraction", "epochs", "mirror", "lockstep", "threads")
@@ -101,10 +103,11 @@ class PopulationRunner:
                     times: Sequence[dict[str, float]] | None = None) -> list[Exception | None]:
         """Train and evaluate every fold of every trial (``WalkForwardRunner.score_folds``, per trial):
         per fold each live runner's reset, E epochs of all live members in lockstep, each runner's
-        drain, fold end and greedy validation backtest, then ``on_fold[i](k, fold, agent result)``.
+        drain and fold end, the live trials' greedy validation backtests (one backtest for the trials
+        that can share it, ``joint_validation``), then ``on_fold[i](k, fold, agent result)``.
         Returns, per trial, what stopped it (an exception from its on_fold or its own work), or None
         when it ran every fold. times[i]: "train_s" (the population's reset + epochs, shared by its
-        live trials) and "eval_s" (trial i's own validation backtests) are added, in seconds."""
+        live trials) and "eval_s" (the live trials' validation backtests, also shared) are added, in seconds."""
         n = len(self.runners)
         stops: list[Exception | None] = [None] * n
 
@@ -148,15 +151,17 @@ class PopulationRunner:
             if times is not None and self.device.type == "cuda":
                 torch.cuda.synchronize(self.device)  # training's last kernels count as training
             t1 = time.perf_counter()
-            for i in alive():
-                t2 = time.perf_counter()
-                box: dict[str, Any] = {}
-                guarded(i, lambda r=self.runners[i]: box.update(agent=r.evaluate(fold)[0]))
+            live = alive()
+            results = validate_together([self.runners[i] for i in live], fold)  # one backtest where they can share it
+            t2 = time.perf_counter()
+            for i, agent in zip(live, results):
                 if times is not None:
                     times[i]["train_s"] = times[i].get("train_s", 0.0) + t1 - t0
-                    times[i]["eval_s"] = times[i].get("eval_s", 0.0) + time.perf_counter() - t2
-                if "agent" in box and on_fold[i] is not None:
-                    guarded(i, lambda cb=on_fold[i]: cb(k, fold, box["agent"]))
+                    times[i]["eval_s"] = times[i].get("eval_s", 0.0) + t2 - t1
+                if isinstance(agent, Exception):
+                    stop(i, agent)
+                elif on_fold[i] is not None:
+                    guarded(i, lambda cb=on_fold[i], agent=agent: cb(k, fold, agent))
         return stops
 
 
