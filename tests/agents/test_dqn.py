@@ -148,7 +148,8 @@ def test_same_seed_gives_bitwise_identical_training_on_cpu():
 def test_cuda_epoch_runs_without_any_sync_except_the_readback():
     m = small_market(device="cuda")
     tr = small_trainer(m, n_envs=256, rounds_per_epoch=6)
-    tr.train_epoch()  # capture
+    for _ in range(2):  # capture: the per-round graphs (epoch 0 starts with an empty replay), the steady epoch's graph
+        tr.train_epoch()
     with cuda_sync_errors("cuda"):
         tr.run_epoch()
     tr.monitor.finish_readback()

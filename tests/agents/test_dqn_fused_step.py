@@ -212,7 +212,8 @@ def test_cuda_graphed_fused_step_equals_the_eager_step_on_a_fixed_seed(sampler):
 def test_cuda_fused_step_does_no_host_syncs_and_launches_few_kernels():
     m = small_market(device="cuda")
     tr = small_trainer(m, n_envs=256, rounds_per_epoch=6, train_step="fused", sampler="uniform")
-    tr.train_epoch()  # compile + capture
+    for _ in range(2):  # compile + capture (the per-round graphs, then the steady epoch's graph)
+        tr.train_epoch()
     with cuda_sync_errors("cuda"):
         tr.run_epoch()
         tr.learner.train_step()  # the compiled program called directly (not graphed): no sync either

@@ -26,8 +26,15 @@ class StepTrainer(FoldTrainer):
     cfg: Any
 
     def _build_step(self, cuda_graphs: bool) -> None:
-        """The learner's step, captured once as a CUDA graph on CUDA and replayed (eager on a CPU)."""
-        self._train = GraphedStep(self.learner.step, self.device, cuda_graphs, generators=[self.learner.generator])
+        """The learner's step, captured once as a CUDA graph on CUDA and replayed (eager on a CPU); with the
+        learner's ``epoch_graph``, an epoch's steps as one graph (one host launch an epoch, the same kernels)."""
+        self._train = self._train_step = GraphedStep(self.learner.step, self.device, cuda_graphs, generators=[self.learner.generator])
+        self._steady = GraphedStep(self._whole_epoch, self.device, cuda_graphs, generators=[self.learner.generator])
+
+    def _whole_epoch(self) -> None:
+        """``steps_per_epoch`` gradient steps: the body of the epoch's graph."""
+        for _ in range(self.cfg.steps_per_epoch):
+            self._train_step.fn()
 
     # ------------------------------------------------------------------ folds (FoldTrainer.reset_for_fold)
     def _reset_parts(self, warm_start: bool) -> None:
@@ -38,13 +45,19 @@ class StepTrainer(FoldTrainer):
 
     # ------------------------------------------------------------------ epochs
     def epoch_steps(self) -> Iterator[None]:
-        """One epoch (``FoldTrainer.epoch_steps``): ``steps_per_epoch`` gradient steps, one per round."""
+        """One epoch (``FoldTrainer.epoch_steps``): ``steps_per_epoch`` gradient steps, one per round, or
+        one step (one CUDA graph) for all of them with ``epoch_graph``."""
         self.monitor.reset()
         self.learner.record_idx.zero_()
-        for _ in range(self.cfg.steps_per_epoch):
-            self._train()
-            self.rounds += 1
+        if self.cfg.epoch_graph:
+            self._steady()
+            self.rounds += self.cfg.steps_per_epoch
             yield
+        else:
+            for _ in range(self.cfg.steps_per_epoch):
+                self._train()
+                self.rounds += 1
+                yield
         self.learner.flush_records(self.cfg.steps_per_epoch)
         self._end_epoch()
 

@@ -153,7 +153,7 @@ class Progress:
 
 
 class PhaseTimer:
-    """Times the step callables of a DQNTrainer (collection round, train step, curiosity step).
+    """Times the step callables of a DQNTrainer (collection round, train step, curiosity step, steady epoch).
 
     ``install(trainer)`` wraps ``trainer._round`` / ``_train`` / ``_curiosity``. On CUDA each call
     is bracketed by two recorded events (no synchronisation); ``take(epoch)`` sums the elapsed
@@ -163,8 +163,9 @@ class PhaseTimer:
 
     # dqn.overlap_collection: _collect (on the second stream with two, its events recorded there) and
     # _insert are collection too; collect_s then overlaps train_s.
+    # dqn.epoch_graph: a steady epoch's rounds are one graph, collection and updates in it (rounds_s).
     PHASES = {"_round": "collect_s", "_collect": "collect_s", "_insert": "collect_s", "_train": "train_s",
-              "_train_round": "train_s", "_curiosity": "curiosity_s"}
+              "_train_round": "train_s", "_curiosity": "curiosity_s", "_steady": "rounds_s"}
 
     def __init__(self, device: torch.device) -> None:
         self.cuda = device.type == "cuda"

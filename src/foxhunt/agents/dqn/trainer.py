@@ -103,7 +103,7 @@ class DQNTrainer(FoldTrainer):
         self.collector.checks = self.learner.checks = self.checks
         gens = [self.env.sampler.generator, self.collector.generator]
         rows = n * cfg.rollout_len
-        self._round = GraphedStep(
+        self._round = self._round_step = GraphedStep(  # _round_step: the step itself, whatever wraps _round (PhaseTimer)
             self.collector.round, self.device, plan.graphs,
             generators=gens,
             host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
@@ -114,6 +114,16 @@ class DQNTrainer(FoldTrainer):
         # A round's train steps as ONE graph: one replay (one host launch) per round instead of one per
         # update; the same kernels in the same order, so the same results (bench_dqn measures updates/s).
         self._train_round = GraphedStep(self._round_of_updates, self.device, plan.graphs, generators=[sampler.generator])
+        # A steady epoch (every round trains: the replay holds a batch when it starts) as ONE graph: one host
+        # launch an epoch instead of two a round. With M members in lockstep the host's launches, not the
+        # device, bound the epoch (BENCHMARKS.md, "Where a steady epoch goes"); the same kernels run in the
+        # same order, so the results are those of the per-round graphs (tests/agents/test_dqn_epoch_graph.py).
+        self._steady = GraphedStep(
+            self._steady_epoch, self.device, plan.graphs,
+            generators=[*gens, sampler.generator],
+            host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
+            after_replay=lambda: storage.advance(rows * cfg.rounds_per_epoch),
+        )
         self._curiosity = (
             GraphedStep(self.curiosity.train_step, self.device, plan.graphs, generators=[self.curiosity.generator])
             if self.curiosity is not None else None
@@ -175,6 +185,19 @@ class DQNTrainer(FoldTrainer):
         return (RESET_PORTFOLIO if cfg.reset_portfolio_each_epoch else 0) | (
             RESET_DSR if cfg.reset_dsr_each_epoch else 0) | (RESET_VOL if cfg.reset_vol_each_epoch else 0)
 
+    def _steady_epoch(self) -> None:
+        """``rounds_per_epoch`` rounds of collection and updates (the body of the steady epoch's graph)."""
+        for _ in range(self.cfg.rounds_per_epoch):
+            self._round_step.fn()  # the round's own body (collector.round, or what a test hooked in)
+            self._round_of_updates()
+
+    def _epoch_is_steady(self) -> bool:
+        """Whether this epoch runs as the one steady-epoch graph (``dqn.epoch_graph``): every round of it
+        trains, and no round has its own host work (the lagged collection, curiosity's every-k step)."""
+        cfg = self.cfg
+        return (cfg.epoch_graph and self.lag is None and self._curiosity is None and cfg.train_steps_per_round > 0
+                and self.replay.storage.size >= max(cfg.warmup_transitions, cfg.batch_size))
+
     def _round_of_updates(self) -> None:
         """``dqn.train_steps_per_round`` train steps (the body of the round's captured update graph)."""
         for _ in range(self.cfg.train_steps_per_round):
@@ -182,7 +205,8 @@ class DQNTrainer(FoldTrainer):
 
     def epoch_steps(self) -> Iterator[None]:
         """One epoch (``FoldTrainer.epoch_steps``): ``rounds_per_epoch`` rounds, each a collection round
-        and (once the replay holds enough) its ``train_steps_per_round`` updates."""
+        and (once the replay holds enough) its ``train_steps_per_round`` updates; yields after each round,
+        or once after the whole epoch when it is steady (``_epoch_is_steady``: one graph for all rounds)."""
         cfg = self.cfg
         self.monitor.reset()
         flags = self._reset_flags()
@@ -192,18 +216,24 @@ class DQNTrainer(FoldTrainer):
         storage = self.replay.storage
         ready_at = max(cfg.warmup_transitions, cfg.batch_size)
         updates = 0
-        for _ in range(cfg.rounds_per_epoch):
-            if self.lag is None:
-                self._round()
-            else:
-                self._lagged_round()
-            self.rounds += 1
-            if self._curiosity is not None and self.rounds % cfg.curiosity_every == 0:
-                self._curiosity()
-            if storage.size >= ready_at and cfg.train_steps_per_round:
-                self._train_round()
-                updates += cfg.train_steps_per_round
+        if self._epoch_is_steady():  # dqn.epoch_graph: every round trains, one launch for all of them
+            self._steady()
+            self.rounds += cfg.rounds_per_epoch
+            updates = cfg.rounds_per_epoch * cfg.train_steps_per_round
             yield
+        else:
+            for _ in range(cfg.rounds_per_epoch):
+                if self.lag is None:
+                    self._round()
+                else:
+                    self._lagged_round()
+                self.rounds += 1
+                if self._curiosity is not None and self.rounds % cfg.curiosity_every == 0:
+                    self._curiosity()
+                if storage.size >= ready_at and cfg.train_steps_per_round:
+                    self._train_round()
+                    updates += cfg.train_steps_per_round
+                yield
         if self.lag is not None:
             self.lag.join()  # the epoch's last collection lands before its readback
         self.learner.flush_records(updates)

@@ -48,10 +48,14 @@ class PPOTrainer(FoldTrainer):
         self.learner = PPOLearner(cfg, market, self.env.n_actions, self.buffer, self.monitor, seed=seed)
         self.rollout = Rollout(cfg, self.env, self.learner.net, self.buffer, self.monitor, env_step_fn(self.env, choice),
                                seed=seed)
-        self._round = GraphedStep(self.rollout.collect, self.device, choice.cuda_graphs,
-                                  generators=[self.env.sampler.generator, self.rollout.generator])
-        self._train = GraphedStep(self.learner.update, self.device, choice.cuda_graphs,
-                                  generators=[self.learner.generator])
+        gens = [self.env.sampler.generator, self.rollout.generator]
+        # _round_step / _train_step: the steps themselves, whatever wraps _round / _train (PhaseTimer)
+        self._round = self._round_step = GraphedStep(self.rollout.collect, self.device, choice.cuda_graphs, generators=gens)
+        self._train = self._train_step = GraphedStep(self.learner.update, self.device, choice.cuda_graphs,
+                                                     generators=[self.learner.generator])
+        # ppo.epoch_graph: the epoch's iterations as ONE graph (one host launch an epoch instead of two an
+        # iteration); the same kernels in the same order (tests/agents/test_ppo_epoch_graph.py).
+        self._steady = GraphedStep(self._whole_epoch, self.device, choice.cuda_graphs, generators=[*gens, self.learner.generator])
         self.epoch = 0
         self.rounds = 0
         self.fold: FoldRange | None = market.fold
@@ -68,18 +72,30 @@ class PPOTrainer(FoldTrainer):
 
     # ------------------------------------------------------------------ epochs
     def epoch_steps(self) -> Iterator[None]:
-        """One epoch (``FoldTrainer.epoch_steps``): ``iterations_per_epoch`` rounds of (rollout, update)."""
+        """One epoch (``FoldTrainer.epoch_steps``): ``iterations_per_epoch`` rounds of (rollout, update), one
+        step (one CUDA graph) for all of them with ``ppo.epoch_graph``, else one yield after each."""
         cfg = self.cfg
         self.monitor.reset()
         self.rollout.ev.zero_()
         self.learner.record_idx.zero_()  # the epoch's records start at row 0 (device op)
-        for _ in range(cfg.iterations_per_epoch):
-            self._round()
-            self._train()
-            self.rounds += 1
+        if cfg.epoch_graph:
+            self._steady()
+            self.rounds += cfg.iterations_per_epoch
             yield
+        else:
+            for _ in range(cfg.iterations_per_epoch):
+                self._round()
+                self._train()
+                self.rounds += 1
+                yield
         self.learner.flush_records(cfg.iterations_per_epoch * cfg.update_epochs * cfg.minibatches, self.rollout.ev)
         self._end_epoch()
+
+    def _whole_epoch(self) -> None:
+        """``iterations_per_epoch`` × (rollout, update): the body of the epoch's graph (``ppo.epoch_graph``)."""
+        for _ in range(self.cfg.iterations_per_epoch):
+            self._round_step.fn()
+            self._train_step.fn()
 
     # ------------------------------------------------------------------ evaluation / export
     def policy_net(self) -> DuelingQNet:
