@@ -5,7 +5,9 @@ Why: a member (one seed, discount or decision interval of ``train.ensemble`` / `
 are chains of small kernels whose time is launch latency, not arithmetic. Stepped one member's epoch
 after another, M members cost M times one. Stepped in lockstep, round r of every member is enqueued
 before round r + 1 of any, each member on its own stream, so the GPU runs the members' chains side by
-side and M members cost about what the busiest one costs until the card is full.
+side and M members cost about what the busiest one costs until the card is full. A member whose epoch is
+one graph (``dqn.epoch_graph`` and its twins: every steady epoch) yields once an epoch: its whole epoch is
+one launch on its stream, so the host enqueues M launches an epoch instead of 2·R·M.
 
 What is shared and what is not: every member keeps its own trainer (env, replay, networks, optimiser,
 generators, monitor), so a member in the lockstep program does exactly the arithmetic it does alone, in
