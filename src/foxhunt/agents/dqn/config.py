@@ -33,8 +33,8 @@ class DQNConfig(Section):
                                      "while round r's updates run, on a second CUDA stream on a GPU; false: "
                                      "collection and updates take turns (foxhunt.agents.dqn.overlap)")
     epoch_graph: bool = Field(True, description="on a GPU, an epoch whose every round trains (the replay already holds a "
-                              "batch) is ONE CUDA graph: one host launch an epoch instead of two a round (a fold's members "
-                              "in lockstep are then launch-bound no more); the same kernels in the same order, so the same "
+                              "batch) is ONE CUDA graph: one host launch an epoch instead of two a round (with many members in "
+                              "lockstep the host's launches were half the epoch); the same kernels in the same order, so the same "
                               "results. Not with overlap_collection or curiosity (they keep their own rounds)")
     # Replay
     buffer_capacity: int = Field(200_000, ge=64, le=1 << 34, description="transitions (rounded down to a multiple of n_envs)")

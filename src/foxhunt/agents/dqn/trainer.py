@@ -115,8 +115,8 @@ class DQNTrainer(FoldTrainer):
         # update; the same kernels in the same order, so the same results (bench_dqn measures updates/s).
         self._train_round = GraphedStep(self._round_of_updates, self.device, plan.graphs, generators=[sampler.generator])
         # A steady epoch (every round trains: the replay holds a batch when it starts) as ONE graph: one host
-        # launch an epoch instead of two a round. With M members in lockstep the host's launches, not the
-        # device, bound the epoch (BENCHMARKS.md, "Where a steady epoch goes"); the same kernels run in the
+        # launch an epoch instead of two a round. With M members in lockstep the host's launches were half
+        # the epoch at M = 27 (BENCHMARKS.md, "Where a steady epoch goes"); the same kernels run in the
         # same order, so the results are those of the per-round graphs (tests/agents/test_dqn_epoch_graph.py).
         self._steady = GraphedStep(
             self._steady_epoch, self.device, plan.graphs,

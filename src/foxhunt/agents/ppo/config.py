@@ -26,8 +26,8 @@ class PPOConfig(Section):
     rollout_len: int = Field(32, ge=1, le=4096, description="env steps per rollout (T)")
     iterations_per_epoch: int = Field(8, ge=1, le=100_000, description="rollout + update iterations per epoch")
     epoch_graph: bool = Field(True, description="on a GPU an epoch's iterations (rollout + update each) are ONE CUDA graph: "
-                              "one host launch an epoch instead of two an iteration (a fold's members in lockstep are then "
-                              "launch-bound no more); the same kernels in the same order, so the same results")
+                              "one host launch an epoch instead of two an iteration (with many members in lockstep "
+                              "the host's launches were half the epoch); the same kernels in the same order, so the same results")
     # Learning
     gamma: float = Field(0.9, ge=0.0, lt=1.0)
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0)
