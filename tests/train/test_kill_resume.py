@@ -28,7 +28,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SAVE_PAUSE = "0.2"  # seconds between the files of a save (test hook): a save lasts >= 0.6 s
-DROP = {"epoch_s", "collect_s", "train_s", "curiosity_s"}  # wall-clock fields of metrics.jsonl rows
+DROP = {"epoch_s", "collect_s", "train_s", "curiosity_s", "rounds_s"}  # wall-clock fields of metrics.jsonl rows
 
 
 def _env(pause: bool) -> dict[str, str]:
