@@ -93,6 +93,7 @@ def test_a_ppo_config_runs_through_the_scorecard_beside_sb3_ppo_and_the_json_nam
                "--out", str(out),
                "--set", f"features.cache_dir={json.dumps(str(tmp_path / 'cache'))}", "--set", "ppo.n_envs=16",
                "--set", "ppo.iterations_per_epoch=2", "--set", "env.episode_length=128", "--set", "train.epochs=2",
+               "--set", "folds.val=200",  # 200-bar validation windows (tiny: 400): the backtests step them bar by bar
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     card = json.loads((out / "scorecard.json").read_text())
