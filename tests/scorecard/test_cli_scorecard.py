@@ -126,6 +126,7 @@ def test_a_tiny_family_scorecard_writes_the_family_block_with_quant_and_its_gate
     out = tmp_path / "sc"
     res = _run("--size", "tiny", "--family", "dev", "--draws", "1", "--baselines", "quant", "--out", str(out),
                "--set", f"features.cache_dir={json.dumps(str(tmp_path / 'cache'))}", *TINY, "--set", "train.epochs=1",
+               "--set", "folds.val=200",  # 200-bar validation windows (tiny: 400): the backtests step them bar by bar
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     card = json.loads((out / "scorecard.json").read_text())
