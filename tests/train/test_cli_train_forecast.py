@@ -82,8 +82,10 @@ def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_run
         saved = json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text())["agent"]
         assert torch_rows[(k, "agent")]["total_return"] == pytest.approx(saved["total_return"], rel=1e-9, abs=1e-12)
     # --model on a bar file
-    bars = tmp_path / "bars.parquet"
-    run_ok(tmp_path, "data", "sample", "--source", "synthetic", "--bars", "700", "--out", str(bars))
+    from foxhunt.data.synthetic import generate_bars
+    from foxhunt.data.writer import write_bars
+
+    bars = write_bars(generate_bars(500, seed=7), tmp_path / "bars.parquet")  # synthetic minute bars: 197 after the warm-up
     out_dir = tmp_path / "bt_model"
     run_ok(tmp_path, "backtest", "--model", str(run / "folds" / "fold_1" / "model.safetensors"), "--data", str(bars), "--out",
            str(out_dir), "--device", "cpu", "--cache-dir", str(tmp_path / "c"))
