@@ -361,10 +361,10 @@ def test_fixed_action_policies_run_fused_with_the_torch_paths_result(mode):
     market = small_market(6)
     params = PARAMS.model_copy(update=dict(action_mode=mode))
     bt = Backtester(market, params, chunk=16, cuda_graphs=False)
-    lengths = [45, 29, 37]
+    lengths = LENGTHS
     g = torch.Generator().manual_seed(6)
-    rand = ActionPolicy(torch.randint(0, params.n_actions, (3, 40), generator=g).to(DEV))
-    hold = ExposurePolicy(torch.ones((3, 45), device=DEV), params.n_actions)
+    rand = ActionPolicy(torch.randint(0, params.n_actions, (3, 24), generator=g).to(DEV))  # 24 < 29 columns
+    hold = ExposurePolicy(torch.ones((3, 29), device=DEV), params.n_actions)
     for policy in (rand, hold):
         a = bt.run(STARTS, lengths, policy, keep_curves=True)
         b = bt.run(STARTS, lengths, policy, keep_curves=True, backend="fused")
