@@ -5,8 +5,9 @@ own command objects (the sub-command exists, every flag exists and is not hidden
 type), every script it names exists and is executable, every repository path it names is tracked, and
 every config file it passes loads. The commands that are cheap on a CPU then run in two groups (the
 tune and scorecard blocks; the rest), each in README order in a fresh temporary directory that holds
-nothing but the tracked files they name (the installed `foxhunt` on PATH), and must exit 0 and write the files the README says they write. The others (the
-full built-in jobs, GPU configurations, a PostgreSQL server, machine set-up) are only parsed;
+nothing but the tracked files they name (the installed `foxhunt` on PATH), and must exit 0 and write
+the files the README says they write. The others (the full built-in jobs, GPU configurations, a
+PostgreSQL server, machine set-up) are only parsed;
 ``scripts/readme_commands.sh`` runs every block for real in a fresh clone.
 
 Also checked: every `--flag` the README's prose names exists on some command, every relative link

@@ -42,7 +42,7 @@ def test_foxhunt_train_runs_the_attention_policy_and_backtest_runs_its_models_in
     from foxhunt.data.synthetic import generate_bars
     from foxhunt.data.writer import write_bars
 
-    bars = write_bars(generate_bars(500, seed=7), tmp_path / "bars.parquet")  # synthetic minute bars: 197 after the warm-up
+    bars = write_bars(generate_bars(500, seed=7), tmp_path / "bars.parquet")  # minute bars: 197 after the warm-up
     out = tmp_path / "bt_model"
     _run(["backtest", "--model", str(run / "folds" / "fold_1" / "model.safetensors"), "--data", str(bars), "--out", str(out),
           "--device", "cpu", "--cache-dir", str(tmp_path / "c")])

@@ -85,7 +85,7 @@ def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_run
     from foxhunt.data.synthetic import generate_bars
     from foxhunt.data.writer import write_bars
 
-    bars = write_bars(generate_bars(500, seed=7), tmp_path / "bars.parquet")  # synthetic minute bars: 197 after the warm-up
+    bars = write_bars(generate_bars(500, seed=7), tmp_path / "bars.parquet")  # minute bars: 197 after the warm-up
     out_dir = tmp_path / "bt_model"
     run_ok(tmp_path, "backtest", "--model", str(run / "folds" / "fold_1" / "model.safetensors"), "--data", str(bars), "--out",
            str(out_dir), "--device", "cpu", "--cache-dir", str(tmp_path / "c"))
