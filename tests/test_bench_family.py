@@ -14,8 +14,10 @@ from foxhunt.scorecard.family.gates import block_from_rows, family_gates
 def test_two_parts_of_a_heldout_run_merge_into_one_file_with_the_gates_of_all_its_draws(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.common, "RESULTS", tmp_path)
     monkeypatch.setattr(bench.merge_parts, "RESULTS", tmp_path)
-    for part, draws in enumerate(("1", "0")):  # a no-edge draw, then a drift draw
-        main(["--quick", "--family", "heldout", "--draws", draws, "--name", f"family_heldout_cpu_t_part{part}"])
+    # a no-edge draw, then a drift draw; 200-bar validation windows (the tiny layout's are 400)
+    for part, draws in enumerate(("1", "0")):
+        main(["--quick", "--family", "heldout", "--draws", draws, "--name", f"family_heldout_cpu_t_part{part}",
+              "--set", "folds.val=200"])
     one = json.loads((tmp_path / "family_heldout_cpu_t_part1.json").read_text())
     assert [r["scenario"] for r in one["rows"]] == ["heldout00_drift"] and one["family_set"] == "heldout"
     assert one["rule"] == "HELD_OUT scores are reported, never optimised"

@@ -50,13 +50,18 @@ TINY = {"env": {"episode_length": 32}, "train": {"epochs": 1},
                 "hidden": [16, 16], "head_hidden": 8, "buffer_capacity": 2048, "warmup_transitions": 64}}
 
 
+# 200-bar validation windows (the tiny size's are 400): every epoch's scoring steps them bar by bar
+CPU = ['run.device="cpu"', "folds.val=200"]
+
+
 @pytest.mark.slow
 def test_seeds_k_members_equal_separate_runs_of_their_seeds_and_the_ensemble_is_scored_too() -> None:
     from bench.bench_learning import curves
 
-    plain = curves("edge_daily", TINY, "tiny", 2, 0.2, ['run.device="cpu"'])
-    team = curves("edge_daily", TINY, "tiny", 2, 0.2, ['run.device="cpu"'], seeds=2)
+    plain = curves("edge_daily", TINY, "tiny", 2, 0.2, CPU)
+    team = curves("edge_daily", TINY, "tiny", 2, 0.2, CPU, seeds=2)
     rows = [r for f in team["folds"] for r in f]
+    assert len(team["folds"]) == 2  # two folds: the members cross a fold boundary as separate runs do
     assert [r["val_sharpe"] for f in plain["folds"] for r in f] == [r["val_sharpe"] for r in rows]  # member 0 = plain
     assert team["val_selected_mean"] == plain["val_selected_mean"]
     for sfx in ("_m1", "_seeds2"):
@@ -66,6 +71,6 @@ def test_seeds_k_members_equal_separate_runs_of_their_seeds_and_the_ensemble_is_
     assert len(sel) == len(team["folds"]) and all(len(x["picks"]) == 2 and set(x["picks"]) <= {1, 2} for x in sel)
     assert sel[0]["picks"][0] == plain["selected_epochs"][0]  # member 0 keeps what the plain run keeps
     assert team["val_selected_mean_selens2"] == pytest.approx(sum(x["val_sharpe"] for x in sel) / len(sel))
-    seed1 = curves("edge_daily", TINY, "tiny", 2, 0.2, ['run.device="cpu"', "run.seed=1"])
+    seed1 = curves("edge_daily", TINY, "tiny", 2, 0.2, [*CPU, "run.seed=1"])
     assert [r["val_sharpe_m1"] for r in rows] == [r["val_sharpe"] for f in seed1["folds"] for r in f]  # = a seed-1 run
     assert [r["val_sharpe_m1"] for r in rows] != [r["val_sharpe"] for r in rows]  # another seed: another agent

@@ -14,7 +14,7 @@ from bench.bench_universe_learning import gates, main, merge
 @pytest.mark.slow
 def test_a_quick_run_records_both_modes_portfolios_references_and_the_no_edge_gate(tmp_path, monkeypatch):
     monkeypatch.setattr(bench.common, "RESULTS", tmp_path)
-    main(["--quick", "--name", "ul"])
+    main(["--quick", "--name", "ul", "--set", "folds.val=200"])  # 200-bar validation windows (tiny: 400)
     doc = json.loads((tmp_path / "ul.json").read_text())
     assert [(r["universe"], r["mode"]) for r in doc["rows"]] == [("heldout_u01_no_edge", "pooled"),
                                                                  ("heldout_u01_no_edge", "per_symbol")]

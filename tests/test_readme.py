@@ -3,10 +3,11 @@
 Every ```bash block of the README is split into commands. Each `foxhunt` command is parsed by the CLI's
 own command objects (the sub-command exists, every flag exists and is not hidden, every value has its
 type), every script it names exists and is executable, every repository path it names is tracked, and
-every config file it passes loads. The commands that are cheap on a CPU then run, in README order, in
-one fresh temporary directory that holds nothing but the tracked files they name (the installed
-`foxhunt` on PATH), and must exit 0 and write the files the README says they write. The others (the
-full built-in jobs, GPU configurations, a PostgreSQL server, machine set-up) are only parsed;
+every config file it passes loads. The commands that are cheap on a CPU then run in two groups (the
+tune and scorecard blocks; the rest), each in README order in a fresh temporary directory that holds
+nothing but the tracked files they name (the installed `foxhunt` on PATH), and must exit 0 and write
+the files the README says they write. The others (the full built-in jobs, GPU configurations, a
+PostgreSQL server, machine set-up) are only parsed;
 ``scripts/readme_commands.sh`` runs every block for real in a fresh clone.
 
 Also checked: every `--flag` the README's prose names exists on some command, every relative link
@@ -321,9 +322,28 @@ def test_readme_file_tree_names_every_entry() -> None:
     assert not missing, f"README.md's file tree does not name src/foxhunt/{missing}"
 
 
-@pytest.mark.slow
-def test_readme_cpu_commands_run_in_a_fresh_directory(tmp_path: Path) -> None:
-    """The cheap commands, in README order, in an empty directory with only the tracked files they name."""
+# The cheap commands run in two groups, each in README order in its own fresh directory: the tune and
+# scorecard blocks (they read nothing the others write) and everything else. The second group is a test
+# of its own class, so that pytest-xdist (--dist loadscope: a module's functions, or a class, go to one
+# worker) can run the two on different workers: together they are the suite's longest test.
+SEPARATE = ("tune", "scorecard")
+
+
+def _group(cmd: Command, blocks: list[tuple[int, list[str]]]) -> str:
+    """"tune_scorecard" for the commands of a ```bash block that runs `foxhunt tune` or `foxhunt scorecard`; else "core"."""
+    start, lines = next((b, ls) for b, ls in blocks if b <= cmd.line < b + len(ls))
+    block = [c for c in commands(README.read_text()) if start <= c.line < start + len(lines)]
+    subs = {p.argv[1] for c in block for p in c.parts if p.is_foxhunt and len(p.argv) > 1}
+    return "tune_scorecard" if subs & set(SEPARATE) else "core"
+
+
+def _written(group: str) -> list[str]:
+    mine = [f for f in WRITTEN if f.startswith(("runs/tune/", "scorecard/"))]
+    return mine if group == "tune_scorecard" else [f for f in WRITTEN if f not in mine]
+
+
+def _run_cpu_commands(tmp_path: Path, group: str) -> None:
+    """The cheap commands of ``group``, in README order, in an empty directory with only the tracked files they name."""
     files = tracked()
     binary = Path(sys.executable).parent / "foxhunt"
     bindir = Path(sys.executable).parent
@@ -337,12 +357,16 @@ def test_readme_cpu_commands_run_in_a_fresh_directory(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # as a user runs it
     env.update(PATH=f"{bindir}{os.pathsep}{env.get('PATH', '')}", COLUMNS="120")
     env.setdefault("OMP_NUM_THREADS", "1")
+    text = README.read_text()
+    blocks = bash_blocks(text)
     ran, skipped = [], []
-    for cmd in commands(README.read_text()):
+    for cmd in commands(text):
         env.update(cmd.assigns)
         why = why_not_run(cmd, env)
         if why is not None or not cmd.parts:
             skipped.append((cmd.line, why))
+            continue
+        if _group(cmd, blocks) != group:
             continue
         for part in cmd.parts:  # the tracked files it names, and nothing else
             for a in part.argv[1:]:
@@ -357,6 +381,37 @@ def test_readme_cpu_commands_run_in_a_fresh_directory(tmp_path: Path) -> None:
                                      f"{res.stdout[-3000:]}\n{res.stderr[-3000:]}")
     print("\n".join([*(f"README.md:{n}: {s:6.1f} s  {t}" for n, s, t in ran),
                      *(f"README.md:{n}: parsed only ({why})" for n, why in skipped if why)]))
-    missing = [f for f in WRITTEN if not (work / f).exists()]
+    missing = [f for f in _written(group) if not (work / f).exists()]
     assert not missing, f"the README's commands did not write {missing}"
     assert ran, "no README command ran"
+
+
+def test_the_cheap_commands_fall_into_the_two_groups_and_each_group_runs_some() -> None:
+    """Every cheap command runs in exactly one group; the tune and scorecard group holds only its blocks."""
+    text = README.read_text()
+    blocks, env, got = bash_blocks(text), {}, {"core": [], "tune_scorecard": []}
+    for cmd in commands(text):
+        env.update(cmd.assigns)
+        if why_not_run(cmd, env) is None and cmd.parts:
+            got[_group(cmd, blocks)].append(cmd)
+    assert got["core"] and got["tune_scorecard"]
+    subs = {p.argv[1] for c in got["tune_scorecard"] for p in c.parts if p.is_foxhunt}
+    assert subs == set(SEPARATE), subs
+    assert not {p.argv[1] for c in got["core"] for p in c.parts if p.is_foxhunt} & set(SEPARATE)
+
+
+@pytest.mark.slow
+def test_readme_cpu_commands_run_in_a_fresh_directory(tmp_path: Path) -> None:
+    """The cheap commands but the tune and scorecard blocks, in README order, in an empty directory with
+    only the tracked files they name."""
+    _run_cpu_commands(tmp_path, "core")
+
+
+class TestTheReadmesTuneAndScorecardCommands:
+    """A class: its own pytest-xdist scope (--dist loadscope), so that it may run beside the test above."""
+
+    @pytest.mark.slow
+    def test_readme_tune_and_scorecard_commands_run_in_a_fresh_directory(self, tmp_path: Path) -> None:
+        """The cheap commands of the tune and scorecard blocks, in README order, in an empty directory
+        with only the tracked files they name."""
+        _run_cpu_commands(tmp_path, "tune_scorecard")

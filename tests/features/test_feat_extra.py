@@ -68,8 +68,10 @@ def test_a_model_trained_with_extra_columns_is_backtested_on_the_same_columns(tm
     """`foxhunt train` with features.long_momentum / ema_horizons writes models over 51 + the extra
     columns, and `foxhunt backtest --model` on another bar file rebuilds them (fresh processes)."""
     cfg = tiny_config(tmp_path, epochs=1, every=0)
-    cfg.write_text(cfg.read_text().replace("[features]\n", f"[features]\n{extra}\n", 1))
-    res = run_cli(tmp_path, "train", "--config", str(cfg), "--name", "x")
+    # one fold validated on 100 bars (the tiny config's two of 300): its model is the one backtested below
+    cfg.write_text(cfg.read_text().replace("[features]\n", f"[features]\n{extra}\n", 1)
+                   .replace("val = 300\n", "val = 100\n", 1))
+    res = run_cli(tmp_path, "train", "--config", str(cfg), "--name", "x", "--folds", "1")
     assert res.returncode == 0, res.stdout + res.stderr
     model = next((tmp_path / "runs" / "x" / "folds").glob("fold_*/model.safetensors"))
     _, _, meta = load_model(model)

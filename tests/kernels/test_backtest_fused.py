@@ -37,7 +37,9 @@ from tests.helpers import random_feature_set  # noqa: E402
 
 DEV = torch.device("cpu" if is_interpreted() else "cuda")
 PARAMS = EnvParams(cost_bps=2.0, spread_bps=3.0, impact_eta=0.2, participation=0.1)
-STARTS, LENGTHS = [100, 1070, 1500], [45, 29, 37]
+# Odd window lengths, the first past a 16-bar chunk; the interpreted kernel steps every bar of every path (each case
+# below still covers every fill status, five round trips, a reversal and every order type / route it asserts).
+STARTS, LENGTHS = [100, 1070, 1500], [29, 17, 23]
 
 
 def small_market(seed: int = 0, has_volume: bool = True) -> MarketData:
@@ -359,10 +361,10 @@ def test_fixed_action_policies_run_fused_with_the_torch_paths_result(mode):
     market = small_market(6)
     params = PARAMS.model_copy(update=dict(action_mode=mode))
     bt = Backtester(market, params, chunk=16, cuda_graphs=False)
-    lengths = [45, 29, 37]
+    lengths = LENGTHS
     g = torch.Generator().manual_seed(6)
-    rand = ActionPolicy(torch.randint(0, params.n_actions, (3, 40), generator=g).to(DEV))
-    hold = ExposurePolicy(torch.ones((3, 45), device=DEV), params.n_actions)
+    rand = ActionPolicy(torch.randint(0, params.n_actions, (3, 24), generator=g).to(DEV))  # 24 < 29 columns
+    hold = ExposurePolicy(torch.ones((3, 29), device=DEV), params.n_actions)
     for policy in (rand, hold):
         a = bt.run(STARTS, lengths, policy, keep_curves=True)
         b = bt.run(STARTS, lengths, policy, keep_curves=True, backend="fused")

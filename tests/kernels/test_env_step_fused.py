@@ -97,19 +97,23 @@ COMMON = ["fill0", "fill1", "trade_closed", "reversal", "done_length", "done_bus
           "done_barrier"]
 
 
+# Step counts: the required coverage is complete at step 100 of the one-bar scenarios below (the first
+# length ends; their auto-resets are stepped after it), at step 25 (k = 4) and 12 (k = 9) of the k-bar ones.
+
+
 def test_fused_step_equals_torch_step_factored_return_mode_with_volume_and_curiosity():
-    pair = run(32, 280, seed=0)
+    pair = run(32, 150, seed=0)
     assert_covered(pair, COMMON + [f"action{a}" for a in range(45)] + ["fill2", "fill3", "label-1_end1"])
 
 
 def test_fused_step_equals_torch_step_exposure_routing_dsr_mode_without_curiosity():
-    pair = run(24, 200, seed=3, reward_mode="dsr", action_mode="exposure", curiosity=False)
+    pair = run(24, 150, seed=3, reward_mode="dsr", action_mode="exposure", curiosity=False)
     assert_covered(pair, [f"action{a}" for a in range(5)] + ["fill0", "fill1", "fill2", "fill3", "trade_closed",
                                                             "reversal", "done_length", "label1_end0"])
 
 
 def test_fused_step_equals_torch_step_pnl_mode_on_a_market_without_volume():
-    pair = run(16, 200, seed=7, reward_mode="pnl", has_volume=False)
+    pair = run(16, 150, seed=7, reward_mode="pnl", has_volume=False)
     assert_covered(pair, ["fill0", "fill1", "fill3", "trade_closed", "reversal", "done_length"])
     assert pair.stats.cover["fill2"] == 0  # without volume IoC is never cut
 
@@ -128,7 +132,7 @@ def test_fused_k_bar_decisions_equal_the_torch_decision_step(k, reward_mode, act
     """env.decision_interval k: the kernel steps the k bars of a decision in one launch (the held action,
     the summed reward, ends inside the interval, the last trade, one start draw) as the torch
     ``decision.step_decision`` does."""
-    pair = run(24, 60, seed=17 + k, reward_mode=reward_mode, action_mode=action_mode, decision_interval=k)
+    pair = run(24, {4: 40, 9: 27}[k], seed=17 + k, reward_mode=reward_mode, action_mode=action_mode, decision_interval=k)
     assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_length", "done_barrier"])
 
 

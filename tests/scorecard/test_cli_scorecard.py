@@ -93,6 +93,7 @@ def test_a_ppo_config_runs_through_the_scorecard_beside_sb3_ppo_and_the_json_nam
                "--out", str(out),
                "--set", f"features.cache_dir={json.dumps(str(tmp_path / 'cache'))}", "--set", "ppo.n_envs=16",
                "--set", "ppo.iterations_per_epoch=2", "--set", "env.episode_length=128", "--set", "train.epochs=2",
+               "--set", "folds.val=200",  # 200-bar validation windows (tiny: 400): the backtests step them bar by bar
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     card = json.loads((out / "scorecard.json").read_text())
@@ -125,6 +126,7 @@ def test_a_tiny_family_scorecard_writes_the_family_block_with_quant_and_its_gate
     out = tmp_path / "sc"
     res = _run("--size", "tiny", "--family", "dev", "--draws", "1", "--baselines", "quant", "--out", str(out),
                "--set", f"features.cache_dir={json.dumps(str(tmp_path / 'cache'))}", *TINY, "--set", "train.epochs=1",
+               "--set", "folds.val=200",  # 200-bar validation windows (tiny: 400): the backtests step them bar by bar
                cwd=tmp_path)
     assert res.returncode == 0, res.stderr[-2000:]
     card = json.loads((out / "scorecard.json").read_text())

@@ -57,8 +57,10 @@ def test_a_forecast_run_over_a_decision_grid_records_each_folds_interval_and_its
 
 def test_backtest_model_prints_the_forecast_ic_and_hit_rate_of_its_window(grid_run):
     work, run, _ = grid_run
-    bars = work / "bars.parquet"
-    run_ok(work, "data", "sample", "--source", "synthetic", "--bars", "700", "--out", str(bars))
+    from foxhunt.data.synthetic import generate_bars
+    from foxhunt.data.writer import write_bars
+
+    bars = write_bars(generate_bars(500, seed=7), work / "bars.parquet")  # synthetic minute bars: 197 after the warm-up
     out_dir = work / "bt_model"
     res = run_ok(work, "backtest", "--model", str(run / "folds" / "fold_1" / "model.safetensors"), "--data", str(bars),
                  "--out", str(out_dir), "--device", "cpu", "--cache-dir", str(work / "c2"))

@@ -49,13 +49,23 @@ def _by_fold(path: Path) -> dict:
     return {(r["window"], r["label"]): r for r in json.loads(path.read_text())}
 
 
+@pytest.fixture(scope="module")
+def direct_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(folder, config): the direct learner's run ``runs/ref`` in a fresh process, done once and shared by
+    the end-to-end test and the kill-resume test (its uninterrupted reference). Two epochs a fold, a
+    checkpoint each (the first inside fold 0), inner selection on a 10 % held-back window (half the
+    default), 40-bar validation windows: the fused backtest runs in the Triton interpreter (~80 ms a bar)."""
+    d = tmp_path_factory.mktemp("direct")
+    cfg = direct_config(d, epochs=2, every=1, report=True, select="inner")
+    cfg.write_text(cfg.read_text().replace("val = 300", "val = 40")
+                   .replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1))
+    _run(["train", "--config", str(cfg), "--name", "ref"])
+    return d, cfg
+
+
 @pytest.mark.slow
-def test_foxhunt_train_runs_the_direct_learner_and_backtest_runs_its_models_in_torch_and_fused(tmp_path):
-    cfg = direct_config(tmp_path, epochs=2, every=1, report=True, select="inner")
-    # 60-bar validation windows: the fused backtest below runs in the Triton interpreter (~80 ms a bar)
-    cfg.write_text(cfg.read_text().replace("val = 300", "val = 60"))
-    _run(["train", "--config", str(cfg), "--name", "d"])
-    run = tmp_path / "runs" / "d"
+def test_foxhunt_train_runs_the_direct_learner_and_backtest_runs_its_models_in_torch_and_fused(direct_run, tmp_path):
+    run = direct_run[0] / "runs" / "ref"
     assert 'agent = "direct"' in (run / "config.toml").read_text()
     plan = json.loads((run / "accel.json").read_text())
     assert plan["agent"] == "direct" and plan["env_step"] == plan["acting"] == plan["train_step"] == "torch"
@@ -78,8 +88,10 @@ def test_foxhunt_train_runs_the_direct_learner_and_backtest_runs_its_models_in_t
         assert torch_rows[(k, "agent")]["total_return"] == pytest.approx(saved["total_return"], rel=1e-9, abs=1e-12)
         np.testing.assert_allclose(fused_rows[(k, "agent")]["total_return"], saved["total_return"], rtol=1e-4, atol=1e-7)
     # --model on a bar file
-    bars = tmp_path / "bars.parquet"
-    _run(["data", "sample", "--source", "synthetic", "--bars", "700", "--out", str(bars)])
+    from foxhunt.data.synthetic import generate_bars
+    from foxhunt.data.writer import write_bars
+
+    bars = write_bars(generate_bars(500, seed=7), tmp_path / "bars.parquet")  # minute bars: 197 after the warm-up
     out = tmp_path / "bt_model"
     _run(["backtest", "--model", str(run / "folds" / "fold_1" / "model.safetensors"), "--data", str(bars), "--out", str(out),
           "--device", "cpu", "--cache-dir", str(tmp_path / "c")])
@@ -87,14 +99,13 @@ def test_foxhunt_train_runs_the_direct_learner_and_backtest_runs_its_models_in_t
 
 
 @pytest.mark.slow
-def test_a_killed_direct_run_resumes_to_the_uninterrupted_result(tmp_path):
+def test_a_killed_direct_run_resumes_to_the_uninterrupted_result(direct_run):
     from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
-    # two epochs a fold: the first checkpoint (epoch 1 of fold 0) is inside the fold, as with more; a 10 %
-    # held-back window (half the default): each epoch's selection scores half the bars
-    cfg = direct_config(tmp_path, epochs=2, every=1, select="inner")
-    cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1))
-    killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, tmp_path)
+    # two epochs a fold: the first checkpoint (epoch 1 of fold 0) is inside the fold, as with more; the
+    # uninterrupted reference is the module's run of the same configuration
+    d, cfg = direct_run
+    killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, d, reference=False)
 
 
 @pytest.mark.parametrize("sets,line", [

@@ -39,8 +39,10 @@ def test_foxhunt_train_runs_the_attention_policy_and_backtest_runs_its_models_in
     for k in (0, 1):
         saved = json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text())["agent"]
         assert rows[(k, "agent")]["total_return"] == pytest.approx(saved["total_return"], rel=1e-9, abs=1e-12)
-    bars = tmp_path / "bars.parquet"
-    _run(["data", "sample", "--source", "synthetic", "--bars", "700", "--out", str(bars)])
+    from foxhunt.data.synthetic import generate_bars
+    from foxhunt.data.writer import write_bars
+
+    bars = write_bars(generate_bars(500, seed=7), tmp_path / "bars.parquet")  # minute bars: 197 after the warm-up
     out = tmp_path / "bt_model"
     _run(["backtest", "--model", str(run / "folds" / "fold_1" / "model.safetensors"), "--data", str(bars), "--out", str(out),
           "--device", "cpu", "--cache-dir", str(tmp_path / "c")])

@@ -38,14 +38,24 @@ def _by_fold(path: Path) -> dict:
     return {(r["window"], r["label"]): r for r in json.loads(path.read_text())}
 
 
-@pytest.mark.slow
-def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_runs_its_models(tmp_path):
-    cfg = forecast_config(tmp_path, epochs=2, every=1, report=True, select="inner")
+@pytest.fixture(scope="module")
+def forecast_run(tmp_path_factory) -> tuple[Path, Path, str]:
+    """(folder, config, console output): the forecast learner's run ``runs/ref`` in a fresh process, done once
+    and shared by the end-to-end test and the kill-resume test (its uninterrupted reference). Two epochs a
+    fold, a checkpoint each (the first inside fold 0), decisions every 2 bars, inner selection on a 10 %
+    held-back window (half the default): each epoch's selection scores half the bars."""
+    d = tmp_path_factory.mktemp("forecast")
+    cfg = forecast_config(d, epochs=2, every=1, report=True, select="inner")
     cfg.write_text(cfg.read_text().replace("[env]\n", "[env]\ndecision_interval = 2\n", 1))
-    # a 10 % held-back window (half the default): each epoch's selection scores half the bars
     cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1))
-    out = run_ok(tmp_path, "train", "--config", str(cfg), "--name", "f").stdout
-    run = tmp_path / "runs" / "f"
+    out = run_ok(d, "train", "--config", str(cfg), "--name", "ref").stdout
+    return d, cfg, out
+
+
+@pytest.mark.slow
+def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_runs_its_models(forecast_run, tmp_path):
+    d, _, out = forecast_run
+    run = d / "runs" / "ref"
     assert 'agent = "forecast"' in (run / "config.toml").read_text()
     plan = json.loads((run / "accel.json").read_text())
     assert plan["agent"] == "forecast" and plan["env_step"] == plan["acting"] == plan["train_step"] == "torch"
@@ -72,8 +82,10 @@ def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_run
         saved = json.loads((run / "folds" / f"fold_{k}" / "metrics.json").read_text())["agent"]
         assert torch_rows[(k, "agent")]["total_return"] == pytest.approx(saved["total_return"], rel=1e-9, abs=1e-12)
     # --model on a bar file
-    bars = tmp_path / "bars.parquet"
-    run_ok(tmp_path, "data", "sample", "--source", "synthetic", "--bars", "700", "--out", str(bars))
+    from foxhunt.data.synthetic import generate_bars
+    from foxhunt.data.writer import write_bars
+
+    bars = write_bars(generate_bars(500, seed=7), tmp_path / "bars.parquet")  # minute bars: 197 after the warm-up
     out_dir = tmp_path / "bt_model"
     run_ok(tmp_path, "backtest", "--model", str(run / "folds" / "fold_1" / "model.safetensors"), "--data", str(bars), "--out",
            str(out_dir), "--device", "cpu", "--cache-dir", str(tmp_path / "c"))
@@ -81,14 +93,13 @@ def test_foxhunt_train_runs_the_forecast_learner_reports_its_ic_and_backtest_run
 
 
 @pytest.mark.slow
-def test_a_killed_forecast_run_resumes_to_the_uninterrupted_result(tmp_path):
+def test_a_killed_forecast_run_resumes_to_the_uninterrupted_result(forecast_run):
     from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
-    # two epochs a fold: the first checkpoint (epoch 1 of fold 0) is inside the fold, as with more; a 10 %
-    # held-back window (half the default): each epoch's selection scores half the bars
-    cfg = forecast_config(tmp_path, epochs=2, every=1, select="inner")
-    cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1))
-    killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, tmp_path)
+    # two epochs a fold: the first checkpoint (epoch 1 of fold 0) is inside the fold, as with more; the
+    # uninterrupted reference is the module's run of the same configuration
+    d, cfg, _ = forecast_run
+    killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, d, reference=False)
 
 
 @pytest.mark.parametrize("sets,line", [

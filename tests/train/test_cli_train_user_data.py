@@ -62,9 +62,9 @@ def hourly_file(d: Path) -> Path:
 
 
 def minute_file(d: Path) -> Path:
-    """Binance kline CSV without a header (epoch milliseconds); 20,000 minutes (two weeks: the intraday
-    settings' 1,024-bar episodes fit the data's first fold nine times over)."""
-    df = ohlcv(20_000, "min", "2021-01-01", 0.0004)
+    """Binance kline CSV without a header (epoch milliseconds); 10,000 minutes (a week: the intraday
+    settings' 1,024-bar episodes fit the data's first fold four times over)."""
+    df = ohlcv(10_000, "min", "2021-01-01", 0.0004)
     ms = df.index.asi8 // 10**6
     k = pd.DataFrame({"t": ms, "o": df.Open, "h": df.High, "l": df.Low, "c": df.Close, "v": df.Volume, "ct": ms + 59_999, "q": 1.0,
                       "n": 10, "tb": 0.5, "tq": 0.5, "i": 0})
@@ -103,11 +103,11 @@ def test_an_hourly_metatrader_file_trains_with_the_hourly_settings_and_data_fold
 
 @pytest.mark.slow
 def test_a_minute_binance_file_trains_with_the_intraday_settings_and_data_folds(tmp_path: Path) -> None:
-    """~20 s on 2 cores: the data's folds validate on 1,969 minutes each and the CPU backtest steps
+    """~15 s on 2 cores: the data's folds validate on 969 minutes each and the CPU backtest steps
     them one by one (about 3 ms a bar), so buy-and-hold, the curves (the report's baselines) and
     abstention (a flat fold backtests its members once more for the report) are off here; the daily and
     hourly tests cover the report's out-of-sample section and abstention."""
-    html = check_run(tmp_path, minute_file, 20_000, "1 min", "intraday",
+    html = check_run(tmp_path, minute_file, 10_000, "1 min", "intraday",
                      ["--folds", "1", "--set", "train.eval_buy_and_hold=false", "--set", "train.save_curves=false",
                       "--set", "train.abstain=false"])
     assert "no header line: columns read as Binance kline columns" in html

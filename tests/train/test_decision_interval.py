@@ -22,11 +22,20 @@ def _with(path: Path, section: str, lines: str) -> Path:
     return path
 
 
-def test_a_run_at_k_saves_models_that_record_k_and_backtest_run_and_model_reproduce_its_validation(tmp_path):
-    cfg = _with(tiny_config(tmp_path, epochs=2, every=0), "env", "decision_interval = 4")
-    res = run_cli(tmp_path, "train", "--config", str(cfg), "--name", "k4")
+@pytest.fixture(scope="module")
+def run_at_k(tmp_path_factory) -> tuple[Path, Path]:
+    """(folder, config): a run at k = 4 (``runs/ref``, a fresh process), done once and shared by the
+    backtest test and the kill-resume test (its uninterrupted reference): two epochs a fold, a
+    checkpoint each (the first inside fold 0)."""
+    d = tmp_path_factory.mktemp("k4")
+    cfg = _with(tiny_config(d, epochs=2, every=1), "env", "decision_interval = 4")
+    res = run_cli(d, "train", "--config", str(cfg), "--name", "ref")
     assert res.returncode == 0, res.stdout + res.stderr
-    run = tmp_path / "runs" / "k4"
+    return d, cfg
+
+
+def test_a_run_at_k_saves_models_that_record_k_and_backtest_run_and_model_reproduce_its_validation(run_at_k, tmp_path):
+    run = run_at_k[0] / "runs" / "ref"
     from foxhunt.agents.model_io import load_model
 
     for k in (0, 1):
@@ -91,6 +100,8 @@ def test_decision_grid_settings_are_checked_with_one_line_each():
 
 
 @pytest.mark.slow
-def test_a_run_at_k_killed_in_its_first_fold_and_resumed_gives_the_uninterrupted_result(tmp_path):
-    cfg = _with(tiny_config(tmp_path, cache=tmp_path / "cache"), "env", "decision_interval = 3")
-    killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, tmp_path)
+def test_a_run_at_k_killed_in_its_first_fold_and_resumed_gives_the_uninterrupted_result(run_at_k):
+    # the uninterrupted reference is the module's run at k = 4 (two epochs a fold: the first checkpoint,
+    # epoch 1 of fold 0, is inside the fold, as with more)
+    d, cfg = run_at_k
+    killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, d, reference=False)

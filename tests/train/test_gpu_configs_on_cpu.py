@@ -20,9 +20,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 TINY = [  # sizes only: every other key is the configuration's own
     "folds.train=1500", "folds.val=100", "folds.max_folds=2", "folds.purge=30",  # 100-bar validation: stepped bar by bar
-    "dqn.n_envs=16", "dqn.buffer_capacity=2048", "dqn.warmup_transitions=64", "dqn.batch_size=32",
-    "dqn.rounds_per_epoch=2", "dqn.train_steps_per_round=1", "dqn.rollout_len=4",
-    "ppo.n_envs=16", "ppo.rollout_len=8", "ppo.iterations_per_epoch=2", "ppo.minibatches=2",
+    "dqn.n_envs=16", "dqn.buffer_capacity=2048", "dqn.warmup_transitions=32", "dqn.batch_size=32",
+    "dqn.rounds_per_epoch=2", "dqn.train_steps_per_round=1", "dqn.rollout_len=2",  # interpreted env steps: 2 a round
+    "ppo.n_envs=16", "ppo.rollout_len=4", "ppo.iterations_per_epoch=2", "ppo.minibatches=2",
     "env.episode_length=64", "train.epochs=2", "train.ensemble=2", 'accel.eval="torch"',
 ]
 

@@ -28,7 +28,7 @@ else:  # pragma: no cover
     import tomli as tomllib
 
 SAVE_PAUSE = "0.2"  # seconds between the files of a save (test hook): a save lasts >= 0.6 s
-DROP = {"epoch_s", "collect_s", "train_s", "curiosity_s"}  # wall-clock fields of metrics.jsonl rows
+DROP = {"epoch_s", "collect_s", "train_s", "curiosity_s", "rounds_s"}  # wall-clock fields of metrics.jsonl rows
 
 
 def _env(pause: bool) -> dict[str, str]:
@@ -100,10 +100,12 @@ def _assert_same_result(run: Path, ref: Path) -> None:
     assert not _temporaries(run)
 
 
-def killed_in_fold_0_then_resumed_equals_uninterrupted(cfg: Path, root: Path) -> None:
+def killed_in_fold_0_then_resumed_equals_uninterrupted(cfg: Path, root: Path, reference: bool = True) -> None:
     """``foxhunt train --config cfg`` run once uninterrupted, once SIGKILLed after its first committed
-    checkpoint (in fold 0) and continued with ``--resume`` in a new process: the same results."""
-    _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
+    checkpoint (in fold 0) and continued with ``--resume`` in a new process: the same results.
+    ``reference=False``: the uninterrupted run of ``cfg`` is already in ``root/runs/ref`` (a fresh process)."""
+    if reference:
+        _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
     run = root / "runs" / "k"
     proc = _popen(CLI + ["--config", str(cfg), "--name", "k"], pause=False)
     _wait(proc, lambda: bool(ckpt.committed(run / "checkpoints")), "the first committed checkpoint")

@@ -15,7 +15,10 @@ from tests.cli_run import run_ok
 
 
 def test_tune_on_a_users_file_fits_the_reward_scale_to_its_bars_as_train_does(tmp_path: Path) -> None:
-    run_ok(tmp_path, "data", "sample", "--bars", "6000", "--bar-seconds", "60", "--seed", "3", "--out", "m.parquet")
+    from foxhunt.data.synthetic import generate_bars
+    from foxhunt.data.writer import write_bars
+
+    write_bars(generate_bars(6000, seed=3, bar_seconds=60), tmp_path / "m.parquet")  # a user's minute-bar file
     expect = round_sig(REWARD_STD / per_bar_sigma(load_bars(tmp_path / "m.parquet")))
     assert expect > 1_000  # minute bars: far from the built-in study's 100
     out = run_ok(tmp_path, "tune", "--data", "m.parquet", "--trials", "1", "--workers", "1", "--no-finish",
