@@ -188,8 +188,8 @@ def test_cuda_graph_replay_equals_eager_on_a_fixed_seed(position_input):
 @pytest.mark.gpu
 def test_cuda_epoch_runs_without_any_sync_except_the_readback():
     tr = small_direct(small_market(device="cuda"), graphs=True, batch_windows=256)
-    tr.train_epoch()  # capture (the epoch's graph: epoch_graph is on by default)
-    assert tr._steady.graph is not None
+    tr.train_epoch()  # capture
+    assert tr._train.graph is not None
     with cuda_sync_errors("cuda"):
         tr.run_epoch()
     tr.monitor.finish_readback()

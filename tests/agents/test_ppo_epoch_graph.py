@@ -1,4 +1,4 @@
-"""ppo.epoch_graph (foxhunt.agents.ppo.trainer): an epoch's iterations run as one step (one CUDA graph on a
+"""ppo.epoch_graph (foxhunt.agents.ppo.trainer) and direct.epoch_graph (agents/step_trainer.py): an epoch's iterations run as one step (one CUDA graph on a
 GPU) and train exactly what the per-iteration steps train: the same weights, Adam moments, env state and
 epoch summaries, on the CPU and, bit for bit, with graphs on a GPU."""
 
@@ -53,3 +53,14 @@ def test_gpu_the_epoch_graph_equals_the_per_iteration_graphs_bit_for_bit():
     assert on._steady.graph is not None
     assert _same_rows(rows_on, rows_off)
     assert all(torch.equal(a, b) for a, b in zip(s_on, s_off))
+
+
+def test_a_direct_learner_epoch_as_one_step_trains_exactly_what_its_steps_train():
+    from tests.agents.test_direct import small_direct
+
+    out = []
+    for on in (True, False):
+        tr = small_direct(seed=4, epoch_graph=on)
+        rows = [tr.train_epoch().to_dict() for _ in range(2)]
+        out.append((rows, tr.learner.flat.data.clone(), tr.rounds))
+    assert _same_rows(out[0][0], out[1][0]) and torch.equal(out[0][1], out[1][1]) and out[0][2] == out[1][2] == 6

@@ -6,7 +6,7 @@ are chains of small kernels whose time is launch latency, not arithmetic. Steppe
 after another, M members cost M times one. Stepped in lockstep, round r of every member is enqueued
 before round r + 1 of any, each member on its own stream, so the GPU runs the members' chains side by
 side and M members cost about what the busiest one costs until the card is full. A member whose epoch is
-one graph (``dqn.epoch_graph`` and its twins: every steady epoch) yields once an epoch: its whole epoch is
+one graph (``dqn.epoch_graph`` and its twins, off by default for now) yields once an epoch: its whole epoch is
 one launch on its stream, so the host enqueues M launches an epoch instead of 2·R·M.
 
 What is shared and what is not: every member keeps its own trainer (env, replay, networks, optimiser,

@@ -32,7 +32,7 @@ class DQNConfig(Section):
                                      "copy of the networks taken after round r-1's updates, into the round buffers) "
                                      "while round r's updates run, on a second CUDA stream on a GPU; false: "
                                      "collection and updates take turns (foxhunt.agents.dqn.overlap)")
-    epoch_graph: bool = Field(True, description="on a GPU, an epoch whose every round trains (the replay already holds a "
+    epoch_graph: bool = Field(False, description="(off until its GPU tests have run on a card) on a GPU, an epoch whose every round trains (the replay already holds a "
                               "batch) is ONE CUDA graph: one host launch an epoch instead of two a round (with many members in "
                               "lockstep the host's launches were half the epoch); the same kernels in the same order, so the same "
                               "results. Not with overlap_collection or curiosity (they keep their own rounds)")
