@@ -187,8 +187,8 @@ def test_a_run_killed_inside_a_fold_resumes_to_the_same_abstention_decisions(tmp
     cfg = tiny_config(tmp_path, epochs=2, every=1, select="inner", abstain=True)  # 2 epochs: the kill lands after epoch 1, inside fold 0
     # a 10 % held-back window (half the default): each epoch's selection scores half the bars; the claim is the same
     # and 100-bar validation windows (the tiny config's are 300): the decisions are taken on the held-back window
-    cfg.write_text(cfg.read_text().replace("[train]\n", "[train]\nensemble = 2\nabstain_z = 0.0\ninner_fraction = 0.1\n", 1)
-                   .replace("val = 300\n", "val = 100\n", 1))
+    text = cfg.read_text().replace("[train]\n", "[train]\nensemble = 2\nabstain_z = 0.0\ninner_fraction = 0.1\n", 1)
+    cfg.write_text(text.replace("val = 300\n", "val = 100\n", 1))
     _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
     ref = tmp_path / "runs" / "ref"
     assert all("abstain" in _fold(ref, k)["selection"] for k in (0, 1))
