@@ -98,28 +98,30 @@ COMMON = ["fill0", "fill1", "trade_closed", "reversal", "done_length", "done_bus
 
 
 # Step counts: the required coverage is complete at step 100 of the one-bar scenarios below (the first
-# length ends; their auto-resets are stepped after it), at step 25 (k = 4) and 12 (k = 9) of the k-bar ones.
+# length ends; their auto-resets are stepped for 20 steps after it, 30 on the mirrored market), at step 25
+# (k = 4: 30 decisions, 120 bars) and 12 (k = 9: 16 decisions, 144 bars) of the k-bar ones; the shortest
+# episode is 100 bars, so every run steps envs past an auto-reset.
 
 
 def test_fused_step_equals_torch_step_factored_return_mode_with_volume_and_curiosity():
-    pair = run(32, 150, seed=0)
+    pair = run(32, 120, seed=0)
     assert_covered(pair, COMMON + [f"action{a}" for a in range(45)] + ["fill2", "fill3", "label-1_end1"])
 
 
 def test_fused_step_equals_torch_step_exposure_routing_dsr_mode_without_curiosity():
-    pair = run(24, 150, seed=3, reward_mode="dsr", action_mode="exposure", curiosity=False)
+    pair = run(24, 120, seed=3, reward_mode="dsr", action_mode="exposure", curiosity=False)
     assert_covered(pair, [f"action{a}" for a in range(5)] + ["fill0", "fill1", "fill2", "fill3", "trade_closed",
                                                             "reversal", "done_length", "label1_end0"])
 
 
 def test_fused_step_equals_torch_step_pnl_mode_on_a_market_without_volume():
-    pair = run(16, 150, seed=7, reward_mode="pnl", has_volume=False)
+    pair = run(16, 120, seed=7, reward_mode="pnl", has_volume=False)
     assert_covered(pair, ["fill0", "fill1", "fill3", "trade_closed", "reversal", "done_length"])
     assert pair.stats.cover["fill2"] == 0  # without volume IoC is never cut
 
 
 def test_fused_step_equals_torch_step_on_a_mirrored_market_and_restarts_envs_in_both_copies():
-    pair = run(24, 200, seed=5, reward_mode="return", action_mode="exposure", mirror=True)
+    pair = run(24, 130, seed=5, reward_mode="return", action_mode="exposure", mirror=True)
     assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_barrier", "done_bust"])
     m = pair.market
     bars = pair.env.state.bar
@@ -132,7 +134,7 @@ def test_fused_k_bar_decisions_equal_the_torch_decision_step(k, reward_mode, act
     """env.decision_interval k: the kernel steps the k bars of a decision in one launch (the held action,
     the summed reward, ends inside the interval, the last trade, one start draw) as the torch
     ``decision.step_decision`` does."""
-    pair = run(24, {4: 40, 9: 27}[k], seed=17 + k, reward_mode=reward_mode, action_mode=action_mode, decision_interval=k)
+    pair = run(24, {4: 30, 9: 16}[k], seed=17 + k, reward_mode=reward_mode, action_mode=action_mode, decision_interval=k)
     assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_length", "done_barrier"])
 
 

@@ -148,6 +148,8 @@ def test_foxhunt_train_reports_a_flat_fold_in_a_fresh_process(tmp_path):
     """The tiny run's held-back windows cannot clear a bar of ~109 (unscripted): every fold is flat,
     the console says why, and `foxhunt backtest --run` replays the flat model files."""
     cfg = tiny_config(tmp_path, epochs=1, every=0, select="inner", abstain=True)
+    # 100-bar validation windows (the tiny config's are 300): the flat model files are backtested bar by bar
+    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1))
     out = subprocess.run(FOXHUNT + ["train", "--config", str(cfg), "--name", "r"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     text = " ".join(out.stdout.split())  # rich wraps long lines at the pipe's 80 columns
@@ -184,7 +186,9 @@ def test_a_run_killed_inside_a_fold_resumes_to_the_same_abstention_decisions(tmp
 
     cfg = tiny_config(tmp_path, epochs=2, every=1, select="inner", abstain=True)  # 2 epochs: the kill lands after epoch 1, inside fold 0
     # a 10 % held-back window (half the default): each epoch's selection scores half the bars; the claim is the same
-    cfg.write_text(cfg.read_text().replace("[train]\n", "[train]\nensemble = 2\nabstain_z = 0.0\ninner_fraction = 0.1\n", 1))
+    # and 100-bar validation windows (the tiny config's are 300): the decisions are taken on the held-back window
+    text = cfg.read_text().replace("[train]\n", "[train]\nensemble = 2\nabstain_z = 0.0\ninner_fraction = 0.1\n", 1)
+    cfg.write_text(text.replace("val = 300\n", "val = 100\n", 1))
     _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
     ref = tmp_path / "runs" / "ref"
     assert all("abstain" in _fold(ref, k)["selection"] for k in (0, 1))

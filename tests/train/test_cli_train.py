@@ -203,13 +203,15 @@ def test_every_fused_fast_path_together_trains_and_evaluates_end_to_end(tmp_path
     compiled train step with the hand-written backward, 32-ary Triton PER trees, fused validation
     backtests) in one walk-forward run; without CUDA the Triton kernels run in the interpreter, in a
     subprocess so that TRITON_INTERPRET is set before Triton is imported. The resolved plan is
-    printed and written into the run directory (accel.json). Small folds (800 + 50 bars, one epoch): the
+    printed and written into the run directory (accel.json). Small folds (800 + 50 bars, one epoch of two
+    rounds of 4 env steps and 2 train steps; the defaults are 16 and 8): the
     interpreted validation backtests cost ~80 ms a bar, and the claim does not depend on fold size."""
     import os
     import subprocess
     import sys
 
     sets = ["dqn.n_envs=16", "dqn.hidden=[16,16]", "dqn.head_hidden=8", "dqn.rounds_per_epoch=2", "dqn.batch_size=32",
+            "dqn.rollout_len=4", "dqn.train_steps_per_round=2",  # interpreted env, acting and train steps: few a round
             "dqn.buffer_capacity=4096", "dqn.warmup_transitions=64", "accel.backend=\"fused\"",
             "dqn.sampler=\"proportional\"", "dqn.tree_arity=32", "data.bars=3000", "folds.train=800", "folds.val=50",
             "train.report=false", f"run.out_dir=\"{(tmp_path / 'runs').as_posix()}\""]

@@ -265,9 +265,20 @@ def calibrate(form: Form, noise: Noise, lat: dict[str, np.ndarray], p: dict[str,
     [S_MIN, S_MAX]; the expected Sharpe increases with s). Returns (s, planted, expected Sharpe per
     oracle rule, reached): ``reached`` False when even S_MAX falls short (the caller draws again)."""
 
+    drawn: list[dict[str, np.ndarray]] = []  # the oracle rules of the drawn latent state, once computed
+
     def best(s: float) -> tuple[float, Planted, dict[str, float]]:
         pl = form.plant(s, noise, lat, p, sb)
-        sh = oracle_sharpes(form, pl, p, rate, bpy, start)
+        # The oracle rules read only the planted latent state. Where that is the drawn latent state
+        # (the same arrays at every strength), they are computed once; where it holds the planted
+        # returns (next_bar, volume), at every strength.
+        if all(any(v is w for w in lat.values()) for v in pl.latent.values()):
+            if not drawn:
+                drawn.append(form.oracles(pl.latent, p))
+            rules = drawn[0]
+        else:
+            rules = form.oracles(pl.latent, p)
+        sh = {k: expected_sharpe(v, pl, rate, bpy, start) for k, v in rules.items()}
         return max(sh.values()), pl, sh
 
     top, pl, sh = best(S_MAX)
