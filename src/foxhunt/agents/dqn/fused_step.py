@@ -139,7 +139,7 @@ class FusedTrainStep:
         else:
             reward, done, discount, last = nstep_targets(
                 t["st_reward"], t["st_done"], t["st_bar"], t["st_next_bar"], t["st_pos"], idx,
-                self.n_envs, self.gamma, self.n_step, t["gamma_pow"])
+                self.n_envs, self._gamma(t), self.n_step, t["gamma_pow"])
         next_obs = gather_obs(feats, mean, inv, t["st_next_bar"].index_select(0, last),
                               t["st_next_portfolio"].index_select(0, last))
         return obs, action, reward, done, next_obs, discount
@@ -174,10 +174,19 @@ class FusedTrainStep:
         row = torch.cat([torch.stack([loss, gnorm, td.abs().mean(), q_taken.sum(), q_taken.min(), q_taken.max(),
                                       ok.float(), nonfinite.float(), over_clip.float()]),
                          qrec, (qrec[4:] > self.guard_limits["q_divergence"]).float()])
-        records, record_idx = t["records"], t["record_idx"]
+        self._write_record(t["records"], t["record_idx"], row)
+        return ok
+
+    # Hooks the member stack (``member_stack.StackedTrainSteps``) overrides: the same values, in a
+    # form ``torch.vmap`` batches over a member axis.
+    def _gamma(self, t: dict[str, torch.Tensor]):
+        """The discount ``nstep_targets`` raises to the k-th power (a Python float here)."""
+        return self.gamma
+
+    def _write_record(self, records: torch.Tensor, record_idx: torch.Tensor, row: torch.Tensor) -> None:
+        """records[record_idx] := row (clamped to the table's last row), then record_idx += 1."""
         records.index_copy_(0, record_idx.clamp(max=records.shape[0] - 1), row.unsqueeze(0))
         record_idx.add_(1)
-        return ok
 
     def _adam(self, grad: torch.Tensor, ok: torch.Tensor, t: dict[str, torch.Tensor]) -> None:
         """``MaskedAdam.step``: nothing changes, bitwise, where ``ok`` is False."""
