@@ -202,3 +202,22 @@ def test_members_on_different_markets_or_without_the_fused_step_are_refused():
     m = small_market()
     with pytest.raises(ValueError, match="member 1 has no fused train step"):
         StackedTrainSteps.from_trainers([small_trainer(m, train_step="fused"), small_trainer(m, seed=1)])
+
+
+# ---------------------------------------------------------------------- CUDA (run on the GPU)
+@pytest.mark.gpu
+def test_cuda_compiled_stack_equals_the_members_stepping_alone():
+    """The GPU path: the vmapped program compiled (fullgraph), against each member's own compiled fused step."""
+    m = small_market(device="cuda")
+    kw = dict(n_envs=128, batch_size=256, sampler="proportional", n_step=3, matmul_precision="fp32", graphs=False)
+    alone, both = _members(m, **kw), _members(m, **kw)
+    stack = StackedTrainSteps.from_trainers(both, compile=True)
+    for _ in range(8):
+        for tr in alone:
+            tr.learner.train_step()
+        stack()
+    torch.cuda.synchronize()
+    for a, b in zip(alone, both):
+        _assert_states_close(_state(a), _state(b), 1e-4)
+    with forbid_host_reads():
+        stack()

@@ -41,6 +41,9 @@ sum tree) and ``update_priorities``. The call does no host reads (graph-capturab
 Arithmetic: the members' own, op for op (``FusedTrainStep._program``); batched GEMMs may sum in
 another order than M single ones, so results equal the members stepped alone up to float32
 rounding, not bitwise in general (tests/agents/test_dqn_member_stack.py states the tolerances).
+``compile=True`` (one fullgraph torch.compile of the vmapped program) was traced and run on the CPU
+by hand (~28 s to compile; equal to the eager stack within 1e-5); on a GPU it is untested and its
+speed unmeasured, and no trainer uses this class yet.
 """
 
 from __future__ import annotations
