@@ -71,7 +71,8 @@ def _assert_same(a, b) -> None:
                          ids=["uniform-1step-polyak", "per-3step-hard-schedules"])
 def test_stacked_steps_equal_the_members_stepping_alone(kw):
     alone, both, stack = _twin_sets(**kw)
-    assert stack.carry_gamma == (kw.get("n_step", 1) > 1)  # discounts differ: carried per member where n-step reads them
+    # the discounts differ: carried per member where the n-step return reads them
+    assert stack.carry_gamma == (kw.get("n_step", 1) > 1)
     drawn_alone, drawn_stacked = [_watch(t) for t in alone], [_watch(t) for t in both]
     for _ in range(6):
         for tr in alone:
@@ -182,7 +183,8 @@ def test_the_stacked_step_does_no_host_reads():
 
 
 @pytest.mark.parametrize("over, what", [
-    (dict(batch_size=16), "batch_size"), (dict(huber_delta=2.0), "huber_delta"), (dict(hidden=(8, 8)), "network layout"),
+    (dict(batch_size=16), "batch_size"), (dict(huber_delta=2.0), "huber_delta"),
+    (dict(hidden=(8, 8)), "network layout"),
     (dict(buffer_capacity=2_048), "replay capacity"), (dict(target_update="hard"), "target update"),
     (dict(n_step=3), "n_step"), (dict(loss_clip=1.0), "guard limits"), (dict(lr_end=1e-5), "lr schedule"),
     (dict(rounds_per_epoch=8), "records"),

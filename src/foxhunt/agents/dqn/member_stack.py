@@ -157,7 +157,8 @@ class StackedTrainSteps:
             base, off = ln.target_flat.data_ptr(), 0
             for p in ln.target.parameters():
                 if p.data_ptr() != base + off * ln.target_flat.element_size():
-                    raise ValueError(f"StackedTrainSteps: member {i}'s target parameters are not views of its target row")
+                    raise ValueError(f"StackedTrainSteps: member {i}'s target parameters are not views of "
+                                     "its target row")
                 off += p.numel()
 
 
@@ -215,8 +216,8 @@ def _check_stackable(steps: list[FusedTrainStep]) -> list[float]:
                                      "(the members must share one MarketData)")
             elif (x.shape, x.dtype, x.device) != (x0.shape, x0.dtype, x0.device):
                 what = "replay capacity" if k.startswith("st_") else k
-                raise ValueError(f"StackedTrainSteps: member {i} differs from member 0 in {what}: "
-                                 f"{x.dtype} {list(x.shape)} on {x.device} vs {x0.dtype} {list(x0.shape)} on {x0.device}")
+                raise ValueError(f"StackedTrainSteps: member {i} differs from member 0 in {what}: {x.dtype} "
+                                 f"{list(x.shape)} on {x.device} vs {x0.dtype} {list(x0.shape)} on {x0.device}")
     return [s.gamma for s in steps]
 
 
