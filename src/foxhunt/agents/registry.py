@@ -64,6 +64,12 @@ def _dqn_fits(cfg: Any, market: Any) -> None:
     check_trainer_fits(cfg.dqn, market.n_features, cfg.env.n_actions, market.device, copies=cfg.train.ensemble)
 
 
+def _check_dqn(cfg: Any, folds: Sequence[Any]) -> None:
+    if cfg.dqn.stack_members and not cfg.train.lockstep and cfg.train.ensemble > 1:
+        raise ConfigError("dqn.stack_members = true runs the members' updates between their rounds in lockstep: "
+                          "it needs train.lockstep = true")
+
+
 # ------------------------------------------------------------------ PPO
 def _build_ppo(market: Any, cfg: Any, plan: Any, env: Any) -> Any:
     from foxhunt.agents.exec_choice import exec_choice
@@ -131,7 +137,8 @@ LEARNERS: dict[str, Learner] = {
     "dqn": Learner(
         "dqn", "dqn", "deep Q-learning from replay (dueling double DQN, PER)", _build_dqn,
         lambda c: c.dqn.rounds_per_epoch * c.dqn.rollout_len * c.dqn.n_envs,
-        IMPLEMENTATIONS, gamma=lambda c: c.dqn.gamma, swap_parts=("collector",), check_fits=_dqn_fits),
+        IMPLEMENTATIONS, gamma=lambda c: c.dqn.gamma, swap_parts=("collector",), check=_check_dqn,
+        check_fits=_dqn_fits),
     "ppo": Learner(
         "ppo", "ppo", "proximal policy optimisation (actor-critic, GAE)", _build_ppo,
         lambda c: c.ppo.iterations_per_epoch * c.ppo.rollout_len * c.ppo.n_envs,

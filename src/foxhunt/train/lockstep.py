@@ -23,16 +23,91 @@ epoch summary's readback on its own stream; ``finish`` reads them in member orde
 
 On a CPU there are no streams: the members' rounds interleave on the host in the same order, which
 changes nothing in any member's arithmetic (the CPU tests prove the equality with members alone).
+
+Stacked updates (``dqn.stack_members``, off by default, unmeasured on a GPU): when every member is a
+DQNTrainer with the flag on (two or more), their fused train steps become one program
+(``agents.dqn.member_stack.StackedTrainSteps``, built here before any member graph is captured) and a
+round's updates of all members one ``GraphedStep`` on the stack's own stream. Each member's
+``epoch_steps`` then collects and counts its updates (``DQNTrainer.updates_by``) and this loop runs
+them: after round r of every member of the stack (once the replays hold a batch, the trainer's own
+condition) the stack runs ``train_steps_per_round`` steps; on CUDA its stream waits for every member
+stream and every member stream waits for it before round r + 1. A member keeps its alone order (round
+r's collection, then its updates), so its results equal the members trained apart within float32
+rounding (the stack's batched GEMMs), not bit for bit (tests/train/test_lockstep_stacked.py). The
+members' steady-epoch graph (``dqn.epoch_graph``) is off for stacked members: one graph cannot hold
+updates shared with other members.
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from foxhunt.accel.graphs import GraphedStep
 from foxhunt.agents.fold_trainer import TrainingHalted
+from foxhunt.errors import ConfigError
+
+STACK_EQUAL = ("rounds_per_epoch", "train_steps_per_round", "warmup_transitions", "batch_size")
+"""[dqn] keys stacked members must share (one round of updates for all, at the same rounds)."""
+
+
+@dataclass(frozen=True)
+class MemberStack:
+    """Members ``members`` (indices into the lockstep's members) whose updates ``step`` runs (a round's
+    ``train_steps_per_round`` stacked steps), on ``stream`` on CUDA."""
+
+    members: tuple[int, ...]
+    trainers: tuple[Any, ...]
+    step: GraphedStep
+    stream: torch.cuda.Stream | None
+
+    def ready(self) -> bool:
+        """The trainer's own condition (``DQNTrainer.epoch_steps``): the replays hold a batch."""
+        cfg = self.trainers[0].cfg
+        ready_at = max(cfg.warmup_transitions, cfg.batch_size)
+        ready = [t.replay.storage.size >= ready_at for t in self.trainers]
+        if any(ready) != all(ready):
+            raise RuntimeError("Lockstep: stacked members' replays differ in size (they collect equal rounds)")
+        return cfg.train_steps_per_round > 0 and all(ready)
+
+
+def wants_stack(members: Sequence[Any]) -> bool:
+    """Two or more members, every one a DQNTrainer with ``dqn.stack_members`` on."""
+    return len(members) > 1 and all(getattr(getattr(t, "cfg", None), "stack_members", False)
+                                    and hasattr(t, "updates_by") for t in members)
+
+
+def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
+    """Stack the members' fused train steps (before any of their graphs is captured: they read the
+    stacked rows) and hand their updates to it. ConfigError (one line) when they cannot share one program."""
+    from foxhunt.agents.dqn.checks import pointers
+    from foxhunt.agents.dqn.member_stack import StackedTrainSteps
+
+    c0 = members[0].cfg
+    for k, t in enumerate(members[1:], start=1):
+        for key in STACK_EQUAL:
+            if getattr(t.cfg, key) != getattr(c0, key):
+                raise ConfigError(f"dqn.stack_members: member {k} differs from member 0 in dqn.{key}")
+    try:
+        stack = StackedTrainSteps.from_trainers(members, compile=device.type == "cuda")
+    except ValueError as exc:
+        raise ConfigError(f"dqn.stack_members: {exc}") from None
+    for t in members:
+        t.updates_by = stack
+        if t.checks is not None:  # check mode: the captured tensors moved into the stack's rows
+            t.checks._pointers = pointers(t)
+
+    def round_of_updates() -> None:
+        for _ in range(c0.train_steps_per_round):
+            stack()
+
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+    step = GraphedStep(round_of_updates, device, members[0].plan.graphs,
+                       generators=[t.replay.sampler.generator for t in members], capture_stream=stream)
+    return MemberStack(tuple(range(len(members))), tuple(members), step, stream)
 
 
 class Lockstep:
@@ -40,14 +115,23 @@ class Lockstep:
 
     device: the members' device (streams on CUDA only); enabled: False steps one member's whole epoch
     after another's (``train.lockstep = false``: the comparison the benchmark times); labels: how a
-    halted member is named (default ``member k``)."""
+    halted member is named (default ``member k``); stacks: the member stacks to run (a tune population
+    passes its runners'); None: one stack of all members when they ask for it (``wants_stack``)."""
 
     def __init__(self, members: Sequence[Any], device: torch.device, enabled: bool = True,
-                 labels: Sequence[str] | None = None) -> None:
+                 labels: Sequence[str] | None = None, stacks: Sequence[MemberStack] | None = None) -> None:
         self.members = list(members)
         self.device = device
         self.enabled = enabled and len(self.members) > 1
         self.labels = list(labels) if labels is not None else [f"member {k}" for k in range(len(self.members))]
+        if stacks is None:
+            stacks = []
+            if wants_stack(self.members):
+                if not self.enabled:
+                    raise ConfigError("dqn.stack_members = true needs train.lockstep = true (the stacked updates run "
+                                      "between the members' rounds)")
+                stacks = [build_stack(self.members, device)]
+        self.stacks = list(stacks)
         self.streams: list[torch.cuda.Stream] | None = None
         if self.enabled and device.type == "cuda":
             self.streams = [torch.cuda.Stream(device) for _ in self.members]
@@ -64,6 +148,14 @@ class Lockstep:
         sub.device, sub.enabled = self.device, self.enabled
         sub.labels = [self.labels[k] for k in keep]
         sub.streams = [self.streams[k] for k in keep] if self.streams is not None else None
+        pos = {m: j for j, m in enumerate(keep)}
+        sub.stacks = []
+        for st in self.stacks:  # a stack is one trial's members: they stay or leave together
+            kept = [pos[m] for m in st.members if m in pos]
+            if kept and len(kept) != len(st.members):
+                raise ValueError("Lockstep.subset: a member stack's members must stay or leave together")
+            if kept:
+                sub.stacks.append(replace(st, members=tuple(kept)))
         return sub
 
     def run_epoch(self, on_error: Callable[[int, Exception], None] | None = None) -> None:
@@ -87,26 +179,50 @@ class Lockstep:
             for s in self.streams:
                 s.wait_stream(host)
         steps: list[Iterator[None] | None] = [t.epoch_steps() for t in self.members]
-        live = len(steps)
-        while live:
+        while any(g is not None for g in steps):
+            stepped = [False] * len(steps)  # which members took a round in this pass
             for k, gen in enumerate(steps):
                 if gen is None:
                     continue
                 with self._on(k):
                     try:
                         next(gen)
+                        stepped[k] = True
                     except StopIteration:
                         steps[k] = None
-                        live -= 1
                     except Exception as exc:
                         if on_error is None:
                             raise
                         steps[k] = None
-                        live -= 1
                         on_error(k, exc)
+            for st in self.stacks:  # round r's updates of a stack's members, after round r of each of them
+                if all(stepped[m] for m in st.members):
+                    try:
+                        self._run_stack(st)
+                    except Exception as exc:
+                        if on_error is None:
+                            raise
+                        for m in st.members:
+                            steps[m] = None
+                            on_error(m, exc)
         if self.streams is not None:
             for s in self.streams:
                 host.wait_stream(s)
+
+    def _run_stack(self, st: MemberStack) -> None:
+        """One round of a stack's updates, if its members' replays are ready; on CUDA ordered after
+        every member stream's round and before any member's next round."""
+        if not st.ready():
+            return
+        if self.streams is None or st.stream is None:
+            st.step()
+            return
+        for m in st.members:
+            st.stream.wait_stream(self.streams[m])
+        with torch.cuda.stream(st.stream):
+            st.step()
+        for m in st.members:
+            self.streams[m].wait_stream(st.stream)
 
     def finish(self, on_error: Callable[[int, Exception], None] | None = None) -> list[Any]:
         """Every member's ``finish_epoch`` (its summary, or None in lagged readback), in member order.
@@ -132,4 +248,4 @@ class Lockstep:
         return self.finish()
 
 
-__all__ = ["Lockstep"]
+__all__ = ["Lockstep", "MemberStack", "build_stack", "wants_stack"]

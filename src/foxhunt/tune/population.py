@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 import torch
@@ -90,14 +90,18 @@ class PopulationRunner:
         self.folds = first.folds
         self.epochs = int(first.tcfg.epochs)
         names = list(labels) if labels is not None else [f"trial {i}" for i in range(len(self.runners))]
-        members, self.owner, tags = [], [], []
+        members, self.owner, tags, stacks = [], [], [], []
         for i, r in enumerate(self.runners):
+            # a trial's member stack (dqn.stack_members) stays its own: its members, renumbered
+            own = getattr(getattr(r, "lockstep", None), "stacks", ())
+            stacks += [replace(st, members=tuple(len(members) + m for m in st.members)) for st in own]
             for k, t in enumerate(r.members):
                 members.append(t)
                 self.owner.append(i)  # member m's trial
                 tags.append(names[i] if len(r.members) == 1 else f"{names[i]} member {k}")
         self.device = first.market.device
-        self.lockstep = Lockstep(members, self.device, all(r.tcfg.lockstep for r in self.runners), labels=tags)
+        self.lockstep = Lockstep(members, self.device, all(r.tcfg.lockstep for r in self.runners), labels=tags,
+                                 stacks=stacks)
 
     def score_folds(self, on_fold: Sequence[Callable[[int, Any, Any], None] | None],
                     times: Sequence[dict[str, float]] | None = None) -> list[Exception | None]:

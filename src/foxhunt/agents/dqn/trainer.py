@@ -141,6 +141,9 @@ class DQNTrainer(FoldTrainer):
                 host_state=(lambda: (storage.pos, storage.size), lambda s: self._set_pos(*s)),
                 after_replay=lambda: storage.advance(rows),
             )
+        # dqn.stack_members: set by the lockstep (foxhunt.train.lockstep) that runs this member's updates
+        # in its members' stack; epoch_steps then collects and counts the updates, the lockstep runs them.
+        self.updates_by: object | None = None
         self.epoch = 0
         self.rounds = 0
         self.fold: FoldRange | None = market.fold
@@ -196,6 +199,7 @@ class DQNTrainer(FoldTrainer):
         trains, and no round has its own host work (the lagged collection, curiosity's every-k step)."""
         cfg = self.cfg
         return (cfg.epoch_graph and self.lag is None and self._curiosity is None and cfg.train_steps_per_round > 0
+                and self.updates_by is None  # stacked updates run between the members' rounds: no one-graph epoch
                 and self.replay.storage.size >= max(cfg.warmup_transitions, cfg.batch_size))
 
     def _round_of_updates(self) -> None:
@@ -206,7 +210,9 @@ class DQNTrainer(FoldTrainer):
     def epoch_steps(self) -> Iterator[None]:
         """One epoch (``FoldTrainer.epoch_steps``): ``rounds_per_epoch`` rounds, each a collection round
         and (once the replay holds enough) its ``train_steps_per_round`` updates; yields after each round,
-        or once after the whole epoch when it is steady (``_epoch_is_steady``: one graph for all rounds)."""
+        or once after the whole epoch when it is steady (``_epoch_is_steady``: one graph for all rounds).
+        With ``updates_by`` set (dqn.stack_members) a round's updates are counted here and run by the
+        lockstep's stack after the yield, before the next round: the order of a member alone."""
         cfg = self.cfg
         self.monitor.reset()
         flags = self._reset_flags()
@@ -231,7 +237,8 @@ class DQNTrainer(FoldTrainer):
                 if self._curiosity is not None and self.rounds % cfg.curiosity_every == 0:
                     self._curiosity()
                 if storage.size >= ready_at and cfg.train_steps_per_round:
-                    self._train_round()
+                    if self.updates_by is None:  # else the lockstep's stack runs them after this yield
+                        self._train_round()
                     updates += cfg.train_steps_per_round
                 yield
         if self.lag is not None:
@@ -239,6 +246,12 @@ class DQNTrainer(FoldTrainer):
         self.learner.flush_records(updates)
         self.monitor.set_scalar("epsilon", self.collector.epsilon)
         self._end_epoch()
+
+    def run_epoch(self) -> None:
+        if self.updates_by is not None:
+            raise RuntimeError("DQNTrainer: this member's updates run in its lockstep's member stack "
+                               "(dqn.stack_members): step it through Lockstep.run_epoch")
+        super().run_epoch()
 
     def finish_epoch(self) -> EpochSummary | None:
         """After ``run_epoch``: its summary (one synchronisation), or, in lagged mode, the oldest
