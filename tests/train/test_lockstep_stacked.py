@@ -1,0 +1,232 @@
+"""dqn.stack_members: a fold's DQN members take their updates as one stacked program (agents.dqn.member_stack)
+run by the lockstep after round r of every member. On the CPU (the fused train step eager, named
+explicitly: auto picks the torch step there) the members train what they train with the flag off within
+float32 rounding (the stack's batched GEMMs may sum in another order), pick the same epochs, count
+the same updates; the runner writes the same files; a killed stacked run resumes to the uninterrupted
+stacked run's result; the flag off builds no stack; contradictions are one-line ConfigErrors."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from foxhunt.cli import app
+from foxhunt.config import Config, load_config
+from foxhunt.errors import ConfigError
+from foxhunt.pipeline import prepare_market
+from foxhunt.train import checkpoint as ckpt
+from foxhunt.train.lockstep import Lockstep, MemberStack
+from foxhunt.train.runner import WalkForwardRunner
+from tests.train.conftest import snapshot, tiny_config
+from tests.train.test_lockstep import _states
+
+RTOL = 1e-5
+"""float32: weight differences within this fraction of the tensor's largest magnitude (measured ~1e-7
+after two epochs; batched GEMMs' summation order)."""
+METRIC_RTOL = 1e-4
+"""Validation metrics (the greedy backtest of the fold's model): within this relative tolerance (equal
+in the runs measured: the greedy actions did not change)."""
+
+FUSED = {"accel": {"train_step": "fused"}}
+GRIDS = {"ensemble": {"ensemble": 2}, "gamma-grid": {"ensemble": 2, "gamma_grid": [0.9, 0.5]}}
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Tiny members' ops run fastest on one intra-op thread (two on the shared 2-core machine tripled
+    these tests' time); the setting is process-wide, so it is put back."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def _config(tmp_path: Path, train: dict[str, Any]) -> Config:
+    cfg = load_config(tiny_config(tmp_path, epochs=2, every=0, select="inner"))
+    return cfg.replace(train={"abstain": False, "inner_fraction": 0.1, **train}, folds={"max_folds": 1, "val": 100},
+                       **FUSED)
+
+
+def _train(cfg: Config) -> tuple[WalkForwardRunner, list[dict[str, float]]]:
+    runner = WalkForwardRunner(prepare_market(cfg))
+    return runner, [a.metrics[0] for a in runner.score_folds()]
+
+
+def _assert_close_states(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        scale = max(a[k].abs().max().item(), 1e-30)
+        assert (a[k] - b[k]).abs().max().item() <= RTOL * scale, k
+
+
+def _assert_close_metrics(a: dict[str, float], b: dict[str, float]) -> None:
+    assert a.keys() == b.keys()
+    for k in a:
+        if math.isnan(a[k]):
+            assert math.isnan(b[k]), k
+        else:
+            assert b[k] == pytest.approx(a[k], rel=METRIC_RTOL, abs=1e-9), k
+
+
+@pytest.mark.parametrize("grid", list(GRIDS))
+def test_stacked_members_equal_the_same_members_unstacked_within_float32_rounding(tmp_path: Path, grid: str) -> None:
+    cfg = _config(tmp_path, GRIDS[grid])
+    apart, metrics_apart = _train(cfg)
+    stacked, metrics = _train(cfg.replace(dqn={"stack_members": True}))
+    assert apart.lockstep.stacks == [] and len(stacked.lockstep.stacks) == 1
+    assert all(t.updates_by is stacked.lockstep.stacks[0].trainers[0].updates_by is not None for t in stacked.members)
+    rounds = stacked.lockstep.stacks[0].step.calls
+    assert rounds > 0  # the stack ran every member's updates, and no member ran its own (none counted twice):
+    assert all(int(t.learner.updates) == rounds * t.cfg.train_steps_per_round for t in stacked.members)
+    for a, b in zip(apart.members, stacked.members):  # the same updates counted and taken
+        assert int(a.learner.updates) == int(b.learner.updates) > 0
+        assert a.last_summary["updates"] == b.last_summary["updates"] > 0  # the epoch summary's count, exactly
+        assert a.last_summary.values == pytest.approx(b.last_summary.values, rel=METRIC_RTOL, nan_ok=True)
+    assert [s.best_epoch for s in stacked.selectors] == [s.best_epoch for s in apart.selectors]
+    for a, b in zip(_states(apart), _states(stacked)):
+        _assert_close_states(a, b)
+    for a, b in zip(metrics_apart, metrics):
+        _assert_close_metrics(a, b)
+
+
+def test_the_flag_off_builds_no_stack_and_hands_off_nothing(tmp_path: Path) -> None:
+    runner = WalkForwardRunner(prepare_market(_config(tmp_path, GRIDS["ensemble"])))
+    assert runner.lockstep.stacks == [] and all(t.updates_by is None for t in runner.members)
+    # one member asks for nothing either (a stack needs two or more)
+    single = WalkForwardRunner(prepare_market(_config(tmp_path, {}).replace(dqn={"stack_members": True})))
+    assert single.lockstep.stacks == [] and single.members[0].updates_by is None
+
+
+@pytest.mark.parametrize("sections, message", [
+    ({"accel": {"train_step": "auto"}}, r"^accel\.train_step = 'torch' on cpu: dqn\.stack_members = true stacks the "
+                                        r"members' fused train steps"),
+    ({"train": {"lockstep": False}}, r"^dqn\.stack_members = true .* needs train\.lockstep = true$"),
+])
+def test_a_stack_without_the_fused_train_step_or_the_lockstep_is_a_one_line_config_error(
+        tmp_path: Path, sections: dict[str, Any], message: str) -> None:
+    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})
+    with pytest.raises(ConfigError, match=message) as info:
+        WalkForwardRunner(prepare_market(cfg.replace(**sections)))
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match="stack_members = true cannot combine with overlap_collection"):
+        cfg.replace(dqn={"overlap_collection": True})
+
+
+def test_a_stacked_member_refuses_to_run_an_epoch_alone(tmp_path: Path) -> None:
+    runner = WalkForwardRunner(prepare_market(_config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})))
+    with pytest.raises(RuntimeError, match="member stack"):
+        runner.members[0].run_epoch()
+
+
+class _Member:
+    """A stand-in member: ``rounds`` rounds an epoch, logged; a replay of ``size`` transitions."""
+
+    def __init__(self, name: str, rounds: int, log: list[str], size: int = 64) -> None:
+        self.name, self.rounds, self.log = name, rounds, log
+        self.cfg = SimpleNamespace(warmup_transitions=32, batch_size=32, train_steps_per_round=2)
+        self.replay = SimpleNamespace(storage=SimpleNamespace(size=size))
+
+    def epoch_steps(self):
+        for r in range(self.rounds):
+            self.log.append(f"{self.name}{r}")
+            yield
+
+    def finish_epoch(self) -> str:
+        return self.name
+
+
+def test_a_stacks_updates_run_after_round_r_of_each_of_its_members_and_before_round_r_plus_one() -> None:
+    log: list[str] = []
+    a, b, c = _Member("a", 2, log), _Member("b", 2, log), _Member("c", 2, log)
+    stack = MemberStack((0, 2), (a, c), lambda: log.append("S"), None)  # type: ignore[arg-type]
+    step = Lockstep([a, b, c], torch.device("cpu"), stacks=[stack])
+    step.run_epoch()
+    assert log == ["a0", "b0", "c0", "S", "a1", "b1", "c1", "S"]
+    log.clear()
+    a.replay.storage.size = c.replay.storage.size = 16  # not yet a batch: the trainer's rule, no updates
+    step.run_epoch()
+    assert log == ["a0", "b0", "c0", "a1", "b1", "c1"]
+    # a tune population's subset: a stack's members stay (renumbered) or leave together, never apart
+    assert step.subset([1, 2, 0]).stacks[0].members == (2, 1)
+    assert step.subset([1]).stacks == []
+    with pytest.raises(ValueError, match="stay or leave together"):
+        step.subset([0, 1])
+
+
+def _cli(*args: str):
+    return CliRunner().invoke(app, ["train", *args])
+
+
+STACK_SETS = ("train.ensemble=2", "dqn.stack_members=true", "accel.train_step=\"fused\"", "train.threads=1")
+
+
+def test_foxhunt_train_with_stacked_members_runs_in_a_fresh_process_and_writes_the_same_files(tmp_path: Path) -> None:
+    cfg = tiny_config(tmp_path, epochs=2, every=1)
+    assert _cli("--config", str(cfg), "--name", "apart", "--set", "train.ensemble=2", "--set", "train.threads=1",
+                "--set", "accel.train_step=\"fused\"").exit_code == 0
+    cmd = [sys.executable, "-m", "foxhunt.cli", "train", "--config", str(cfg), "--name", "stacked"]
+    for s in STACK_SETS:
+        cmd += ["--set", s]
+    env = dict(os.environ, TRITON_INTERPRET=os.environ.get("TRITON_INTERPRET", "1"))
+    res = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    apart, stacked = tmp_path / "runs" / "apart", tmp_path / "runs" / "stacked"
+    assert snapshot(apart).keys() == snapshot(stacked).keys()
+    rows = [[json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] for run in (apart, stacked)]
+    assert [(r["fold"], r["epoch"], r["updates"]) for r in rows[0]] == [(r["fold"], r["epoch"], r["updates"]) for r in rows[1]]
+    assert all(r["updates"] > 0 for r in rows[1][1:])
+
+
+def test_a_killed_stacked_run_resumes_to_the_uninterrupted_stacked_result(tmp_path: Path, monkeypatch) -> None:
+    """Checkpoints load in place into the stacked rows: the resumed members train on from them."""
+    cfg = tiny_config(tmp_path, epochs=2, every=1)
+    sets = [x for s in STACK_SETS for x in ("--set", s)]
+    assert _cli("--config", str(cfg), "--name", "ref", *sets).exit_code == 0
+    real, saves = ckpt.save, []
+
+    def crashing(*a, **k):
+        out = real(*a, **k)
+        saves.append(out.name)
+        if len(saves) == 1:  # after fold 0's first epoch: the resume loads it and trains fold 0's second epoch on
+            raise RuntimeError("simulated crash right after a commit")
+        return out
+
+    monkeypatch.setattr(ckpt, "save", crashing)
+    res = _cli("--config", str(cfg), "--name", "crash", *sets)
+    assert res.exit_code == 1 and isinstance(res.exception, RuntimeError)
+    monkeypatch.setattr(ckpt, "save", real)
+    run = tmp_path / "runs" / "crash"
+    res = _cli("--resume", str(run))
+    assert res.exit_code == 0, res.output
+    assert saves[-1].startswith("f000-e00001") and f"from checkpoint {saves[-1]}" in " ".join(res.output.split())
+    fold_metrics = lambda r: [p.read_bytes() for p in sorted((r / "folds").glob("fold_*/metrics.json"))]  # noqa: E731
+    assert len(fold_metrics(run)) == 2 and fold_metrics(run) == fold_metrics(tmp_path / "runs" / "ref")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("grid", list(GRIDS))
+def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32_rounding(tmp_path: Path, grid: str) -> None:
+    """Compiled stack, its round of updates one CUDA graph on its own stream (never run: no GPU where written)."""
+    cfg = _config(tmp_path, GRIDS[grid]).replace(run={"device": "cuda"}, accel={"backend": "fused"},
+                                                  dqn={"n_envs": 256, "hidden": [64, 64], "head_hidden": 32})
+    apart, metrics_apart = _train(cfg)
+    stacked, metrics = _train(cfg.replace(dqn={"stack_members": True}))
+    st = stacked.lockstep.stacks[0]
+    assert st.stream is not None and st.step.graph is not None
+    for a, b in zip(apart.members, stacked.members):
+        assert int(a.learner.updates) == int(b.learner.updates) > 0
+    assert [s.best_epoch for s in stacked.selectors] == [s.best_epoch for s in apart.selectors]
+    for a, b in zip(_states(apart), _states(stacked)):
+        _assert_close_states(a, b)
+    for a, b in zip(metrics_apart, metrics):
+        _assert_close_metrics(a, b)
