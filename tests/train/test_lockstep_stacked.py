@@ -123,7 +123,8 @@ def test_a_stack_without_the_fused_train_step_or_the_lockstep_is_a_one_line_conf
 
 
 def test_a_stacked_member_refuses_to_run_an_epoch_alone(tmp_path: Path) -> None:
-    runner = WalkForwardRunner(prepare_market(_config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})))
+    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})
+    runner = WalkForwardRunner(prepare_market(cfg))
     with pytest.raises(RuntimeError, match="member stack"):
         runner.members[0].run_epoch()
 
@@ -183,7 +184,8 @@ def test_foxhunt_train_with_stacked_members_runs_in_a_fresh_process_and_writes_t
     apart, stacked = tmp_path / "runs" / "apart", tmp_path / "runs" / "stacked"
     assert snapshot(apart).keys() == snapshot(stacked).keys()
     rows = [[json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()] for run in (apart, stacked)]
-    assert [(r["fold"], r["epoch"], r["updates"]) for r in rows[0]] == [(r["fold"], r["epoch"], r["updates"]) for r in rows[1]]
+    counts = [[(r["fold"], r["epoch"], r["updates"]) for r in run_rows] for run_rows in rows]
+    assert counts[0] == counts[1]
     assert all(r["updates"] > 0 for r in rows[1][1:])
 
 
@@ -215,7 +217,8 @@ def test_a_killed_stacked_run_resumes_to_the_uninterrupted_stacked_result(tmp_pa
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("grid", list(GRIDS))
-def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32_rounding(tmp_path: Path, grid: str) -> None:
+def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32_rounding(tmp_path: Path,
+                                                                                          grid: str) -> None:
     """Compiled stack, its round of updates one CUDA graph on its own stream (never run: no GPU where written)."""
     cfg = _config(tmp_path, GRIDS[grid]).replace(run={"device": "cuda"}, accel={"backend": "fused"},
                                                   dqn={"n_envs": 256, "hidden": [64, 64], "head_hidden": 32})

@@ -278,8 +278,8 @@ def resolve(accel: Any, dqn: Any, device: torch.device | str, *, ppo: Any = None
 
     if agent == "dqn" and getattr(net, "stack_members", False) and choice.get("train_step", "fused") != "fused":
         # agents.dqn.member_stack stacks the members' fused programs; the torch / compiled steps have none
-        refuse("train_step", choice["train_step"], "dqn.stack_members = true stacks the members' fused train steps: set "
-               "accel.train_step = 'fused' (on the CPU too: it runs eagerly there)")
+        refuse("train_step", choice["train_step"], "dqn.stack_members = true stacks the members' fused train steps: "
+               "set accel.train_step = 'fused' (on the CPU too: it runs eagerly there)")
     if accel.graphs == "on" and not cuda:
         refuse("graphs", "on", "CUDA graphs need a CUDA device")
     graphs = cuda if accel.graphs == "auto" else accel.graphs == "on"

@@ -36,14 +36,15 @@ class DQNConfig(Section):
                               "batch) is ONE CUDA graph: one host launch an epoch instead of two a round (with many members in "
                               "lockstep the host's launches were half the epoch); the same kernels in the same order, so the same "
                               "results. Not with overlap_collection or curiosity (they keep their own rounds)")
-    stack_members: bool = Field(False, description="(off until measured on a GPU) a fold's K >= 2 members (train.ensemble, "
-                                "train.gamma_grid) take their gradient steps as ONE program: their fused train steps "
-                                "stacked over a member axis (torch.vmap, agents.dqn.member_stack), one captured graph of a "
-                                "round's updates for all members on a GPU, run by the lockstep (train.lockstep) after "
-                                "round r of every member. Each member keeps its collection, replay and order; results "
-                                "equal the members trained apart within float32 rounding (batched GEMMs). Needs "
-                                "accel.train_step = 'fused' (name it on the CPU) and train.lockstep; not with "
-                                "overlap_collection; the members' steady-epoch graph (epoch_graph) is off with it")
+    stack_members: bool = Field(False, description="(off until measured on a GPU) a fold's K >= 2 members "
+                                "(train.ensemble, train.gamma_grid) take their gradient steps as ONE program: "
+                                "their fused train steps stacked over a member axis (torch.vmap, "
+                                "agents.dqn.member_stack), one captured graph of a round's updates for all members "
+                                "on a GPU, run by the lockstep (train.lockstep) after round r of every member. Each "
+                                "member keeps its collection, replay and order; results equal the members trained "
+                                "apart within float32 rounding (batched GEMMs). Needs accel.train_step = 'fused' "
+                                "(name it on the CPU) and train.lockstep; not with overlap_collection; the members' "
+                                "steady-epoch graph (epoch_graph) is off with it")
     # Replay
     buffer_capacity: int = Field(200_000, ge=64, le=1 << 34, description="transitions (rounded down to a multiple of n_envs)")
     warmup_transitions: int = Field(4_096, ge=0, le=1 << 34, description="transitions collected before training starts")
@@ -118,8 +119,8 @@ class DQNConfig(Section):
             raise ValueError("overlap_collection = true cannot combine with curiosity = true (the bonus of a collection "
                              "on the second stream would read the forward model while its train step writes it)")
         if self.stack_members and self.overlap_collection:
-            raise ValueError("stack_members = true cannot combine with overlap_collection = true (the stacked updates run "
-                             "between the members' rounds; the lagged collection runs beside its member's updates)")
+            raise ValueError("stack_members = true cannot combine with overlap_collection = true (the stacked updates "
+                             "run between the members' rounds; the lagged collection runs beside its member's updates)")
         if self.eps_end > self.eps_start:
             raise ValueError("eps_end must be <= eps_start")
         return self

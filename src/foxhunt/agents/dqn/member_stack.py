@@ -43,7 +43,7 @@ another order than M single ones, so results equal the members stepped alone up 
 rounding, not bitwise in general (tests/agents/test_dqn_member_stack.py states the tolerances).
 ``compile=True`` (one fullgraph torch.compile of the vmapped program) was traced and run on the CPU
 by hand (~28 s to compile; equal to the eager stack within 1e-5); on a GPU it is untested and its
-speed unmeasured, and no trainer uses this class yet.
+speed unmeasured. ``train/lockstep.py`` uses it behind ``dqn.stack_members`` (off by default).
 """
 
 from __future__ import annotations
