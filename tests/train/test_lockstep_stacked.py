@@ -164,6 +164,27 @@ def test_a_stacks_updates_run_after_round_r_of_each_of_its_members_and_before_ro
         step.subset([0, 1])
 
 
+def test_a_population_of_stacked_trials_trains_bit_for_bit_what_each_stacked_trial_trains_alone(tmp_path: Path) -> None:
+    """A tune population keeps each trial's stack its own (foxhunt.tune.population)."""
+    from dataclasses import replace
+
+    from foxhunt.tune.population import PopulationRunner
+
+    base = _config(tmp_path, GRIDS["ensemble"]).replace(dqn={"stack_members": True})
+    cfgs = [base, base.replace(dqn={"lr": 4e-3})]
+    prepared = prepare_market(base)
+    prepared.market.set_fold(prepared.folds[0])
+    runners = [WalkForwardRunner(replace(prepared, config=c)) for c in cfgs]
+    pop = PopulationRunner(runners)
+    assert [st.members for st in pop.lockstep.stacks] == [(0, 1), (2, 3)]
+    assert pop.score_folds([None, None]) == [None, None]
+    for c, together in zip(cfgs, runners):
+        alone, _ = _train(c)
+        for a, b in zip(_states(alone), _states(together)):
+            assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+        assert [s.best_epoch for s in alone.selectors] == [s.best_epoch for s in together.selectors]
+
+
 def _cli(*args: str):
     return CliRunner().invoke(app, ["train", *args])
 
