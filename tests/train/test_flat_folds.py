@@ -1,7 +1,7 @@
 """A flat fold is a normal result: every consumer of a fold's metrics row shows it as flat and the run
 exits 0 (issue 27). Every case runs `foxhunt` in a fresh process, as a user does.
 
-A tiny run's held-back window (399 minute bars) can never clear the abstention bar (~109), so with
+A tiny run's held-back window (a few hundred minute bars) can never clear the abstention bar, so with
 ``train.select = "inner"`` and ``train.abstain`` every fold is flat; a scripted held-back Sharpe
 (``_SCRIPT``, patched into the fresh process before the CLI starts) makes fold 0 trade and fold 1
 flat."""
@@ -42,9 +42,11 @@ def foxhunt(cwd: Path, *args: str, patch: str = "") -> subprocess.CompletedProce
 
 
 def _short_val(cfg: Path) -> Path:
-    """100-bar validation windows (the tiny config's are 300: each is backtested bar by bar, a flat fold's
-    twice); the held-back window, which makes the folds flat, is part of the training bars and unchanged."""
-    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1))
+    """100-bar validation windows on 1,800 bars (the tiny config's are 300 on 3,000: each window is backtested
+    bar by bar, a flat fold's twice; fold 0 still trains on more than its 800 bars); the held-back window,
+    which makes the folds flat, is part of the training bars (shorter here: its noise bar is higher still)."""
+    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1).replace("bars = 3000\n", "bars = 1800\n", 1))
+    assert "bars = 1800" in cfg.read_text()
     return cfg
 
 
