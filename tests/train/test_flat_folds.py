@@ -167,11 +167,13 @@ def test_a_tune_study_whose_every_fold_is_flat_scores_it_as_zero_and_writes_its_
 @pytest.mark.slow
 def test_a_scorecard_whose_agent_is_flat_everywhere_scores_it_as_zero_and_writes_its_report(tmp_path):
     """The tiny scorecard with abstention (every fold flat, the leak scenario's too): the agent's row
-    is Sharpe 0 with no trades, scorecard.json and report.html are written, exit 0."""
+    is Sharpe 0 with no trades, scorecard.json and report.html are written, exit 0. 200-bar validation
+    windows (the tiny size's are 400: each is backtested bar by bar, by the agent and every reference)
+    and a 5 % held-back window (short: its noise bar stays out of reach, the leak's agent too)."""
     cmd = ["scorecard", "--size", "tiny", "--scenarios", "leak", "--baselines", "quant", "--out", str(tmp_path / "sc"),
            "--set", 'train.select="inner"', "--set", "train.abstain=true", "--set", "train.epochs=1",
            "--set", "dqn.n_envs=32", "--set", "dqn.rounds_per_epoch=4", "--set", "dqn.warmup_transitions=256",
-           "--set", "env.episode_length=128"]
+           "--set", "env.episode_length=128", "--set", "folds.val=200", "--set", "train.inner_fraction=0.05"]
     res = foxhunt(tmp_path, *cmd)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     _no_nan(res.stderr)
