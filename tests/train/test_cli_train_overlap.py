@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_run import assert_refused
+from tests.tiny import shorter
 from tests.train.conftest import tiny_config
 from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
@@ -30,5 +31,5 @@ def test_overlap_with_curiosity_is_refused_in_one_line_naming_both_keys(tmp_path
 
 @pytest.mark.slow
 def test_a_run_with_overlap_killed_in_its_first_fold_and_resumed_gives_the_uninterrupted_result(tmp_path):
-    cfg = _overlap(tiny_config(tmp_path, cache=tmp_path / "cache"))
+    cfg = shorter(_overlap(tiny_config(tmp_path, cache=tmp_path / "cache")))
     killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, tmp_path)

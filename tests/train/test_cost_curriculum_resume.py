@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.tiny import shorter
 from tests.train.conftest import tiny_config
 from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
@@ -23,4 +24,4 @@ def _curriculum_config(directory: Path) -> Path:
 @pytest.mark.slow
 def test_a_run_killed_inside_the_cost_ramp_and_resumed_gives_the_uninterrupted_result(tmp_path):
     # killed in fold 0, whose first epochs ramp the costs
-    killed_in_fold_0_then_resumed_equals_uninterrupted(_curriculum_config(tmp_path), tmp_path)
+    killed_in_fold_0_then_resumed_equals_uninterrupted(shorter(_curriculum_config(tmp_path)), tmp_path)

@@ -22,10 +22,13 @@ ENSEMBLE = "ensemble = 2\n"
 
 
 def _config(d: Path, seed: int = 0, ensemble: bool = True) -> Path:
-    """Two epochs a fold (each member still picks one of them; a checkpoint still lies inside each fold)
-    and a 10 % held-back window (half the default: each epoch's selection scores half the bars)."""
+    """Two epochs a fold (each member still picks one of them; a checkpoint still lies inside each fold),
+    a 10 % held-back window (half the default: each epoch's selection scores half the bars), 100-bar
+    validation and 1,800 bars (the tiny config's 300 and 3,000: fold 0 still trains on more than its 800)."""
     cfg = tiny_config(d, seed=seed, epochs=2, every=1, cache=d.parent / "cache", select="inner")
-    cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1))
+    text = cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1)
+    cfg.write_text(text.replace("val = 300\n", "val = 100\n", 1).replace("bars = 3000\n", "bars = 1800\n", 1))
+    assert "bars = 1800" in cfg.read_text() and "val = 100" in cfg.read_text()
     if ensemble:
         cfg.write_text(cfg.read_text().replace("[train]\n", "[train]\n" + ENSEMBLE, 1))
     return cfg

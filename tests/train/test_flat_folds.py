@@ -1,7 +1,7 @@
 """A flat fold is a normal result: every consumer of a fold's metrics row shows it as flat and the run
 exits 0 (issue 27). Every case runs `foxhunt` in a fresh process, as a user does.
 
-A tiny run's held-back window (399 minute bars) can never clear the abstention bar (~109), so with
+A tiny run's held-back window (a few hundred minute bars) can never clear the abstention bar, so with
 ``train.select = "inner"`` and ``train.abstain`` every fold is flat; a scripted held-back Sharpe
 (``_SCRIPT``, patched into the fresh process before the CLI starts) makes fold 0 trade and fold 1
 flat."""
@@ -42,9 +42,11 @@ def foxhunt(cwd: Path, *args: str, patch: str = "") -> subprocess.CompletedProce
 
 
 def _short_val(cfg: Path) -> Path:
-    """100-bar validation windows (the tiny config's are 300: each is backtested bar by bar, a flat fold's
-    twice); the held-back window, which makes the folds flat, is part of the training bars and unchanged."""
-    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1))
+    """100-bar validation windows on 1,800 bars (the tiny config's are 300 on 3,000: each window is backtested
+    bar by bar, a flat fold's twice; fold 0 still trains on more than its 800 bars); the held-back window,
+    which makes the folds flat, is part of the training bars (shorter here: its noise bar is higher still)."""
+    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1).replace("bars = 3000\n", "bars = 1800\n", 1))
+    assert "bars = 1800" in cfg.read_text()
     return cfg
 
 
@@ -136,10 +138,11 @@ def test_foxhunt_backtest_of_a_flat_run_and_of_its_flat_model_reads_flat(flat_ru
     assert "<td>flat</td>" in (run / "backtest" / "report.html").read_text()
     model = run / "folds" / "fold_0" / "model.safetensors"
     cfg = tmp_path / "tiny.toml"
-    one = foxhunt(tmp_path, "backtest", "--model", str(model), "--config", str(cfg), "--windows", "2", "--out", str(tmp_path / "bt"))
+    # 8 windows of the built-in sample (stepped in lockstep: a quarter of 2 windows' serial length)
+    one = foxhunt(tmp_path, "backtest", "--model", str(model), "--config", str(cfg), "--windows", "8", "--out", str(tmp_path / "bt"))
     assert one.returncode == 0, one.stdout + one.stderr
     _no_nan(one.stdout + one.stderr)
-    assert "flat" in one.stdout
+    assert one.stdout.count("│ flat ") == 8  # every window's model row (the run's path says flat too)
 
 
 @pytest.mark.slow
@@ -164,11 +167,13 @@ def test_a_tune_study_whose_every_fold_is_flat_scores_it_as_zero_and_writes_its_
 @pytest.mark.slow
 def test_a_scorecard_whose_agent_is_flat_everywhere_scores_it_as_zero_and_writes_its_report(tmp_path):
     """The tiny scorecard with abstention (every fold flat, the leak scenario's too): the agent's row
-    is Sharpe 0 with no trades, scorecard.json and report.html are written, exit 0."""
+    is Sharpe 0 with no trades, scorecard.json and report.html are written, exit 0. 200-bar validation
+    windows (the tiny size's are 400: each is backtested bar by bar, by the agent and every reference)
+    and a 5 % held-back window (short: its noise bar stays out of reach, the leak's agent too)."""
     cmd = ["scorecard", "--size", "tiny", "--scenarios", "leak", "--baselines", "quant", "--out", str(tmp_path / "sc"),
            "--set", 'train.select="inner"', "--set", "train.abstain=true", "--set", "train.epochs=1",
            "--set", "dqn.n_envs=32", "--set", "dqn.rounds_per_epoch=4", "--set", "dqn.warmup_transitions=256",
-           "--set", "env.episode_length=128"]
+           "--set", "env.episode_length=128", "--set", "folds.val=200", "--set", "train.inner_fraction=0.05"]
     res = foxhunt(tmp_path, *cmd)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     _no_nan(res.stderr)

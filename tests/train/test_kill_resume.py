@@ -128,6 +128,10 @@ def uninterrupted(tmp_path_factory):
         if select not in made:
             d = tmp_path_factory.mktemp(f"kill-{select}")
             cfg = tiny_config(d, epochs=3, every=1, cache=d / "cache", select=select)
+            # 1,800 bars with 100-bar validation (the tiny config's 3,000 and 300: fold 0 still trains on more
+            # than its 800): each fold's validation is backtested bar by bar; the checkpoints are the same
+            cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1).replace("bars = 3000\n", "bars = 1800\n", 1))
+            assert "bars = 1800" in cfg.read_text() and "val = 100" in cfg.read_text()
             _finish(_popen(CLI + ["--config", str(cfg), "--name", "ref"], pause=False))
             made[select] = d, cfg
         return made[select]

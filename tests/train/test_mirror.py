@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from foxhunt.errors import ConfigError
+from tests.tiny import shorter
 from tests.train.conftest import tiny_config
 from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
@@ -55,4 +56,4 @@ def test_a_market_prepared_without_its_mirror_is_refused_for_a_mirrored_run(tmp_
 
 @pytest.mark.slow
 def test_a_mirrored_run_killed_in_its_first_fold_and_resumed_gives_the_uninterrupted_result(tmp_path):
-    killed_in_fold_0_then_resumed_equals_uninterrupted(_mirror_config(tmp_path), tmp_path)
+    killed_in_fold_0_then_resumed_equals_uninterrupted(shorter(_mirror_config(tmp_path)), tmp_path)

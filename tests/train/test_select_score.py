@@ -17,7 +17,8 @@ from foxhunt.errors import ConfigError
 from foxhunt.folds import FoldRange
 from foxhunt.market import MarketData
 from foxhunt.train.config import default_train_config
-from foxhunt.train.selection import SUB_WINDOW, HeldBackScore, sub_windows, timing_returns
+from foxhunt.train import selection
+from foxhunt.train.selection import HeldBackScore, sub_windows, timing_returns
 from tests.helpers import random_feature_set
 from tests.train.conftest import tiny_config
 from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
@@ -43,6 +44,11 @@ def test_a_constant_exposure_leaves_nothing_and_timing_is_kept(rng):
         timing_returns(np.zeros(3), np.zeros(4))
 
 
+SUB_WINDOW = 256
+"""The selector's sub-window here (``selection.SUB_WINDOW`` is 2,048; the test sets it smaller: a backtest's
+serial length, hence its time, is the sub-window's, and the claims hold at any length)."""
+
+
 def _scored_market() -> tuple[MarketData, int, int]:
     m = MarketData(random_feature_set(8_000, 5, seed=3))
     m.set_fold(FoldRange(0, 0, 7_000, 7_010, 8_000))
@@ -59,8 +65,10 @@ def _foresight(m: MarketData, start: int, steps: int) -> ExposurePolicy:
     return ExposurePolicy(torch.from_numpy(ex))
 
 
-def test_the_held_back_timing_score_is_undefined_for_buy_and_hold_and_keeps_a_timing_policy():
+def test_the_held_back_timing_score_is_undefined_for_buy_and_hold_and_keeps_a_timing_policy(monkeypatch):
+    monkeypatch.setattr(selection, "SUB_WINDOW", SUB_WINDOW)
     m, start, steps = _scored_market()
+    assert len(sub_windows(start, steps, selection.SUB_WINDOW)[0]) == 4  # several sub-windows
     bt = Backtester(m, chunk=64)
     sharpe = HeldBackScore(bt, "torch", bt.bars_per_year, "sharpe")
     timing = HeldBackScore(bt, "torch", bt.bars_per_year, "timing")
@@ -89,8 +97,12 @@ def test_a_timing_scored_run_killed_in_its_first_fold_and_resumed_gives_the_unin
     """Fresh processes: the buy-and-hold returns the score regresses on are rebuilt after --resume as the
     uninterrupted run built them, so both runs keep the same epochs and end bit for bit alike."""
     cfg = tiny_config(tmp_path, epochs=2, every=1, cache=tmp_path / "cache", select="inner")  # killed after epoch 1 of 2: inside fold 0
-    # a 10 % held-back window (half the default): each epoch's selection scores half the bars; the claim is the same
-    cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\nselect_score = "timing"\ninner_fraction = 0.1\n', 1))
+    # a 10 % held-back window (half the default) of 1,800 bars (the tiny config's 3,000: fold 0 still trains on
+    # more than its 800) and 100-bar validation (its 300): each epoch's selection and each fold's validation
+    # score fewer bars; the claim is the same
+    text = cfg.read_text().replace('select = "inner"\n', 'select = "inner"\nselect_score = "timing"\ninner_fraction = 0.1\n', 1)
+    cfg.write_text(text.replace("bars = 3000\n", "bars = 1800\n", 1).replace("val = 300\n", "val = 100\n", 1))
+    assert "bars = 1800" in cfg.read_text() and "val = 100" in cfg.read_text()
     assert "select_score = \"timing\"" in cfg.read_text()
     killed_in_fold_0_then_resumed_equals_uninterrupted(cfg, tmp_path)
     metrics = json.loads((tmp_path / "runs" / "ref" / "folds" / "fold_0" / "metrics.json").read_text())

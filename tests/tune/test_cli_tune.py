@@ -27,9 +27,11 @@ def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def test_tune_runs_workers_resumes_and_writes_an_honest_study(tmp_path: Path) -> None:
     cfg = tiny_tune_config(tmp_path)
-    # 100-bar validation windows (the tiny config's are 300): a trial's time is mostly its folds' bar-by-bar
-    # validation; the hold-out stays the last 600 bars
-    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1))
+    # 100-bar validation windows on 1,800 bars (the tiny config's are 300 on 3,000): a trial's time is mostly its
+    # folds' bar-by-bar validation and the hold-out's; the hold-out is the last 360 bars (20 %), fold 0 still
+    # trains on more than its 800
+    cfg.write_text(cfg.read_text().replace("val = 300\n", "val = 100\n", 1).replace("bars = 3000\n", "bars = 1800\n", 1))
+    assert "bars = 1800" in cfg.read_text()
     first = _run(["tune", "--config", str(cfg), "--workers", "2"], tmp_path)
     assert "(new)" in first.stdout
     d = tmp_path / "studies" / "tiny"
@@ -51,7 +53,7 @@ def test_tune_runs_workers_resumes_and_writes_an_honest_study(tmp_path: Path) ->
     # the hold-out: after every search fold, evaluated once for the best trial
     ho = s["holdout"]
     folds = json.loads((Path(ho["run_dir"]) / "folds.json").read_text())
-    assert ho["fold"]["val_start"] == ho["cut"] == 2400 and ho["fold"]["val_end"] == 3000
+    assert ho["fold"]["val_start"] == ho["cut"] == 1440 and ho["fold"]["val_end"] == 1800
     assert folds[0]["val_start"] == ho["cut"]
     assert s["holdout_evaluations"] >= 1 and (Path(ho["run_dir"]) / "report.html").is_file()
     assert 0.0 <= s["overfitting"]["pbo"]["pbo"] <= 1.0 and 0.0 <= s["overfitting"]["deflated_sharpe"]["dsr"] <= 1.0

@@ -3,10 +3,10 @@ process: the built-in study (configs/tune-default.toml) on built-in synthetic da
 trials, writes its study directory under the working directory (runs/tune/default/): best.toml,
 trials.csv, report.html, summary.json; and `foxhunt train --config best.toml` accepts and trains it.
 ``--set`` shrinks only the work (two search folds of one epoch, as the README's tune command, validated
-on 400 bars (the study's are 800); a 10 % hold-out: its retrain evaluates bar by bar) and leaves the
-built-in study's space and data as they are.
+on 200 bars (the study's are 800); a 5 % hold-out (600 bars): its retrain evaluates bar by bar) and leaves
+the built-in study's space and data as they are.
 
-About 25 s on a 2-core CPU (two trials, the hold-out retrain, a one-fold one-epoch train): slow."""
+About 20 s on a 2-core CPU (two trials, the hold-out retrain, a one-fold one-epoch train): slow."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ pytestmark = pytest.mark.slow
 def test_tune_without_arguments_runs_the_built_in_study_and_writes_its_outputs(tmp_path: Path) -> None:
     repo_runs_before = sorted((ROOT / "runs").rglob("*")) if (ROOT / "runs").exists() else None
     out = run_ok(tmp_path, "tune", "--trials", "2", "--set", "folds.max_folds=2", "--set", "train.epochs=1",
-                 "--set", "tune.holdout=0.1", "--set", "folds.val=400").stdout
+                 "--set", "tune.holdout=0.05", "--set", "folds.val=200").stdout
     assert "study default (new)" in out and "report:" in out
     d = tmp_path / "runs" / "tune" / "default"
 

@@ -49,10 +49,12 @@ ppo.clip_coef = [0.1, 0.3]
 
 def ppo_tune_config(directory: Path) -> Path:
     """The tiny configuration (one epoch a fold) training PPO, with the four-trial PPO study; 100-bar
-    validation windows (the tiny config's are 300: a trial's time is mostly its folds' bar-by-bar
-    validation; the hold-out stays the last 600 bars)."""
+    validation windows on 2,100 bars (the tiny config's are 300 on 3,000: a trial's time is mostly its
+    folds' and the hold-out's bar-by-bar validation; the hold-out is the last 420 bars, and the first of
+    three search folds still trains on more than its 800)."""
     path = tiny_config(directory, epochs=1, every=0, report=True, extra=PPO_TUNE.format(studies=directory / "studies"))
-    path.write_text(path.read_text().replace("val = 300\n", "val = 100\n", 1))
+    path.write_text(path.read_text().replace("val = 300\n", "val = 100\n", 1).replace("bars = 3000\n", "bars = 2100\n", 1))
+    assert "bars = 2100" in path.read_text()
     return path
 
 
@@ -73,7 +75,7 @@ def test_tune_searches_ppo_with_pruning_the_hold_out_and_a_best_toml_that_trains
 
     # the hold-out: the best trial's config retrained before the cut and evaluated once after it, as PPO
     ho = s["holdout"]
-    assert ho["cut"] == ho["fold"]["val_start"] == 2400 and ho["fold"]["val_end"] == 3000
+    assert ho["cut"] == ho["fold"]["val_start"] == 1680 and ho["fold"]["val_end"] == 2100
     assert s["holdout_evaluations"] == 1 and "entropy" in ho["last_epoch"]  # PPO's own summary fields
     assert 'agent = "ppo"' in (Path(ho["run_dir"]) / "config.toml").read_text()
 
