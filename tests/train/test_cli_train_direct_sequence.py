@@ -23,9 +23,11 @@ def _attention_config(directory, **kw):
 @pytest.mark.slow
 def test_foxhunt_train_runs_the_attention_policy_and_backtest_runs_its_models_in_torch(tmp_path):
     cfg = _attention_config(tmp_path, epochs=2, every=1, select="inner")
-    # a 10 % held-back window and 100-bar validation (the tiny config's 20 % and 300 bars): both are backtested bar by bar
+    # a 10 % held-back window and 100-bar validation on 1,800 bars (the tiny config's 20 % and 300 bars on 3,000:
+    # fold 0 still trains on more than its 800): the held-back window and validation are backtested bar by bar
     cfg.write_text(cfg.read_text().replace('select = "inner"\n', 'select = "inner"\ninner_fraction = 0.1\n', 1)
-                   .replace("val = 300\n", "val = 100\n", 1))
+                   .replace("val = 300\n", "val = 100\n", 1).replace("bars = 3000\n", "bars = 1800\n", 1))
+    assert "bars = 1800" in cfg.read_text()
     _run(["train", "--config", str(cfg), "--name", "d"])
     run = tmp_path / "runs" / "d"
     assert 'policy = "attention"' in (run / "config.toml").read_text()

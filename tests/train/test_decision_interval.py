@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli_run import run_cli
+from tests.tiny import shorter
 from tests.train.conftest import tiny_config
 from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
 
@@ -28,7 +29,7 @@ def run_at_k(tmp_path_factory) -> tuple[Path, Path]:
     backtest test and the kill-resume test (its uninterrupted reference): two epochs a fold, a
     checkpoint each (the first inside fold 0)."""
     d = tmp_path_factory.mktemp("k4")
-    cfg = _with(tiny_config(d, epochs=2, every=1), "env", "decision_interval = 4")
+    cfg = _with(shorter(tiny_config(d, epochs=2, every=1)), "env", "decision_interval = 4")  # 1,800 bars, 100-bar validation
     res = run_cli(d, "train", "--config", str(cfg), "--name", "ref")
     assert res.returncode == 0, res.stdout + res.stderr
     return d, cfg
@@ -71,7 +72,7 @@ def test_a_run_at_k_saves_models_that_record_k_and_backtest_run_and_model_reprod
 def test_a_decision_grid_keeps_each_folds_best_interval_group_and_its_model_records_that_k(tmp_path):
     from foxhunt.agents.model_io import load_model
 
-    cfg = _with(tiny_config(tmp_path, epochs=2, every=0, select="inner"), "train", "ensemble = 2\ndecision_grid = [1, 4]")
+    cfg = _with(shorter(tiny_config(tmp_path, epochs=2, every=0, select="inner")), "train", "ensemble = 2\ndecision_grid = [1, 4]")
     res = run_cli(tmp_path, "train", "--config", str(cfg), "--name", "grid")
     assert res.returncode == 0, res.stdout + res.stderr
     run = tmp_path / "runs" / "grid"
