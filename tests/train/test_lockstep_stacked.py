@@ -254,3 +254,17 @@ def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32
         _assert_close_states(a, b)
     for a, b in zip(metrics_apart, metrics):
         _assert_close_metrics(a, b)
+
+
+def test_check_mode_accepts_the_stacks_moved_tensors_and_still_names_a_later_move(tmp_path: Path) -> None:
+    """The stack re-homes each member's tensors before any capture (check mode's reference addresses are
+    rebased then); a tensor rebound afterwards is still named by check mode's address check."""
+    cfg = _config(tmp_path, GRIDS["ensemble"])
+    cfg = cfg.replace(dqn={"stack_members": True}, accel={"train_step": "fused", "check": True})
+    runner, metrics = _train(cfg)
+    assert len(runner.lockstep.stacks) == 1 and metrics
+    member = runner.members[0]
+    member.checks.verify_addresses()  # the stacked rows are the reference: nothing moved
+    member.learner.opt.m = member.learner.opt.m.clone()  # detaches member 0's Adam moment from the stack
+    with pytest.raises(Exception, match="changed address"):
+        member.checks.verify_addresses()

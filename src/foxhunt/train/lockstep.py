@@ -83,7 +83,6 @@ def wants_stack(members: Sequence[Any]) -> bool:
 def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
     """Stack the members' fused train steps (before any of their graphs is captured: they read the
     stacked rows) and hand their updates to it. ConfigError (one line) when they cannot share one program."""
-    from foxhunt.agents.dqn.checks import pointers
     from foxhunt.agents.dqn.member_stack import StackedTrainSteps
 
     c0 = members[0].cfg
@@ -98,7 +97,7 @@ def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
     for t in members:
         t.updates_by = stack
         if t.checks is not None:  # check mode: the captured tensors moved into the stack's rows
-            t.checks._pointers = pointers(t)
+            t.checks.rebase_addresses()
 
     def round_of_updates() -> None:
         for _ in range(c0.train_steps_per_round):

@@ -144,6 +144,11 @@ class DeviceChecks:
         st.action.index_copy_(0, idx, act.clamp(0, self.n_actions - 1))
 
     # ---------------------------------------------------------------- host side
+    def rebase_addresses(self) -> None:
+        """Record the current addresses as the reference: for tensors moved on purpose before any graph
+        was captured (``agents.dqn.member_stack`` re-homes a member's state into the stack's rows)."""
+        self._pointers = pointers(self.trainer)
+
     def verify_addresses(self) -> None:
         """CheckFailed if a tensor the captured steps read moved since the last call (or construction)."""
         now = pointers(self.trainer)
