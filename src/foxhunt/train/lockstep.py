@@ -90,8 +90,10 @@ def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
         for key in STACK_EQUAL:
             if getattr(t.cfg, key) != getattr(c0, key):
                 raise ConfigError(f"dqn.stack_members: member {k} differs from member 0 in dqn.{key}")
+    cuda = device.type == "cuda"
+    sides = [torch.cuda.Stream(device) for _ in members] if cuda else None
     try:
-        stack = StackedTrainSteps.from_trainers(members, compile=device.type == "cuda")
+        stack = StackedTrainSteps.from_trainers(members, compile=cuda, side_streams=sides)
     except ValueError as exc:
         raise ConfigError(f"dqn.stack_members: {exc}") from None
     for t in members:
@@ -103,7 +105,7 @@ def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
         for _ in range(c0.train_steps_per_round):
             stack()
 
-    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+    stream = torch.cuda.Stream(device) if cuda else None
     step = GraphedStep(round_of_updates, device, members[0].plan.graphs,
                        generators=[t.replay.sampler.generator for t in members], capture_stream=stream)
     return MemberStack(tuple(range(len(members))), tuple(members), step, stream)

@@ -198,6 +198,7 @@ class PhaseTimer:
                 fn()
                 spans.append(time.perf_counter() - t0)
 
+        timed.__wrapped__ = fn  # type: ignore[attr-defined]  # the step itself (its captured graph) for callers
         return timed
 
     def take(self, epoch: int) -> dict[str, float]:

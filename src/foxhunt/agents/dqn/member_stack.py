@@ -48,7 +48,7 @@ speed unmeasured. ``train/lockstep.py`` uses it behind ``dqn.stack_members`` (of
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -77,8 +77,15 @@ class StackedTrainSteps:
     (``learner.train_step``) still works and updates its row.
     """
 
-    def __init__(self, steps: Sequence[FusedTrainStep], compile: bool = False) -> None:
+    def __init__(self, steps: Sequence[FusedTrainStep], compile: bool = False,
+                 side_streams: Sequence[torch.cuda.Stream] | None = None) -> None:
         self.steps = list(steps)
+        if side_streams is not None and len(side_streams) != len(self.steps):
+            raise ValueError("StackedTrainSteps: one side stream per member")
+        # CUDA: each member's sampling and priority write-back on its own stream (forked from and joined
+        # to the calling stream, so a captured graph holds M parallel branches): one after another on one
+        # stream they are M x a few small kernels a step, which cost more than the stacked step saves.
+        self.side_streams = list(side_streams) if side_streams is not None else None
         if not self.steps:
             raise ValueError("StackedTrainSteps: no members")
         gammas = _check_stackable(self.steps)
@@ -111,7 +118,8 @@ class StackedTrainSteps:
         self._weights = torch.ones((m, self.batch_size), dtype=torch.float32, device=dev)
 
     @classmethod
-    def from_trainers(cls, trainers: Sequence[Any], compile: bool = False) -> "StackedTrainSteps":
+    def from_trainers(cls, trainers: Sequence[Any], compile: bool = False,
+                      side_streams: Sequence[torch.cuda.Stream] | None = None) -> "StackedTrainSteps":
         """The stack of DQNTrainers' fused steps (``plan.train_step = "fused"``). Also re-reads the
         addresses the fused acting pass checks (``FusedActing._sources``): its packed copies read the
         networks' parameters, which moved into the stack (nothing is captured yet)."""
@@ -120,7 +128,7 @@ class StackedTrainSteps:
             if not isinstance(tr.learner.fused, FusedTrainStep):
                 raise ValueError(f"StackedTrainSteps: member {k} has no fused train step (plan.train_step = 'fused')")
             steps.append(tr.learner.fused)
-        out = cls(steps, compile=compile)
+        out = cls(steps, compile=compile, side_streams=side_streams)
         for tr in trainers:
             acting = getattr(tr.collector, "_fused", None)
             if acting is not None:
@@ -129,18 +137,35 @@ class StackedTrainSteps:
 
     def __call__(self) -> None:
         """One gradient step of every member, entirely on the device (no host reads; graph-capturable)."""
-        draws = []
-        for s in self.steps:
-            ln = s.learner
-            idx, w = ln.replay.sampler.sample(self.batch_size)  # each member's own generator and priorities
-            if ln.checks is not None:
-                ln.checks.sample(idx)  # check mode clamps idx in place: before it is stacked
-            draws.append((idx, w))
+        draws = self._per_member(self._draw)
         torch.stack([d[0] for d in draws], out=self._idx)
         torch.stack([d[1] for d in draws], out=self._weights)
         td = self.program(self._idx, self._weights, self._tensors)  # [M, B]; 0 where a member's step was skipped
-        for s, (idx, _), td_k in zip(self.steps, draws, td.unbind(0)):
-            s.learner.replay.update_priorities(idx, td_k)
+        rows = td.unbind(0)
+        self._per_member(lambda k, s: s.learner.replay.update_priorities(draws[k][0], rows[k]))
+
+    def _draw(self, k: int, s: FusedTrainStep) -> tuple[torch.Tensor, torch.Tensor]:
+        ln = s.learner
+        idx, w = ln.replay.sampler.sample(self.batch_size)  # each member's own generator and priorities
+        if ln.checks is not None:
+            ln.checks.sample(idx)  # check mode clamps idx in place: before it is stacked
+        return idx, w
+
+    def _per_member(self, fn: Callable[[int, FusedTrainStep], Any]) -> list[Any]:
+        """``fn(k, step_k)`` for every member: in order on the CPU; on CUDA each on its own side stream,
+        forked from the current stream and joined back before returning (a graph capture records the
+        branches as parallel nodes)."""
+        if self.side_streams is None:
+            return [fn(k, s) for k, s in enumerate(self.steps)]
+        here = torch.cuda.current_stream()
+        out = []
+        for k, (s, side) in enumerate(zip(self.steps, self.side_streams)):
+            side.wait_stream(here)
+            with torch.cuda.stream(side):
+                out.append(fn(k, s))
+        for side in self.side_streams:
+            here.wait_stream(side)
+        return out
 
     def check_views(self) -> None:
         """Host-side: every member's tensors are still row k of the stack (ValueError naming the first
