@@ -195,6 +195,8 @@ def main() -> None:
     ap.add_argument("--max-sequential", type=int, default=1_000, help="skip sequential runs above this many members")
     ap.add_argument("--folds", type=int, default=None, help="keep this many folds (folds.max_folds; default: the config's)")
     ap.add_argument("--epochs", type=int, default=None, help="epochs per fold (default: the config's)")
+    ap.add_argument("--warmup-each", action="store_true", help="an untimed walk-forward for every member count "
+                    "(dqn.stack_members: its program's shapes carry the member count, so each count compiles once)")
     ap.add_argument("--no-warmup", action="store_true", help="skip the untimed first walk-forward (1 epoch a fold, "
                     "the smallest M in lockstep) that pays the one-off Triton / torch.compile compilation")
     ap.add_argument("--profile", action="store_true", help="time each steady epoch's phases (enqueue, drain, "
@@ -224,7 +226,9 @@ def main() -> None:
         out = None
         stem = f"members_{dev.type}_{args.tag}{'_quick' if args.quick else ''}"
         if not args.no_warmup:  # compile once, so that no timed run pays it (the first of them would)
-            run_one(prepared, member_config(base.replace(train={"epochs": 1}), min(members), True))
+            # dqn.stack_members compiles one program per member count (its shapes carry M): warm each count up
+            for m in (members if args.warmup_each else [min(members)]):
+                run_one(prepared, member_config(base.replace(train={"epochs": 1}), m, True))
         for m in members:
             for mode in modes:
                 if mode == "sequential" and m > args.max_sequential:
