@@ -157,11 +157,42 @@ def test_a_stacks_updates_run_after_round_r_of_each_of_its_members_and_before_ro
     a.replay.storage.size = c.replay.storage.size = 16  # not yet a batch: the trainer's rule, no updates
     step.run_epoch()
     assert log == ["a0", "b0", "c0", "a1", "b1", "c1"]
-    # a tune population's subset: a stack's members stay (renumbered) or leave together, never apart
+    # a tune population's subset: a stack's members stay (renumbered) or leave; one that leaves (a pruned trial of a
+    # population stacked across trials) keeps its row in the program but is no longer waited for nor asked
     assert step.subset([1, 2, 0]).stacks[0].members == (2, 1)
     assert step.subset([1]).stacks == []
-    with pytest.raises(ValueError, match="stay or leave together"):
-        step.subset([0, 1])
+    a.replay.storage.size = c.replay.storage.size = 1 << 20
+    part = step.subset([0, 1])
+    assert part.stacks[0].members == (0,) and part.stacks[0].trainers == (a,)
+    c.replay.storage.size = 16  # the member that left: its replay is no longer asked
+    log.clear()
+    part.run_epoch()
+    assert log == ["a0", "b0", "S", "a1", "b1", "S"]
+
+
+def test_a_member_that_fails_mid_epoch_is_no_longer_waited_for_by_its_stack() -> None:
+    """A failed trial of a population stacked across trials must not stop the others' updates."""
+    log: list[str] = []
+    a, c = _Member("a", 3, log), _Member("c", 3, log)
+
+    def failing():
+        log.append("c0")
+        yield
+        raise RuntimeError("diverged")
+
+    def filling():  # a's replay holds a batch from round 1 on; c's, which failed at round 1, never does
+        for r in range(3):
+            a.replay.storage.size = 16 if r == 0 else 64
+            log.append(f"a{r}")
+            yield
+
+    a.epoch_steps, c.epoch_steps = filling, failing  # type: ignore[method-assign]
+    a.replay.storage.size = c.replay.storage.size = 16
+    step = Lockstep([a, c], torch.device("cpu"), stacks=[MemberStack((0, 1), (a, c), lambda: log.append("S"), None)])  # type: ignore[arg-type]
+    errors: list[int] = []
+    step.run_epoch(lambda k, exc: errors.append(k))
+    assert errors == [1]
+    assert log == ["a0", "c0", "a1", "S", "a2", "S"]  # round 0: no replay holds a batch yet
 
 
 def test_a_population_of_stacked_trials_trains_bit_for_bit_what_each_stacked_trial_trains_alone(tmp_path: Path) -> None:

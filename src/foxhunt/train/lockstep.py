@@ -64,11 +64,13 @@ class MemberStack:
     step: GraphedStep
     stream: torch.cuda.Stream | None
 
-    def ready(self) -> bool:
-        """The trainer's own condition (``DQNTrainer.epoch_steps``): the replays hold a batch."""
+    def ready(self, left: Sequence[int] = ()) -> bool:
+        """The trainer's own condition (``DQNTrainer.epoch_steps``): the replays hold a batch. left:
+        members (lockstep indices) that failed this epoch: their replays no longer grow, so they are
+        not asked."""
         cfg = self.trainers[0].cfg
         ready_at = max(cfg.warmup_transitions, cfg.batch_size)
-        ready = [t.replay.storage.size >= ready_at for t in self.trainers]
+        ready = [t.replay.storage.size >= ready_at for m, t in zip(self.members, self.trainers) if m not in left]
         if any(ready) != all(ready):
             raise RuntimeError("Lockstep: stacked members' replays differ in size (they collect equal rounds)")
         return cfg.train_steps_per_round > 0 and all(ready)
@@ -151,12 +153,13 @@ class Lockstep:
         sub.streams = [self.streams[k] for k in keep] if self.streams is not None else None
         pos = {m: j for j, m in enumerate(keep)}
         sub.stacks = []
-        for st in self.stacks:  # a stack is one trial's members: they stay or leave together
-            kept = [pos[m] for m in st.members if m in pos]
-            if kept and len(kept) != len(st.members):
-                raise ValueError("Lockstep.subset: a member stack's members must stay or leave together")
+        for st in self.stacks:
+            # a member that left (a pruned or failed trial of a population stacked across trials) keeps its row in
+            # the stack's program, which goes on updating it from its own replay: wasted work, read by no one, and
+            # no change to any other row (each row's arithmetic is its own). It is no longer waited for.
+            kept = [(pos[m], t) for m, t in zip(st.members, st.trainers) if m in pos]
             if kept:
-                sub.stacks.append(replace(st, members=tuple(kept)))
+                sub.stacks.append(replace(st, members=tuple(j for j, _ in kept), trainers=tuple(t for _, t in kept)))
         return sub
 
     def run_epoch(self, on_error: Callable[[int, Exception], None] | None = None) -> None:
@@ -180,6 +183,7 @@ class Lockstep:
             for s in self.streams:
                 s.wait_stream(host)
         steps: list[Iterator[None] | None] = [t.epoch_steps() for t in self.members]
+        failed: set[int] = set()  # members whose round raised this epoch (they take no more rounds)
         while any(g is not None for g in steps):
             stepped = [False] * len(steps)  # which members took a round in this pass
             for k, gen in enumerate(steps):
@@ -195,25 +199,29 @@ class Lockstep:
                         if on_error is None:
                             raise
                         steps[k] = None
+                        failed.add(k)
                         on_error(k, exc)
-            for st in self.stacks:  # round r's updates of a stack's members, after round r of each of them
-                if all(stepped[m] for m in st.members):
+            for st in self.stacks:  # round r's updates of a stack's members, after round r of each that is still in
+                live = [m for m in st.members if m not in failed]
+                if live and all(stepped[m] for m in live):
                     try:
-                        self._run_stack(st)
+                        self._run_stack(st, failed)
                     except Exception as exc:
                         if on_error is None:
                             raise
-                        for m in st.members:
+                        for m in live:
                             steps[m] = None
+                            failed.add(m)
                             on_error(m, exc)
         if self.streams is not None:
             for s in self.streams:
                 host.wait_stream(s)
 
-    def _run_stack(self, st: MemberStack) -> None:
-        """One round of a stack's updates, if its members' replays are ready; on CUDA ordered after
-        every member stream's round and before any member's next round."""
-        if not st.ready():
+    def _run_stack(self, st: MemberStack, failed: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+        """One round of a stack's updates, if its members' replays are ready (``failed``: members that
+        left this epoch, not asked); on CUDA ordered after every member stream's round and before any
+        member's next round."""
+        if not st.ready(tuple(failed)):
             return
         if self.streams is None or st.stream is None:
             st.step()

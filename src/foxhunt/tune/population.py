@@ -25,6 +25,15 @@ trainer owns may differ (learning rates, discounts, cost multipliers, entropy, e
 widths, seeds, the learner itself): the members are stepped side by side, not stacked, so their
 shapes need not match. Trials that cannot share run one at a time, as with ``tune.population = 1``.
 
+Stacked across trials (``dqn.stack_members = true`` in the study's configuration): when every trial is one
+DQN member (``train.ensemble = 1``, no grid) and their fused train steps can be stacked (equal network
+shapes, batch, rounds and warm-up; learning rates and discounts may differ: ``agents.dqn.member_stack``),
+the population's updates run as ONE stacked program (``train.lockstep.build_stack``), each trial a row;
+their values then equal the trials alone within float32 rounding (batched GEMMs), not bit for bit. Where
+they cannot be stacked the population runs side by side (``stack_note`` says why); trials of several
+members keep their own stacks. A trial that leaves keeps its row in the program, updated and read by no
+one (``Lockstep.subset``).
+
 A trial leaves the population when its ``on_fold`` raises (``optuna.TrialPruned``) or its config,
 runner or training raises (it fails alone: the exception is its outcome); the others go on and the
 trial that left is stepped no more.
@@ -40,7 +49,8 @@ from typing import Any, Callable, Sequence
 import torch
 
 from foxhunt.config import Config
-from foxhunt.train.lockstep import Lockstep
+from foxhunt.errors import ConfigError
+from foxhunt.train.lockstep import Lockstep, build_stack, wants_stack
 from foxhunt.tune.joint_validation import validate_together
 from foxhunt.tune.objective import FoldScores
 
@@ -100,8 +110,15 @@ class PopulationRunner:
                 self.owner.append(i)  # member m's trial
                 tags.append(names[i] if len(r.members) == 1 else f"{names[i]} member {k}")
         self.device = first.market.device
-        self.lockstep = Lockstep(members, self.device, all(r.tcfg.lockstep for r in self.runners), labels=tags,
-                                 stacks=stacks)
+        lockstep = all(r.tcfg.lockstep for r in self.runners)
+        self.stack_note: str | None = None  # why trials that asked for one stack were not stacked
+        if lockstep and not stacks and wants_stack(members):
+            # every trial one member with dqn.stack_members on: the population's updates as one program
+            try:
+                stacks = [build_stack(members, self.device)]
+            except ConfigError as exc:  # shapes or loop keys differ: side by side, as without the flag
+                self.stack_note = str(exc)
+        self.lockstep = Lockstep(members, self.device, lockstep, labels=tags, stacks=stacks)
 
     def score_folds(self, on_fold: Sequence[Callable[[int, Any, Any], None] | None],
                     times: Sequence[dict[str, float]] | None = None) -> list[Exception | None]:
