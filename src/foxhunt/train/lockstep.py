@@ -24,7 +24,7 @@ epoch summary's readback on its own stream; ``finish`` reads them in member orde
 On a CPU there are no streams: the members' rounds interleave on the host in the same order, which
 changes nothing in any member's arithmetic (the CPU tests prove the equality with members alone).
 
-Stacked updates (``dqn.stack_members``, off by default, unmeasured on a GPU): when every member is a
+Stacked updates (``dqn.stack_members``, off by default; measured on an H100: BENCHMARKS.md): when every member is a
 DQNTrainer with the flag on (two or more), their fused train steps become one program
 (``agents.dqn.member_stack.StackedTrainSteps``, built here before any member graph is captured) and a
 round's updates of all members one ``GraphedStep`` on the stack's own stream. Each member's

@@ -25,7 +25,7 @@ class DirectConfig(Section):
     batch_windows: int = Field(256, ge=1, le=1 << 20, description="windows per gradient step (B), drawn uniformly from the fold's "
                                "training slice (index ranges, no copies of the market)")
     steps_per_epoch: int = Field(16, ge=1, le=1_000_000, description="gradient steps per epoch")
-    epoch_graph: bool = Field(False, description="(off until its GPU tests have run on a card) on a GPU an epoch's steps_per_epoch gradient steps are ONE CUDA graph: one host launch "
+    epoch_graph: bool = Field(False, description="(off by default: its GPU tests pass on an H100, bitwise equal to per-round graphs, but measured there it saves nothing in a steady epoch and its capture costs ~1 s a member a fold: BENCHMARKS.md) on a GPU an epoch's steps_per_epoch gradient steps are ONE CUDA graph: one host launch "
                               "an epoch instead of one a step; the same kernels in the same order, so the same results")
     # Policy
     hidden: tuple[Width, ...] = Field((64, 64), min_length=1, max_length=6, description="trunk layer widths")

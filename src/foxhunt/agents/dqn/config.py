@@ -32,11 +32,11 @@ class DQNConfig(Section):
                                      "copy of the networks taken after round r-1's updates, into the round buffers) "
                                      "while round r's updates run, on a second CUDA stream on a GPU; false: "
                                      "collection and updates take turns (foxhunt.agents.dqn.overlap)")
-    epoch_graph: bool = Field(False, description="(off until its GPU tests have run on a card) on a GPU, an epoch whose every round trains (the replay already holds a "
+    epoch_graph: bool = Field(False, description="(off by default: its GPU tests pass on an H100, bitwise equal to per-round graphs, but measured there it saves nothing in a steady epoch and its capture costs ~1 s a member a fold: BENCHMARKS.md) on a GPU, an epoch whose every round trains (the replay already holds a "
                               "batch) is ONE CUDA graph: one host launch an epoch instead of two a round (with many members in "
                               "lockstep the host's launches were half the epoch); the same kernels in the same order, so the same "
                               "results. Not with overlap_collection or curiosity (they keep their own rounds)")
-    stack_members: bool = Field(False, description="(off until measured on a GPU) a fold's K >= 2 members "
+    stack_members: bool = Field(False, description="(off by default; GPU tests pass on an H100; measured: BENCHMARKS.md, "Epoch graphs and the stacked train step") a fold's K >= 2 members "
                                 "(train.ensemble, train.gamma_grid) take their gradient steps as ONE program: "
                                 "their fused train steps stacked over a member axis (torch.vmap, "
                                 "agents.dqn.member_stack), one captured graph of a round's updates for all members "

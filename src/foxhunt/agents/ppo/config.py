@@ -25,7 +25,7 @@ class PPOConfig(Section):
     n_envs: int = Field(256, ge=1, le=1 << 20, description="environments stepped in lockstep")
     rollout_len: int = Field(32, ge=1, le=4096, description="env steps per rollout (T)")
     iterations_per_epoch: int = Field(8, ge=1, le=100_000, description="rollout + update iterations per epoch")
-    epoch_graph: bool = Field(False, description="(off until its GPU tests have run on a card) on a GPU an epoch's iterations (rollout + update each) are ONE CUDA graph: "
+    epoch_graph: bool = Field(False, description="(off by default: its GPU tests pass on an H100, bitwise equal to per-round graphs, but measured there it saves nothing in a steady epoch and its capture costs ~1 s a member a fold: BENCHMARKS.md) on a GPU an epoch's iterations (rollout + update each) are ONE CUDA graph: "
                               "one host launch an epoch instead of two an iteration (with many members in lockstep "
                               "the host's launches were half the epoch); the same kernels in the same order, so the same results")
     # Learning
