@@ -36,7 +36,7 @@ class DQNConfig(Section):
                               "batch) is ONE CUDA graph: one host launch an epoch instead of two a round (with many members in "
                               "lockstep the host's launches were half the epoch); the same kernels in the same order, so the same "
                               "results. Not with overlap_collection or curiosity (they keep their own rounds)")
-    stack_members: bool = Field(False, description="(off by default; GPU tests pass on an H100; measured: BENCHMARKS.md, "Epoch graphs and the stacked train step") a fold's K >= 2 members "
+    stack_members: bool = Field(False, description="(off by default; GPU tests pass on an H100; measured: BENCHMARKS.md, Epoch graphs and the stacked train step) a fold's K >= 2 members "
                                 "(train.ensemble, train.gamma_grid) take their gradient steps as ONE program: "
                                 "their fused train steps stacked over a member axis (torch.vmap, "
                                 "agents.dqn.member_stack), one captured graph of a round's updates for all members "
