@@ -19,7 +19,7 @@
 # |           | draws ${FAM_DRAWS:-0..11}, split over its processes, every process side by side on the one GPU; each run's rows |  |
 # |           | merge into family_<FAMILY>_cuda_<TAG>.json with the family gates over all its draws (held-out: report only)   |  |
 # | bench     | the benchmarks BENCHMARKS.md cites (BENCH: a subset of bench_*.py names) | 10+ min   |
-# | mtests    | the lockstep members' and epoch graphs' GPU tests (test_lockstep, test_*_epoch_graph -m gpu) | ~1 min |
+# | mtests    | the lockstep members', stacked members' and epoch graphs' GPU tests (-m gpu)             | ~2 min |
 # | gates     | issue 44's gates, each walk-forward alone: bench_members with the DQN and PPO decision-grid configurations | ~4 min |
 # |           | (3 members, lockstep; DQN also sequential), GATE_SET: extra --set flags for both                      |            |
 # | members   | bench_members: M = ${MEMBERS:-1,3,9,27} lockstep (sequential up to ${MAX_SEQ:-9}) for h200-fast, h200-ppo and  | ~8 min |
@@ -98,7 +98,8 @@ run_step() {
       for tag in "${tags[@]}"; do python3 -m bench.merge_parts "family_${fam}_${dv}_${tag}" || rc=$?; tail -n 5 "$OUT"/fampar_${tag}_*.log; done
       return $rc ;;
     mtests) TAILN=12 step ${T_TESTS:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests/train/test_lockstep.py \
-              tests/agents/test_dqn_epoch_graph.py tests/agents/test_ppo_epoch_graph.py tests/tune/test_joint_validation.py ;;
+              tests/agents/test_dqn_epoch_graph.py tests/agents/test_ppo_epoch_graph.py tests/tune/test_joint_validation.py \
+              tests/train/test_lockstep_stacked.py tests/agents/test_dqn_member_stack.py tests/tune/test_population_stacked.py ;;
     gates) local rc=0 ema='features.ema_horizons=[10,30,100,300,1000,3000]' grid='train.decision_grid=[1,8,32]'
       step ${T_GATE:-240} python3 -m bench.bench_members --config configs/h200-fast.toml --members 3 --modes lockstep,sequential \
         --set "$ema" --set dqn.n_step=3 --set "$grid" --set dqn.gamma=0.9 ${GATE_SET:-} --set 'features.cache_dir="/tmp/fcache"' --tag gate_dqn || rc=$?

@@ -122,3 +122,19 @@ def test_trials_whose_networks_differ_in_shape_run_side_by_side_and_say_why(
     assert len(notes) == 1 and notes[0] is not None and notes[0].startswith("dqn.stack_members:")
     assert out[0].error is None and out[1].error is None
     _assert_close(out[0].scores, alone[0])
+
+
+@pytest.mark.gpu
+def test_gpu_a_stacked_population_equals_its_trials_alone_within_float32(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On CUDA: the stack compiled, its round one graph on its own stream, each member's sampling on a side stream."""
+    d = _config(tmp_path, "gpu").to_dict()
+    d["run"]["device"] = "cuda"
+    d["accel"].update(backend="fused", matmul_precision="fp32")
+    cfg = build_config(d, source="<test>")
+    alone = [TrialEvaluator(cfg).evaluate(v)[0] for v in VALUES]
+    seen = _spy_stacks(monkeypatch)
+    out = TrialEvaluator(cfg).evaluate_population(VALUES, [None] * 3)
+    assert seen and all(s == [3] for s in seen)
+    for o, a in zip(out, alone):
+        assert o.error is None
+        _assert_close(o.scores, a)
