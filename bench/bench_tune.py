@@ -75,7 +75,8 @@ QUICK = {"run": {"device": "cpu"}, "data": {"bars": 4000}, "folds": {"train": 10
          "dqn": {"n_envs": 32, "rollout_len": 8, "rounds_per_epoch": 4, "train_steps_per_round": 2, "batch_size": 64,
                  "hidden": [32, 32], "head_hidden": 16, "buffer_capacity": 8192, "warmup_transitions": 256,
                  "sampler": "proportional"},
-         "accel": {"backend": "torch", "matmul_precision": "fp32"},
+         "accel": {"backend": "torch", "matmul_precision": "fp32", "acting": "auto"},  # the torch path everywhere (the
+         # configuration's named fused acting needs a GPU, or Triton's interpreter: every quick trial failed without it)
          "train": {"epochs": 1}}
 
 
@@ -207,7 +208,8 @@ def throughput(args: argparse.Namespace, k: int, tmp: Path, seconds: float, time
         "stopped_workers": stopped, "errors": errs})
 
 
-def in_process(args: argparse.Namespace, ev: TrialEvaluator, tmp: Path, seconds: float, population: int = 1) -> dict[str, Any]:
+def in_process(args: argparse.Namespace, ev: TrialEvaluator, tmp: Path, seconds: float, population: int = 1,
+               warm: bool = True) -> dict[str, Any]:
     """Part (a) for K = 1: the in-process worker ``foxhunt tune --workers 1`` runs, on the warm
     evaluator of part (b) (market loaded, compiled code in this process); with ``population`` P > 1,
     that worker with ``tune.population = P`` (--population)."""
@@ -219,7 +221,9 @@ def in_process(args: argparse.Namespace, ev: TrialEvaluator, tmp: Path, seconds:
     open_study(url, cfg.tune.study, cfg.tune, create=True)
     with common.stopwatch() as sw:
         run_worker(cfg, url, d, 1_000_000, seconds, 0, ev)
-    mode = "in-process (warm)" + (f", population {population}" if population > 1 else "")
+    # warm: part (b) or an earlier in-process row ran on ``ev`` first; cold (--no-eval, the first row): its first
+    # trial or population pays the market's load and the compilation
+    mode = f"in-process ({'warm' if warm else 'cold'})" + (f", population {population}" if population > 1 else "")
     return _row(open_study(url, cfg.tune.study, cfg.tune, create=False), 1,
                 {"mode": mode, "population": population, "seconds": seconds, "wall_s": sw.s, "errors": []})
 
@@ -252,6 +256,11 @@ def _row(study: Any, k: int, row: dict[str, Any]) -> dict[str, Any]:
         rate = row.get("trials_per_hour_window") or row.get("trials_per_hour_from_durations") or \
             (row["trials_per_hour_incl_startup"] if row.get("population", 1) > 1 else None)
         row["trial_folds_per_hour"] = rate * row["n_folds"] if rate else None
+    failed = [t for t in study.trials if t.state.name == "FAIL"]
+    if failed:  # a harness that fails every trial must say so, not report "0 trials"
+        why = (failed[0].user_attrs.get("result") or {}).get("error") or "see the study"
+        row["failed_first_error"] = str(why)[:300]
+        print(f"K={k}: {len(failed)} trials FAILED; the first: {row['failed_first_error']}", flush=True)
     pop = f" population {row['population']}" if row.get("population", 1) > 1 else ""
     print(f"K={k}{pop}: {row['trials']} trials in {wall:.0f} s (incl. start-up {row.get('trials_per_hour_incl_startup') or 0:.0f} trials/h); steady {row.get('trials_per_hour_window') or 0:.0f} trials/h "
           f"(from durations {row.get('trials_per_hour_from_durations') or 0:.0f}); trial {row.get('trial_s_mean') or 0:.1f} s "
@@ -403,9 +412,11 @@ def main() -> None:
         seconds, plan = _plan(args, ks, result.get("evaluation"), left() - sc, pops)
         result["seconds_per_k"], result["plan"] = seconds, plan
         result["throughput"] = []
+        warm = not args.no_eval
         for k in ks:
             if k == 1:
-                result["throughput"].append(in_process(args, ev, Path(tmp), seconds))
+                result["throughput"].append(in_process(args, ev, Path(tmp), seconds, warm=warm))
+                warm = True
             else:
                 ev.release()  # the workers load their own market: free this process's device copy
                 timeout = plan["startup_s"] + seconds
@@ -413,7 +424,8 @@ def main() -> None:
                 result["throughput"].append(throughput(args, k, Path(tmp), seconds, timeout, cap))
             save()
         for q in pops:  # on the warm evaluator, as K = 1 (the K > 1 rows above released its market: reloaded once)
-            result["throughput"].append(in_process(args, ev, Path(tmp), seconds, population=q))
+            result["throughput"].append(in_process(args, ev, Path(tmp), seconds, population=q, warm=warm))
+            warm = True
             save()
         ev.release()
         if args.prune_trials:
