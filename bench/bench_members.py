@@ -228,11 +228,13 @@ def main() -> None:
         if not args.no_warmup:  # compile once, so that no timed run pays it (the first of them would)
             # dqn.stack_members compiles one program per member count (its shapes carry M): warm each count up
             for m in (members if args.warmup_each else [min(members)]):
+                print(f"M={m:>3} warm-up (1 epoch a fold, untimed)", flush=True)  # a run cut by a timeout shows where
                 run_one(prepared, member_config(base.replace(train={"epochs": 1}), m, True))
         for m in members:
             for mode in modes:
                 if mode == "sequential" and m > args.max_sequential:
                     continue
+                print(f"M={m:>3} {mode:>10}: timing", flush=True)
                 try:
                     row = run_one(prepared, member_config(base, m, mode == "lockstep"), profile=args.profile)
                 except Exception as exc:  # a failed run is recorded, the others go on
