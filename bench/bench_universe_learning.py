@@ -101,9 +101,12 @@ def train(cfg: Any, mode: str, name: str, own_scales: bool = True) -> tuple[Path
     return run_dir, time.perf_counter() - t0
 
 
-def stitched(run_dir: Path, u: FamilyUniverse) -> tuple[list[list[np.ndarray]], list[np.ndarray], dict[str, Any]]:
+def stitched(run_dir: Path, u: FamilyUniverse, subset: bool = False
+             ) -> tuple[list[list[np.ndarray]], list[np.ndarray], dict[str, Any]]:
     """Per symbol (S), its validation returns over the run's folds and their bar times, from the universe
-    fold files; and the run's facts (per-fold pooled Sharpe, flat folds, turnover)."""
+    fold files; and the run's facts (per-fold pooled Sharpe, flat folds, turnover). subset: ``u`` holds
+    some of the run's symbols (bench/universe_mirror_experiment.py: the originals, not their mirrors); the
+    others' windows are left out of the returns, turnover and time in market."""
     from safetensors.numpy import load_file
 
     rets: list[list[np.ndarray]] = [[] for _ in u.symbols]
@@ -123,6 +126,8 @@ def stitched(run_dir: Path, u: FamilyUniverse) -> tuple[list[list[np.ndarray]], 
         facts["flat"].append([bool(r.get("flat")) for r in recs])
         facts["unabstained_sharpe"].append([(r.get("all_members") or {}).get("sharpe") for r in recs])
         for w, row in enumerate(m["symbols"]):
+            if subset and row["symbol"] not in u.symbols:
+                continue
             s = u.symbols.index(row["symbol"])
             n = int(c["lengths"][w])
             start = int(np.searchsorted(ts[s], np.datetime64(row["val_first_time"].rstrip("Z"), "ns").astype(np.int64)))

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Container, Iterator, Sequence
 
 import torch
 
@@ -64,7 +64,7 @@ class MemberStack:
     step: GraphedStep
     stream: torch.cuda.Stream | None
 
-    def ready(self, left: Sequence[int] = ()) -> bool:
+    def ready(self, left: Container[int] = ()) -> bool:
         """The trainer's own condition (``DQNTrainer.epoch_steps``): the replays hold a batch. left:
         members (lockstep indices) that failed this epoch: their replays no longer grow, so they are
         not asked."""
@@ -217,11 +217,11 @@ class Lockstep:
             for s in self.streams:
                 host.wait_stream(s)
 
-    def _run_stack(self, st: MemberStack, failed: set[int] = frozenset()) -> None:  # type: ignore[assignment]
+    def _run_stack(self, st: MemberStack, failed: Container[int] = ()) -> None:
         """One round of a stack's updates, if its members' replays are ready (``failed``: members that
         left this epoch, not asked); on CUDA ordered after every member stream's round and before any
         member's next round."""
-        if not st.ready(tuple(failed)):
+        if not st.ready(failed):
             return
         if self.streams is None or st.stream is None:
             st.step()
