@@ -134,11 +134,13 @@ class PreparedUniverse:
 
 
 def prepare_universe(cfg: Config, sources: Sequence[str | Path] | None = None, *, fold_layout: str = "config",
-                     universe: Any = None, cut: int | None = None) -> PreparedUniverse:
+                     universe: Any = None, cut: int | None = None, mirror: bool | None = None) -> PreparedUniverse:
     """Load the universe (``foxhunt.data.universe``), lay out its folds, build or reuse each symbol's
     features, upload once. sources: default ``data.path`` + ``data.paths``; universe: already loaded;
     cut: the folds end at this union-calendar date (``foxhunt tune``'s hold-out; the bars after it are
-    loaded and uploaded all the same).
+    loaded and uploaded all the same). mirror: upload every symbol's mirrored bars too (their features
+    through the same per-symbol cache; ``foxhunt.universe_market``); default ``train.mirror`` (a
+    backtest, which never visits them, passes False).
 
     Every check comes before the cache is written: each file's rules, the universe's (duplicate
     symbols, mixed intervals, data.symbols), each symbol's bar count, the folds and their members.
@@ -162,10 +164,15 @@ def prepare_universe(cfg: Config, sources: Sequence[str | Path] | None = None, *
         require_formed_rows(bars)
     cfg, folds, note, calendar = universe_folds(cfg, universe, spec.WARMUP, layout=fold_layout, cut=cut)
     t1 = time.perf_counter()
-    uf = universe_features(universe, cfg.features.cache_dir, device, long_momentum=cfg.features.long_momentum,
-                           ema_horizons=cfg.features.ema_horizons)
+    extras = {"long_momentum": cfg.features.long_momentum, "ema_horizons": cfg.features.ema_horizons}
+    uf = universe_features(universe, cfg.features.cache_dir, device, **extras)
+    mirrored = None
+    if cfg.train.mirror if mirror is None else mirror:
+        from foxhunt.data.mirror import mirror_universe
+
+        mirrored = universe_features(mirror_universe(universe), cfg.features.cache_dir, device, **extras)
     t2 = time.perf_counter()
-    market = UniverseMarket(uf, device)
+    market = UniverseMarket(uf, device, mirror=mirrored)
     if device.type == "cuda":
         import torch
 

@@ -77,6 +77,7 @@ def print_prepared_universe(p: Any, console: Any) -> None:
     console.print(
         f"market data on [bold]{m.device}[/]: {len(u)} symbols, {m.n_bars} bars × {m.n_features} features "
         f"(obs dim {m.obs_dim}), warm-up {m.warmup} bars per symbol; cache: {built} built, {len(u) - built} reused "
-        f"in {show_path(p.config.features.cache_dir)}",
+        f"in {show_path(p.config.features.cache_dir)}"
+        + ("; and every symbol's mirror for training (train.mirror)" if m.mirror_offset else ""),
         highlight=False, soft_wrap=True,
     )

@@ -27,6 +27,11 @@ over its own training rows). MarketData's single-range ``set_fold`` works for a 
   bar by ``medians_at`` (the env step, its resets, the torch backtester, the direct learner), so no
   symbol's bars reach another's rewards or metrics. The 0-d ``median_*`` hold the members' training
   rows pooled; only the fused kernels read those, and a pooled run does not use them.
+* **Mirror** (``train.mirror``): every symbol's mirrored bars (``foxhunt.data.mirror.mirror_universe``)
+  sit after all R rows, symbol s's at ``R + offsets[s]`` … (``mirror_offset`` = R, as for one series).
+  Half of the training draws land in the mirrored rows of the drawn symbol (``foxhunt.env.pooled``);
+  they are normalised with the symbol's own statistics and read its medians, as one series' mirror
+  reads the data's. Folds, held-back windows and backtests use rows below R only.
 * ``fold_bounds`` holds the rows' envelope (the first member's training start … the last member's
   validation end); nothing samples from it on a pooled market.
 """
@@ -95,16 +100,24 @@ class UniverseMarket(MarketData):
     symbols: S names. offsets: [S + 1] int64 on the device; offsets_host: the same, a numpy array.
     """
 
-    def __init__(self, uf: UniverseFeatures, device: torch.device | str = "cpu") -> None:
-        super().__init__(uf.features, device)
+    def __init__(self, uf: UniverseFeatures, device: torch.device | str = "cpu",
+                 mirror: UniverseFeatures | None = None) -> None:
+        """mirror: the universe's mirror (the same symbols and offsets, ``foxhunt.data.mirror.mirror_universe``'s
+        features), appended after all R rows for training draws (module docstring)."""
+        if mirror is not None and (mirror.symbols != uf.symbols or not np.array_equal(mirror.offsets, uf.offsets)):
+            raise ValueError("UniverseMarket: the mirror's symbols or offsets differ from the universe's")
+        super().__init__(uf.features, device, mirror=mirror.features if mirror is not None else None)
         self.symbols = uf.symbols
         self._calendar: np.ndarray | None = None
         self.offsets_host = uf.offsets.copy()
         self.offsets = torch.as_tensor(uf.offsets, dtype=torch.int64).to(self.device)
         starts = self.offsets[1:-1]
         if starts.numel():
-            # A symbol's first return has no previous bar of its own: 0, never a cross-symbol ratio.
+            # A symbol's first return has no previous bar of its own: 0, never a cross-symbol ratio
+            # (in the mirrored rows too; each half's row 0 is 0 already).
             self.log_return.index_fill_(0, starts, 0.0)
+            if self.mirror_offset:
+                self.log_return.index_fill_(0, starts + self.mirror_offset, 0.0)
         self.pooled = self.n_symbols > 1
         if self.pooled:
             s, dev = self.n_symbols, self.device
@@ -175,9 +188,10 @@ class UniverseMarket(MarketData):
         self.sym_mean.copy_(stats.mean)
         self.sym_inv_std.copy_(inverse_std(stats.std))
         for s in range(self.n_symbols):  # the same float32 ops as gather_features: (x − mean) · inv
-            rows = slice(int(off[s]), int(off[s + 1]))
-            torch.sub(self.raw_features[rows], self.sym_mean[s], out=self.features[rows])
-            self.features[rows].mul_(self.sym_inv_std[s])
+            for shift in (0, self.mirror_offset) if self.mirror_offset else (0,):  # its mirrored rows: its statistics
+                rows = slice(int(off[s]) + shift, int(off[s + 1]) + shift)
+                torch.sub(self.raw_features[rows], self.sym_mean[s], out=self.features[rows])
+                self.features[rows].mul_(self.sym_inv_std[s])
         self.norm_mean.zero_()
         self.norm_inv_std.fill_(1.0)
         self.sym_lo.copy_(torch.as_tensor(b[:, 0]))

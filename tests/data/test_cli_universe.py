@@ -2,7 +2,7 @@
 `data validate DIR` (or a long table) prints a line per symbol and a total; a bad file among good
 ones, mixed intervals and a symbol in two files are one exact red line, exit 2, nothing written;
 `prepare --data DIR` prints the per-symbol fold table; `train --data DIR` refuses what pooled training
-does not do (train.mirror) in one line, and trains a one-symbol directory as its file, bit for bit
+does not do (the forecast learner) in one line, and trains a one-symbol directory as its file, bit for bit
 (pooled training itself: tests/universe)."""
 
 from __future__ import annotations
@@ -68,8 +68,9 @@ def test_mixed_intervals_and_a_symbol_in_two_files_are_refused_in_one_line(tmp_p
 def test_train_refuses_what_pooled_training_does_not_do_on_a_universe_of_several_symbols_in_one_line(tmp_path: Path) -> None:
     universe_dir(tmp_path / "u")
     assert_refused(tmp_path, ["train", "--data", "u/AAA.csv", "--data", "u/BBB.parquet", "--set", "run.out_dir=runs",
-                              "--set", "train.mirror=true"],
-                   "train.mirror is not available on a universe of several symbols (train.mirror = false)")
+                              "--set", "train.agent=forecast"],
+                   "the forecast learner (train.agent = forecast) does not train on a universe of several symbols yet; "
+                   "use dqn, ppo or direct")
 
 
 def test_prepare_prints_the_per_symbol_fold_table(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def backtest_universe_run(run_dir: Path, cfg: Any, universe: Any, models: list[P
     from foxhunt.pipeline import prepare_universe
     from foxhunt.universe_market import PooledFold
 
-    prepared = prepare_universe(cfg, universe=universe)
+    prepared = prepare_universe(cfg, universe=universe, mirror=False)  # a backtest never visits the mirror
     market, ufs = prepared.market, _run_folds(run_dir, cfg, prepared)
     loaded = []
     for p in models:

@@ -12,10 +12,14 @@ change sign, volatility and volume columns do not.
 from __future__ import annotations
 
 import dataclasses
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from foxhunt.data.bars import Bars
+
+if TYPE_CHECKING:
+    from foxhunt.data.universe import Universe
 
 
 def mirror_bars(bars: Bars) -> Bars:
@@ -39,3 +43,9 @@ def mirror_extra(extra: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """A scenario's extra feature columns for the mirrored market: negated. They carry a direction
     (a planted signal, a leaked next return), which the mirror reverses."""
     return {name: -np.asarray(col, dtype=np.float64) for name, col in extra.items()}
+
+
+def mirror_universe(universe: "Universe") -> "Universe":
+    """Every symbol of ``universe`` mirrored on its own (``mirror_bars``, about its own first close): the
+    same symbols, files and offsets, so row r of the mirror is row r of the universe reflected."""
+    return dataclasses.replace(universe, bars=tuple(mirror_bars(b) for b in universe.bars), _cat={})

@@ -14,6 +14,12 @@ v = (u − cum[s − 1]) / w[s] ∈ [0, 1), places the start uniformly in s's va
 ``[sym_lo[s], sym_hi[s] − length)``, so that the bars an episode (or a window) of ``length`` steps
 reads, start … start + length, lie inside ``[sym_lo[s], sym_hi[s])``: never across a symbol's offset.
 Everything is on the device, branch-free and of fixed shape (no host read).
+
+With the universe's mirror (``market.mirror_offset`` M > 0, ``train.mirror``) the uniform first picks the
+copy, as for one series (``foxhunt.env.state.starts_from_uniform``): u < ½ draws 2u in the data, u ≥ ½
+draws 2u − 1 and lands M rows later, in the same symbol's mirrored rows (same training range, same
+weights). A mirrored row r ≥ M is symbol ``symbol_of_rows(r − M)``'s, and wraps inside that symbol's
+mirrored training rows.
 """
 
 from __future__ import annotations
@@ -28,6 +34,11 @@ def pooled_starts(u: torch.Tensor, length: torch.Tensor | int, market: object,
     """[N] int64 starts for uniforms u ([N] float64 in [0, 1)) and ``length`` ([N] or 0-d int64, or an
     int: the steps read after the start); see the module docstring."""
     cum: torch.Tensor = market.sym_cum  # type: ignore[attr-defined]
+    shift = None
+    if market.mirror_offset:  # type: ignore[attr-defined]
+        u2 = u * 2.0
+        half = (u2 >= 1.0).to(torch.int64)
+        u, shift = u2 - half, half * market.mirror_offset  # type: ignore[attr-defined]
     s = torch.searchsorted(cum, u, right=True).clamp_(max=cum.shape[0] - 1)
     hi_c = cum.index_select(0, s)
     lo_c = torch.where(s > 0, cum.index_select(0, (s - 1).clamp_min(0)), torch.zeros_like(u))
@@ -35,12 +46,25 @@ def pooled_starts(u: torch.Tensor, length: torch.Tensor | int, market: object,
     lo = market.sym_lo.index_select(0, s)  # type: ignore[attr-defined]
     span = (market.sym_hi.index_select(0, s) - length - lo).clamp_min(1)  # type: ignore[attr-defined]
     off = torch.minimum((v * span).to(torch.int64), span - 1)
+    if shift is not None:
+        lo = lo + shift
     return torch.add(off, lo, out=out) if out is not None else off + lo
 
 
 def symbol_of_rows(rows: torch.Tensor, market: object) -> torch.Tensor:
-    """[N] int64 symbol of each global row ([N] int64) from the market's offsets, on the device."""
-    return torch.searchsorted(market.symbol_ends, rows, right=True)  # type: ignore[attr-defined]
+    """[N] int64 symbol of each global row ([N] int64; a mirrored row: its symbol's) from the market's
+    offsets, on the device."""
+    return torch.searchsorted(market.symbol_ends, _unmirrored(rows, market), right=True)  # type: ignore[attr-defined]
+
+
+def _mirror_shift(rows: torch.Tensor, market: object) -> torch.Tensor | int:
+    """[N] int64 M where a row lies in the mirrored copy (M = ``market.mirror_offset``), else 0 (0 without a mirror)."""
+    m = market.mirror_offset  # type: ignore[attr-defined]
+    return (rows >= market.n_bars).to(torch.int64) * m if m else 0  # type: ignore[attr-defined]
+
+
+def _unmirrored(rows: torch.Tensor, market: object) -> torch.Tensor:
+    return rows - _mirror_shift(rows, market) if market.mirror_offset else rows  # type: ignore[attr-defined]
 
 
 def pooled_wrap(bar: torch.Tensor, length: torch.Tensor, market: object) -> torch.Tensor:
@@ -50,4 +74,5 @@ def pooled_wrap(bar: torch.Tensor, length: torch.Tensor, market: object) -> torc
     s = symbol_of_rows(bar, market).clamp_(max=market.sym_lo.shape[0] - 1)  # type: ignore[attr-defined]
     lo = market.sym_lo.index_select(0, s)  # type: ignore[attr-defined]
     span = (market.sym_hi.index_select(0, s) - length - lo).clamp_min(1)  # type: ignore[attr-defined]
+    lo = lo + _mirror_shift(bar, market)  # an env in the mirrored rows stays in them
     return lo + torch.remainder(bar - lo, span)

@@ -238,7 +238,8 @@ def _print_universe(p: Any, console: Any) -> None:
     members = ", ".join(str(int(f.member.sum())) for f in p.folds)
     note = f"; folds {p.fold_note}" if p.fold_note else ""
     console.print(f"universe: {m.n_symbols} symbols, {m.n_bars} bars; {len(p.folds)} folds (member symbols: {members}){note}; "
-                  f"pooled training, episodes drawn by {p.config.train.symbol_weighting} (train.symbol_weighting)",
+                  f"pooled training, episodes drawn by {p.config.train.symbol_weighting} (train.symbol_weighting)"
+                  + (", half of them in the drawn symbol's mirror (train.mirror)" if m.mirror_offset else ""),
                   highlight=False, soft_wrap=True)
     console.print(f"market: {m.n_bars} bars × {m.n_features} features on [bold]{m.device}[/]; load {t['load_s']:.2f} s, "
                   f"features {t['features_s']:.2f} s, upload {t['upload_s']:.3f} s", highlight=False)

@@ -18,7 +18,10 @@ grids, checkpoints, resume, logs) over a ``UniverseMarket`` whose folds are ``Po
 * **Evaluation.** The fold's model on every member symbol's validation window in one backtest call
   (W = symbols), buy-and-hold likewise; the files are ``foxhunt.train.universe_outputs``'.
 
-Refused in one line (``check_universe``): ``train.mirror``, the forecast learner, the direct learner's
+* **Mirror** (``train.mirror``): half of the training draws land in the drawn symbol's mirrored rows
+  (``foxhunt.universe_market``); selection and evaluation read the real rows only.
+
+Refused in one line (``check_universe``): the forecast learner, the direct learner's
 attention policy (its history would reach before a symbol's first row). ``train.pool = false`` (one agent
 per symbol, each a file's run, where all of these work) is ``foxhunt.train.per_symbol``.
 """
@@ -74,8 +77,6 @@ def check_universe(cfg: Config) -> None:
     t = cfg.train
     if not t.pool:  # one agent per symbol: each symbol's run is a file's (foxhunt.train.per_symbol), nothing refused here
         return
-    if t.mirror:
-        raise ConfigError("train.mirror is not available on a universe of several symbols (train.mirror = false)")
     if t.agent == "forecast":
         raise ConfigError("the forecast learner (train.agent = forecast) does not train on a universe of several symbols yet; "
                           "use dqn, ppo or direct")
