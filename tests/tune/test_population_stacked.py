@@ -129,6 +129,7 @@ def test_gpu_a_stacked_population_equals_its_trials_alone_within_float32(tmp_pat
     """On CUDA: the stack compiled, its round one graph on its own stream, each member's sampling on a side stream."""
     d = _config(tmp_path, "gpu").to_dict()
     d["run"]["device"] = "cuda"
+    d["dqn"]["hidden"] = [16, 16]  # the fused acting kernel needs two trunk layers
     d["accel"].update(backend="fused", matmul_precision="fp32")
     cfg = build_config(d, source="<test>")
     alone = [TrialEvaluator(cfg).evaluate(v)[0] for v in VALUES]
