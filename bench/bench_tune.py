@@ -214,7 +214,10 @@ def in_process(args: argparse.Namespace, ev: TrialEvaluator, tmp: Path, seconds:
     evaluator of part (b) (market loaded, compiled code in this process); with ``population`` P > 1,
     that worker with ``tune.population = P`` (--population)."""
     name = "k1" if population == 1 else f"k1_pop{population}"
-    d = tmp / name
+    d, n = tmp / name, 1
+    while d.exists():  # the same P twice (--population 32 32: a cold row, then a warm one)
+        n += 1
+        d = tmp / f"{name}_{n}"
     cfg = base_config(args, d, name, population=population)
     d.mkdir(parents=True)
     url = f"sqlite:///{d / 'study.db'}"
