@@ -3,7 +3,8 @@ run by the lockstep after round r of every member. On the CPU (the fused train s
 explicitly: auto picks the torch step there) the members train what they train with the flag off within
 float32 rounding (the stack's batched GEMMs may sum in another order), pick the same epochs, count
 the same updates; the runner writes the same files; a killed stacked run resumes to the uninterrupted
-stacked run's result; the flag off builds no stack; contradictions are one-line ConfigErrors."""
+stacked run's result; the stack's joint collection rounds (one step for every member's round) train bit for bit
+what each member's own rounds train; the flag off builds no stack; contradictions are one-line ConfigErrors."""
 
 from __future__ import annotations
 
@@ -85,6 +86,9 @@ def test_stacked_members_equal_the_same_members_unstacked_within_float32_roundin
     stacked, metrics = _train(cfg.replace(dqn={"stack_members": True}))
     assert apart.lockstep.stacks == [] and len(stacked.lockstep.stacks) == 1
     assert all(t.updates_by is stacked.lockstep.stacks[0].trainers[0].updates_by is not None for t in stacked.members)
+    joint = stacked.lockstep.stacks[0].rounds  # the members' collection rounds as one step, each member's own ones unused
+    assert joint is not None and all(t.rounds_by is joint and t._round_step.calls == 0 for t in stacked.members)
+    assert joint.calls == 2 * stacked.members[0].cfg.rounds_per_epoch  # 1 fold x 2 epochs
     rounds = stacked.lockstep.stacks[0].step.calls
     assert rounds > 0  # the stack ran every member's updates, and no member ran its own (none counted twice):
     assert all(int(t.learner.updates) == rounds * t.cfg.train_steps_per_round for t in stacked.members)
@@ -97,6 +101,23 @@ def test_stacked_members_equal_the_same_members_unstacked_within_float32_roundin
         _assert_close_states(a, b)
     for a, b in zip(metrics_apart, metrics):
         _assert_close_metrics(a, b)
+
+
+def test_the_stacks_joint_collection_rounds_train_bit_for_bit_what_each_members_own_rounds_train(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Joint rounds change the host's launches, not a member's arithmetic or its order."""
+    import foxhunt.train.lockstep as lockstep_module
+
+    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})
+    joint, metrics_joint = _train(cfg)
+    monkeypatch.setattr(lockstep_module, "joint_rounds_ok", lambda t: False)
+    own, metrics_own = _train(cfg)
+    assert joint.lockstep.stacks[0].rounds is not None and own.lockstep.stacks[0].rounds is None
+    assert all(t._round_step.calls > 0 for t in own.members)
+    for a, b in zip(_states(own), _states(joint)):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert json.dumps(metrics_own) == json.dumps(metrics_joint)  # NaN fields included
+    assert [s.best_epoch for s in own.selectors] == [s.best_epoch for s in joint.selectors]
 
 
 def test_the_flag_off_builds_no_stack_and_hands_off_nothing(tmp_path: Path) -> None:
@@ -168,6 +189,23 @@ def test_a_stacks_updates_run_after_round_r_of_each_of_its_members_and_before_ro
     log.clear()
     part.run_epoch()
     assert log == ["a0", "b0", "S", "a1", "b1", "S"]
+
+
+def test_a_joint_stack_runs_round_r_of_its_members_after_their_set_up_and_before_their_round_r_bookkeeping() -> None:
+    log: list[str] = []
+    a, b, c = _Member("a", 2, log), _Member("b", 2, log), _Member("c", 2, log)
+    for m in (a, c):
+        m.cfg.rounds_per_epoch = 2
+
+        def steps(m=m):  # DQNTrainer.epoch_steps with rounds_by set: its set-up, then one yield a round
+            m.log.append(f"{m.name}S")
+            yield
+            yield from _Member.epoch_steps(m)
+
+        m.epoch_steps = steps  # type: ignore[method-assign]
+    stack = MemberStack((0, 2), (a, c), lambda: log.append("U"), None, lambda: log.append("R"))  # type: ignore[arg-type]
+    Lockstep([a, b, c], torch.device("cpu"), stacks=[stack]).run_epoch()
+    assert log == ["aS", "b0", "cS", "R", "a0", "b1", "c0", "U", "R", "a1", "c1", "U"]
 
 
 def test_a_member_that_fails_mid_epoch_is_no_longer_waited_for_by_its_stack() -> None:

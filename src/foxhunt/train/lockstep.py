@@ -36,6 +36,16 @@ r's collection, then its updates), so its results equal the members trained apar
 rounding (the stack's batched GEMMs), not bit for bit (tests/train/test_lockstep_stacked.py). The
 members' steady-epoch graph (``dqn.epoch_graph``) is off for stacked members: one graph cannot hold
 updates shared with other members.
+
+Joint collection rounds (with the stacked updates, when no member of the stack collects in the lagged order,
+trains curiosity or runs check mode: ``joint_rounds_ok``): round r's collection of every member of the stack is
+ONE ``GraphedStep`` too, each member's round body (``DQNTrainer._round_step.fn``) on its own side stream inside
+it, so the host launches one graph a round for the stack instead of one per member (at 27 members the members'
+own launches were half of a steady epoch: BENCHMARKS.md). Each member's epoch then yields once before its first
+round (its set-up: monitor reset, reset flags), and pass r + 1 of the loop first runs round r of the stack, then
+the members' bookkeeping of that round, then the round's updates: the device order of a member alone. Each
+member draws from its own generators and writes its own replay, so the arithmetic is that of the stacked
+lockstep without it, bit for bit on the CPU (tests/train/test_lockstep_stacked.py).
 """
 
 from __future__ import annotations
@@ -63,6 +73,8 @@ class MemberStack:
     trainers: tuple[Any, ...]
     step: GraphedStep
     stream: torch.cuda.Stream | None
+    rounds: GraphedStep | None = None
+    """The members' collection rounds as one step (joint rounds, module docstring); None: each member runs its own."""
 
     def ready(self, left: Container[int] = ()) -> bool:
         """The trainer's own condition (``DQNTrainer.epoch_steps``): the replays hold a batch. left:
@@ -80,6 +92,49 @@ def wants_stack(members: Sequence[Any]) -> bool:
     """Two or more members, every one a DQNTrainer with ``dqn.stack_members`` on."""
     return len(members) > 1 and all(getattr(getattr(t, "cfg", None), "stack_members", False)
                                     and hasattr(t, "updates_by") for t in members)
+
+
+def joint_rounds_ok(t: Any) -> bool:
+    """A member whose collection round can run inside its stack's joint round: no lagged collection (two
+    halves a round), no curiosity step between rounds, no check mode (its own pointer registry)."""
+    return getattr(t, "lag", None) is None and getattr(t, "_curiosity", None) is None and getattr(t, "checks", None) is None
+
+
+def joint_rounds(members: Sequence[Any], device: torch.device, stream: torch.cuda.Stream | None) -> GraphedStep:
+    """One collection round of every member as one step: each member's round body on its own side stream (CUDA;
+    forked from and joined to the calling stream, parallel branches of one graph), in member order on a CPU. The
+    graph registers every member's generators; each member's replay counters are saved, restored and advanced
+    as its own round step does them."""
+    bodies = [t._round_step for t in members]
+    sides = [torch.cuda.Stream(device) for _ in members] if device.type == "cuda" else None
+
+    def round_of_every_member() -> None:
+        if sides is None:
+            for b in bodies:
+                b.fn()
+            return
+        here = torch.cuda.current_stream(device)
+        for b, side in zip(bodies, sides):
+            side.wait_stream(here)
+            with torch.cuda.stream(side):
+                b.fn()
+        for side in sides:
+            here.wait_stream(side)
+
+    def save() -> list[object]:
+        return [b.host_state[0]() for b in bodies]
+
+    def restore(state: list[object]) -> None:
+        for b, x in zip(bodies, state):
+            b.host_state[1](x)
+
+    def after() -> None:
+        for b in bodies:
+            b.after_replay()
+
+    return GraphedStep(round_of_every_member, device, members[0].plan.graphs,
+                       generators=[g for b in bodies for g in b.generators], host_state=(save, restore),
+                       after_replay=after, capture_stream=stream)
 
 
 def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
@@ -110,7 +165,12 @@ def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
     stream = torch.cuda.Stream(device) if cuda else None
     step = GraphedStep(round_of_updates, device, members[0].plan.graphs,
                        generators=[t.replay.sampler.generator for t in members], capture_stream=stream)
-    return MemberStack(tuple(range(len(members))), tuple(members), step, stream)
+    rounds = None
+    if all(joint_rounds_ok(t) for t in members):
+        rounds = joint_rounds(members, device, stream)
+        for t in members:
+            t.rounds_by = rounds
+    return MemberStack(tuple(range(len(members))), tuple(members), step, stream, rounds)
 
 
 class Lockstep:
@@ -184,7 +244,24 @@ class Lockstep:
                 s.wait_stream(host)
         steps: list[Iterator[None] | None] = [t.epoch_steps() for t in self.members]
         failed: set[int] = set()  # members whose round raised this epoch (they take no more rounds)
+        passes = 0  # a joint stack's members: pass 0 their set-up, pass r + 1 round r, then their epoch's end
+
+        def fail(members: Sequence[int], exc: Exception) -> None:
+            if on_error is None:
+                raise exc
+            for m in members:
+                steps[m] = None
+                failed.add(m)
+                on_error(m, exc)
+
         while any(g is not None for g in steps):
+            for st in self.stacks:  # round r's collection of a joint stack's members that are still in, before their pass
+                live = [m for m in st.members if m not in failed and steps[m] is not None]
+                if st.rounds is not None and live and 1 <= passes <= st.trainers[0].cfg.rounds_per_epoch:
+                    try:
+                        self._run_joint_rounds(st)
+                    except Exception as exc:
+                        fail(live, exc)
             stepped = [False] * len(steps)  # which members took a round in this pass
             for k, gen in enumerate(steps):
                 if gen is None:
@@ -203,16 +280,14 @@ class Lockstep:
                         on_error(k, exc)
             for st in self.stacks:  # round r's updates of a stack's members, after round r of each that is still in
                 live = [m for m in st.members if m not in failed]
+                if st.rounds is not None and passes == 0:
+                    continue  # a joint stack's set-up pass: no round yet
                 if live and all(stepped[m] for m in live):
                     try:
                         self._run_stack(st, failed)
                     except Exception as exc:
-                        if on_error is None:
-                            raise
-                        for m in live:
-                            steps[m] = None
-                            failed.add(m)
-                            on_error(m, exc)
+                        fail(live, exc)
+            passes += 1
         if self.streams is not None:
             for s in self.streams:
                 host.wait_stream(s)
@@ -230,6 +305,20 @@ class Lockstep:
             st.stream.wait_stream(self.streams[m])
         with torch.cuda.stream(st.stream):
             st.step()
+        for m in st.members:
+            self.streams[m].wait_stream(st.stream)
+
+    def _run_joint_rounds(self, st: MemberStack) -> None:
+        """One collection round of every member of a joint stack; on CUDA on the stack's stream, after every
+        member stream's work and before any member's next."""
+        assert st.rounds is not None
+        if self.streams is None or st.stream is None:
+            st.rounds()
+            return
+        for m in st.members:
+            st.stream.wait_stream(self.streams[m])
+        with torch.cuda.stream(st.stream):
+            st.rounds()
         for m in st.members:
             self.streams[m].wait_stream(st.stream)
 
@@ -257,4 +346,4 @@ class Lockstep:
         return self.finish()
 
 
-__all__ = ["Lockstep", "MemberStack", "build_stack", "wants_stack"]
+__all__ = ["Lockstep", "MemberStack", "build_stack", "joint_rounds", "joint_rounds_ok", "wants_stack"]

@@ -144,6 +144,9 @@ class DQNTrainer(FoldTrainer):
         # dqn.stack_members: set by the lockstep (foxhunt.train.lockstep) that runs this member's updates
         # in its members' stack; epoch_steps then collects and counts the updates, the lockstep runs them.
         self.updates_by: object | None = None
+        # Set by the same lockstep when it also runs the stack's collection rounds as one graph (``joint_rounds``):
+        # epoch_steps then yields once before its first round and runs no round itself.
+        self.rounds_by: object | None = None
         self.epoch = 0
         self.rounds = 0
         self.fold: FoldRange | None = market.fold
@@ -212,7 +215,9 @@ class DQNTrainer(FoldTrainer):
         and (once the replay holds enough) its ``train_steps_per_round`` updates; yields after each round,
         or once after the whole epoch when it is steady (``_epoch_is_steady``: one graph for all rounds).
         With ``updates_by`` set (dqn.stack_members) a round's updates are counted here and run by the
-        lockstep's stack after the yield, before the next round: the order of a member alone."""
+        lockstep's stack after the yield, before the next round: the order of a member alone. With ``rounds_by``
+        set as well, the epoch yields once first (its set-up enqueued), and the lockstep runs round r's collection
+        of every member of the stack (one graph) before the pass that counts it: the same device order."""
         cfg = self.cfg
         self.monitor.reset()
         flags = self._reset_flags()
@@ -228,8 +233,12 @@ class DQNTrainer(FoldTrainer):
             updates = cfg.rounds_per_epoch * cfg.train_steps_per_round
             yield
         else:
+            if self.rounds_by is not None:
+                yield  # set-up done; the lockstep runs each round's collection of the whole stack between the yields
             for _ in range(cfg.rounds_per_epoch):
-                if self.lag is None:
+                if self.rounds_by is not None:
+                    pass  # this round's collection ran in the stack's joint round (its host counters advanced there)
+                elif self.lag is None:
                     self._round()
                 else:
                     self._lagged_round()
