@@ -113,8 +113,9 @@ def rolling_window(bars_per_year: float, n: int) -> int:
 def rolling_sharpe(returns: np.ndarray, window: int, bars_per_year: float) -> np.ndarray:
     """[n - window + 1] annualised Sharpe of each trailing window of ``window`` bars (ending at
     bar window - 1, …, n - 1), by ``metrics.py``'s definition (ddof = 1; equal returns: ±inf / NaN).
-    O(n) by running sums: returns that differ by less than ~1e-12 of the series' scale are not
-    resolved (the reference's per-window sums would); real returns are far coarser."""
+    O(n) by running sums of the deviations from the series' mean: a window's variance is good to about
+    n · 1e-16 of the series' largest squared deviation, relative to that window's variance (the reference's
+    per-window sums resolve it exactly); a window far quieter than the series loses those digits."""
     r = np.asarray(returns, np.float64)
     n = r.shape[0]
     if window < 2 or n < window:
