@@ -58,6 +58,11 @@ def _config(tmp_path: Path, train: dict[str, Any]) -> Config:
                        **FUSED)
 
 
+def _unwrapped(step: Any) -> Any:
+    """A stack's step as the lockstep built it (the runner's PhaseTimer wraps it)."""
+    return getattr(step, "__wrapped__", step)
+
+
 def _train(cfg: Config) -> tuple[WalkForwardRunner, list[dict[str, float]]]:
     runner = WalkForwardRunner(prepare_market(cfg))
     return runner, [a.metrics[0] for a in runner.score_folds()]
@@ -86,10 +91,12 @@ def test_stacked_members_equal_the_same_members_unstacked_within_float32_roundin
     stacked, metrics = _train(cfg.replace(dqn={"stack_members": True}))
     assert apart.lockstep.stacks == [] and len(stacked.lockstep.stacks) == 1
     assert all(t.updates_by is stacked.lockstep.stacks[0].trainers[0].updates_by is not None for t in stacked.members)
-    joint = stacked.lockstep.stacks[0].rounds  # the members' collection rounds as one step, each member's own ones unused
+    joint = _unwrapped(stacked.lockstep.stacks[0].rounds)  # every member's collection round as one step (timed)
     assert joint is not None and all(t.rounds_by is joint and t._round_step.calls == 0 for t in stacked.members)
     assert joint.calls == 2 * stacked.members[0].cfg.rounds_per_epoch  # 1 fold x 2 epochs
-    rounds = stacked.lockstep.stacks[0].step.calls
+    rounds = _unwrapped(stacked.lockstep.stacks[0].step).calls
+    # the epoch log's collect_s / train_s time the stack's steps (member 0's own are never called)
+    assert stacked.timer.calls == {"collect_s": joint.calls, "train_s": rounds}
     assert rounds > 0  # the stack ran every member's updates, and no member ran its own (none counted twice):
     assert all(int(t.learner.updates) == rounds * t.cfg.train_steps_per_round for t in stacked.members)
     for a, b in zip(apart.members, stacked.members):  # the same updates counted and taken
@@ -309,13 +316,14 @@ def test_a_killed_stacked_run_resumes_to_the_uninterrupted_stacked_result(tmp_pa
 @pytest.mark.parametrize("grid", list(GRIDS))
 def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32_rounding(tmp_path: Path,
                                                                                           grid: str) -> None:
-    """Compiled stack, its round of updates one CUDA graph on its own stream (passed on an H100 at a879a13)."""
+    """Compiled stack, its round of updates one CUDA graph on its own stream and its members' collection rounds one
+    graph of per-member branches (the updates passed on an H100 at a879a13; the joint rounds not yet run on a card)."""
     cfg = _config(tmp_path, GRIDS[grid]).replace(run={"device": "cuda"}, accel={"backend": "fused", "matmul_precision": "fp32"},
                                                   dqn={"n_envs": 256, "hidden": [64, 64], "head_hidden": 32})
     apart, metrics_apart = _train(cfg)
     stacked, metrics = _train(cfg.replace(dqn={"stack_members": True}))
     st = stacked.lockstep.stacks[0]
-    assert st.stream is not None and st.step.graph is not None
+    assert st.stream is not None and _unwrapped(st.step).graph is not None and _unwrapped(st.rounds).graph is not None
     for a, b in zip(apart.members, stacked.members):
         assert int(a.learner.updates) == int(b.learner.updates) > 0
     assert [s.best_epoch for s in stacked.selectors] == [s.best_epoch for s in apart.selectors]

@@ -155,7 +155,8 @@ class Progress:
 class PhaseTimer:
     """Times the step callables of a DQNTrainer (collection round, train step, curiosity step, steady epoch).
 
-    ``install(trainer)`` wraps ``trainer._round`` / ``_train`` / ``_curiosity``. On CUDA each call
+    ``install(trainer)`` wraps ``trainer._round`` / ``_train`` / ``_curiosity``; ``install_stacks(lockstep)`` the
+    member stacks' steps. On CUDA each call
     is bracketed by two recorded events (no synchronisation); ``take(epoch)`` sums the elapsed
     times of that epoch's calls, to be called after the epoch's summary was read back (its events
     have completed then). On the CPU the host clock brackets each (synchronous) call.
@@ -178,6 +179,16 @@ class PhaseTimer:
             fn = getattr(trainer, attr, None)
             if fn is not None:
                 setattr(trainer, attr, self._wrap(fn, phase))
+
+    def install_stacks(self, lockstep: Any) -> None:
+        """With stacked members (``dqn.stack_members``) the lockstep runs the rounds' updates (and, joint, their
+        collection) of every member of a stack, so member 0's own steps are never called: time the stacks'
+        steps instead, as ``train_s`` and ``collect_s`` (the whole stack's, not member 0's)."""
+        from dataclasses import replace
+
+        lockstep.stacks = [replace(st, step=self._wrap(st.step, "train_s"),
+                                   rounds=self._wrap(st.rounds, "collect_s") if st.rounds is not None else None)
+                           for st in lockstep.stacks]
 
     def begin_epoch(self, epoch: int) -> None:
         self.epoch = epoch

@@ -103,6 +103,7 @@ class WalkForwardRunner:
         self.buy_and_hold_s = 0.0
         self.timer = PhaseTimer(self.market.device)
         self.timer.install(self.trainer)
+        self.timer.install_stacks(self.lockstep)  # stacked members: the stacks' steps, not member 0's (never called)
         self.config_hash = cfg.hash()
         self.data_hash = self.market.source_sha256
 
