@@ -1,11 +1,14 @@
 """`foxhunt train` on a universe of several symbols, as the user runs it (fresh processes): `--data DIR` trains
 one pooled agent a fold and writes per-symbol rows; a run SIGKILLed after its first committed checkpoint and
-continued with `--resume` in a new process ends with the uninterrupted run's files, bit for bit."""
+continued with `--resume` in a new process ends with the uninterrupted run's files, bit for bit (with and without
+train.mirror: the resumed process uploads the mirrored rows again from the run's config)."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
 
 from tests.cli_run import run_ok
 from tests.train.test_kill_resume import killed_in_fold_0_then_resumed_equals_uninterrupted
@@ -25,10 +28,13 @@ def test_train_data_dir_trains_one_pooled_agent_a_fold_and_writes_per_symbol_row
     assert "summary: runs/pooled/summary.json" in out.replace("\n", "")
 
 
-def test_a_universe_run_killed_after_its_first_checkpoint_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mirror", [False, True], ids=["plain", "mirror"])
+def test_a_universe_run_killed_after_its_first_checkpoint_resumes_to_the_uninterrupted_result(tmp_path: Path,
+                                                                                          mirror: bool) -> None:
     d = universe_files(tmp_path / "u")
     cfg = config(tmp_path, d, dqn=TINY_DQN, train={"epochs": 3, "checkpoint_every": 1, "select": "inner", "abstain": True,
-                                                   "abstain_z": 0.0, "tensorboard": False, "progress": False, "report": False},
+                                                   "abstain_z": 0.0, "tensorboard": False, "progress": False, "report": False,
+                                                   "mirror": mirror},
                  run={"out_dir": str(tmp_path / "runs"), "device": "cpu"})
     path = cfg.write(tmp_path)
     killed_in_fold_0_then_resumed_equals_uninterrupted(path, tmp_path)
