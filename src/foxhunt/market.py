@@ -133,6 +133,22 @@ class MarketData:
     pooled: bool = False
     """A pooled universe market (``UniverseMarket`` over several symbols); False for one series."""
 
+    def copy_offset(self, rows: torch.Tensor) -> torch.Tensor | int:
+        """[N] int64 the first row of the copy each row ([N] int64) lies in: ``mirror_offset`` for a mirrored
+        row, 0 for the data; the int 0 without a mirror. On the device, no host read."""
+        m = self.mirror_offset
+        return (rows >= self.n_bars).to(torch.int64) * m if m else 0
+
+    def split_uniform(self, u: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | int]:
+        """(u', shift) for training draws' uniforms u ([N] float64 in [0, 1)): with a mirror, u < ½ gives
+        (2u, 0) in the data and u ≥ ½ gives (2u − 1, ``mirror_offset``) in the mirror (2u is exact in
+        float64, so each half is as uniform as u); without one, (u, 0)."""
+        if not self.mirror_offset:
+            return u, 0
+        u2 = u * 2.0
+        half = (u2 >= 1.0).to(torch.int64)
+        return u2 - half, half * self.mirror_offset
+
     def calendar_host(self) -> np.ndarray:
         """[T] int64 UTC ns: the sorted bar times the annualisation is inferred from (``Backtester``):
         the market's own timestamps; a universe's union calendar (``UniverseMarket``)."""

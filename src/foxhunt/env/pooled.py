@@ -34,11 +34,9 @@ def pooled_starts(u: torch.Tensor, length: torch.Tensor | int, market: object,
     """[N] int64 starts for uniforms u ([N] float64 in [0, 1)) and ``length`` ([N] or 0-d int64, or an
     int: the steps read after the start); see the module docstring."""
     cum: torch.Tensor = market.sym_cum  # type: ignore[attr-defined]
-    shift = None
-    if market.mirror_offset:  # type: ignore[attr-defined]
-        u2 = u * 2.0
-        half = (u2 >= 1.0).to(torch.int64)
-        u, shift = u2 - half, half * market.mirror_offset  # type: ignore[attr-defined]
+    mirror = bool(market.mirror_offset)  # type: ignore[attr-defined]
+    if mirror:
+        u, shift = market.split_uniform(u)  # type: ignore[attr-defined]
     s = torch.searchsorted(cum, u, right=True).clamp_(max=cum.shape[0] - 1)
     hi_c = cum.index_select(0, s)
     lo_c = torch.where(s > 0, cum.index_select(0, (s - 1).clamp_min(0)), torch.zeros_like(u))
@@ -46,7 +44,7 @@ def pooled_starts(u: torch.Tensor, length: torch.Tensor | int, market: object,
     lo = market.sym_lo.index_select(0, s)  # type: ignore[attr-defined]
     span = (market.sym_hi.index_select(0, s) - length - lo).clamp_min(1)  # type: ignore[attr-defined]
     off = torch.minimum((v * span).to(torch.int64), span - 1)
-    if shift is not None:
+    if mirror:
         lo = lo + shift
     return torch.add(off, lo, out=out) if out is not None else off + lo
 
@@ -54,17 +52,9 @@ def pooled_starts(u: torch.Tensor, length: torch.Tensor | int, market: object,
 def symbol_of_rows(rows: torch.Tensor, market: object) -> torch.Tensor:
     """[N] int64 symbol of each global row ([N] int64; a mirrored row: its symbol's) from the market's
     offsets, on the device."""
-    return torch.searchsorted(market.symbol_ends, _unmirrored(rows, market), right=True)  # type: ignore[attr-defined]
-
-
-def _mirror_shift(rows: torch.Tensor, market: object) -> torch.Tensor | int:
-    """[N] int64 M where a row lies in the mirrored copy (M = ``market.mirror_offset``), else 0 (0 without a mirror)."""
-    m = market.mirror_offset  # type: ignore[attr-defined]
-    return (rows >= market.n_bars).to(torch.int64) * m if m else 0  # type: ignore[attr-defined]
-
-
-def _unmirrored(rows: torch.Tensor, market: object) -> torch.Tensor:
-    return rows - _mirror_shift(rows, market) if market.mirror_offset else rows  # type: ignore[attr-defined]
+    if market.mirror_offset:  # type: ignore[attr-defined]
+        rows = rows - market.copy_offset(rows)  # type: ignore[attr-defined]
+    return torch.searchsorted(market.symbol_ends, rows, right=True)  # type: ignore[attr-defined]
 
 
 def pooled_wrap(bar: torch.Tensor, length: torch.Tensor, market: object) -> torch.Tensor:
@@ -74,5 +64,6 @@ def pooled_wrap(bar: torch.Tensor, length: torch.Tensor, market: object) -> torc
     s = symbol_of_rows(bar, market).clamp_(max=market.sym_lo.shape[0] - 1)  # type: ignore[attr-defined]
     lo = market.sym_lo.index_select(0, s)  # type: ignore[attr-defined]
     span = (market.sym_hi.index_select(0, s) - length - lo).clamp_min(1)  # type: ignore[attr-defined]
-    lo = lo + _mirror_shift(bar, market)  # an env in the mirrored rows stays in them
+    if market.mirror_offset:  # an env in the mirrored rows stays in them  # type: ignore[attr-defined]
+        lo = lo + market.copy_offset(bar)  # type: ignore[attr-defined]
     return lo + torch.remainder(bar - lo, span)

@@ -222,7 +222,7 @@ def epoch_reset_starts(bar: torch.Tensor, params: EnvTensors, market: MarketData
     lo = market.fold_bounds[0]
     span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
     if market.mirror_offset:  # an env in the mirrored copy stays in it
-        lo = lo + (bar >= market.n_bars).to(torch.int64) * market.mirror_offset
+        lo = lo + market.copy_offset(bar)
     return lo + torch.remainder(bar - lo, span)
 
 
@@ -290,10 +290,8 @@ def starts_from_uniform(u: torch.Tensor, params: EnvTensors, market: MarketData,
         return pooled_starts(u, params.episode_length, market, out=out)
     lo = market.fold_bounds[0]
     span = (market.fold_bounds[1] - params.episode_length - lo).clamp_min(1)
-    if market.mirror_offset:
-        u2 = u * 2.0
-        half = (u2 >= 1.0).to(torch.int64)
-        u = u2 - half
-        lo = lo + half * market.mirror_offset
+    if market.mirror_offset:  # (guarded: no extra op on the plain path, drawn every step)
+        u, shift = market.split_uniform(u)
+        lo = lo + shift
     off = torch.minimum((u * span).to(torch.int64), span - 1)
     return torch.add(off, lo, out=out)

@@ -294,31 +294,25 @@ class Lockstep:
 
     def _run_stack(self, st: MemberStack, failed: Container[int] = ()) -> None:
         """One round of a stack's updates, if its members' replays are ready (``failed``: members that
-        left this epoch, not asked); on CUDA ordered after every member stream's round and before any
-        member's next round."""
-        if not st.ready(failed):
-            return
-        if self.streams is None or st.stream is None:
-            st.step()
-            return
-        for m in st.members:
-            st.stream.wait_stream(self.streams[m])
-        with torch.cuda.stream(st.stream):
-            st.step()
-        for m in st.members:
-            self.streams[m].wait_stream(st.stream)
+        left this epoch, not asked)."""
+        if st.ready(failed):
+            self._on_stack_stream(st, st.step)
 
     def _run_joint_rounds(self, st: MemberStack) -> None:
-        """One collection round of every member of a joint stack; on CUDA on the stack's stream, after every
-        member stream's work and before any member's next."""
+        """One collection round of every member of a joint stack."""
         assert st.rounds is not None
+        self._on_stack_stream(st, st.rounds)
+
+    def _on_stack_stream(self, st: MemberStack, step: Callable[[], None]) -> None:
+        """``step()``; on CUDA on the stack's stream, ordered after every member stream's work and before any
+        member's next."""
         if self.streams is None or st.stream is None:
-            st.rounds()
+            step()
             return
         for m in st.members:
             st.stream.wait_stream(self.streams[m])
         with torch.cuda.stream(st.stream):
-            st.rounds()
+            step()
         for m in st.members:
             self.streams[m].wait_stream(st.stream)
 

@@ -99,9 +99,8 @@ class DirectLearner:
         u, lo = self._u, m.fold_bounds[0]
         span = (m.fold_bounds[1] - t - lo).clamp_min(1)
         if m.mirror_offset:
-            u2 = u * 2.0
-            half = (u2 >= 1.0).to(torch.int64)
-            u, lo = u2 - half, lo + half * m.mirror_offset
+            u, shift = m.split_uniform(u)
+            lo = lo + shift
         return torch.minimum((u * span).to(torch.int64), span - 1) + lo
 
     def forward(self, starts: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -113,7 +112,7 @@ class DirectLearner:
         big_l = max(net.sequence, 1)
         # the decision bars and the L − 1 before the first (a sequence policy's), clamped to the start of the
         # window's rows (the market's first row, or its mirror's)
-        base = (starts >= m.mirror_offset).to(torch.int64) * m.mirror_offset if m.mirror_offset else 0
+        base = m.copy_offset(starts)
         span_idx = history_index(starts, big_l, self._span, base, m.n_rows - 1)
         feats = m.features.index_select(0, span_idx.reshape(-1)).view(b, span_idx.shape[1], -1)
         feats = (feats - m.norm_mean) * m.norm_inv_std

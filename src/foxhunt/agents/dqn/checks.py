@@ -115,7 +115,7 @@ class DeviceChecks:
         fb = self.market.fold_bounds
         b = bar
         if self.market.mirror_offset:  # a bar of the mirrored copy is checked against its training range
-            b = bar - (bar >= self.market.n_bars).to(bar.dtype) * self.market.mirror_offset
+            b = bar - self.market.copy_offset(bar)
         self._count("chk_bar_range", ((b < fb[0]) | (b >= fb[1])).sum())
         bar.clamp_(0, self.last_bar)
 

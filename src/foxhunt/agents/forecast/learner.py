@@ -92,9 +92,8 @@ class ForecastLearner:
         lo, n = valid_span(m, self.h)
         u = self._u
         if m.mirror_offset:
-            u2 = u * 2.0
-            half = (u2 >= 1.0).to(torch.int64)
-            u, lo = u2 - half, lo + half * m.mirror_offset
+            u, shift = m.split_uniform(u)
+            lo = lo + shift
         return torch.minimum((u * n).to(torch.int64), n - 1) + lo
 
     def forward(self, bars: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -69,7 +69,7 @@ def gather(market: MarketData, bars: torch.Tensor, sequence: int = 0, offsets: t
         return (m.features.index_select(0, bars) - m.norm_mean) * m.norm_inv_std
     if offsets is None:
         offsets = torch.arange(sequence, dtype=torch.int64, device=bars.device)
-    base = (bars >= m.mirror_offset).to(torch.int64) * m.mirror_offset if m.mirror_offset else 0
+    base = m.copy_offset(bars)
     idx = history_index(bars, sequence, offsets, base, m.n_rows - 1)
     span = m.features.index_select(0, idx.reshape(-1)).view(bars.shape[0], sequence, -1)
     return (span - m.norm_mean) * m.norm_inv_std
