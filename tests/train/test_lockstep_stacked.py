@@ -111,14 +111,12 @@ def test_stacked_members_equal_the_same_members_unstacked_within_float32_roundin
 
 
 def test_the_stacks_joint_collection_rounds_train_bit_for_bit_what_each_members_own_rounds_train(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Joint rounds change the host's launches, not a member's arithmetic or its order."""
-    import foxhunt.train.lockstep as lockstep_module
-
+        tmp_path: Path) -> None:
+    """Joint rounds change the host's launches, not a member's arithmetic or its order (dqn.joint_rounds = false:
+    each member launches its own round)."""
     cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})
     joint, metrics_joint = _train(cfg)
-    monkeypatch.setattr(lockstep_module, "joint_rounds_ok", lambda t: False)
-    own, metrics_own = _train(cfg)
+    own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": False}))
     assert joint.lockstep.stacks[0].rounds is not None and own.lockstep.stacks[0].rounds is None
     assert all(t._round_step.calls > 0 for t in own.members)
     for a, b in zip(_states(own), _states(joint)):

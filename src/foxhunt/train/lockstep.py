@@ -166,7 +166,7 @@ def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
     step = GraphedStep(round_of_updates, device, members[0].plan.graphs,
                        generators=[t.replay.sampler.generator for t in members], capture_stream=stream)
     rounds = None
-    if all(joint_rounds_ok(t) for t in members):
+    if c0.joint_rounds and all(joint_rounds_ok(t) for t in members):
         rounds = joint_rounds(members, device, stream)
         for t in members:
             t.rounds_by = rounds

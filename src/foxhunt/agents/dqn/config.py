@@ -45,6 +45,12 @@ class DQNConfig(Section):
                                 "apart within float32 rounding (batched GEMMs). Needs accel.train_step = 'fused' "
                                 "(name it on the CPU) and train.lockstep; not with overlap_collection; the members' "
                                 "steady-epoch graph (epoch_graph) is off with it")
+    joint_rounds: bool = Field(True, description="with stack_members: a round's collection of every member of the stack is "
+                               "ONE captured graph too (each member's round body on its own side stream inside it; "
+                               "train.lockstep.joint_rounds), so the host launches one graph a round for the stack, not one "
+                               "per member; the same arithmetic, bit for bit. false: each member launches its own round "
+                               "(the comparison bench_members times). Ignored without stack_members, and for members that "
+                               "collect lagged, train curiosity or run check mode")
     # Replay
     buffer_capacity: int = Field(200_000, ge=64, le=1 << 34, description="transitions (rounded down to a multiple of n_envs)")
     warmup_transitions: int = Field(4_096, ge=0, le=1 << 34, description="transitions collected before training starts")
