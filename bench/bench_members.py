@@ -151,6 +151,7 @@ def run_one(prepared: Any, cfg: Config, profile: bool = False) -> dict[str, Any]
     dev = prepared.market.device
     runner = WalkForwardRunner(replace(prepared, config=cfg))
     epoch_walls: list[float] = []
+    every_epoch: list[float] = []  # every epoch's wall time, the folds' first epochs (captures, warm-up rounds) included
     phases: list[dict[str, float]] = []
     kernels: list[dict[str, Any]] = []
     train_epoch = phased_epoch(runner, phases, kernels) if profile else runner._train_epoch
@@ -158,8 +159,9 @@ def run_one(prepared: Any, cfg: Config, profile: bool = False) -> dict[str, Any]
     def timed_epoch(e: int) -> Any:  # the wall time of one epoch of every member (held-back scoring included)
         t0 = time.perf_counter()
         out = train_epoch(e)
+        every_epoch.append(time.perf_counter() - t0)
         if e > 0:
-            epoch_walls.append(time.perf_counter() - t0)
+            epoch_walls.append(every_epoch[-1])
         return out
 
     runner._train_epoch = timed_epoch  # type: ignore[method-assign]
@@ -175,6 +177,7 @@ def run_one(prepared: Any, cfg: Config, profile: bool = False) -> dict[str, Any]
     wall = time.perf_counter() - t0
     util = sampler.stop()
     row = {"walk_forward_s": wall, **times, "steady_epoch_s": statistics.median(epoch_walls) if epoch_walls else None,
+           "epoch_walls_s": every_epoch,
            "gpu_util": util, "peak_memory_gb": torch.cuda.max_memory_allocated(dev) / 2**30 if dev.type == "cuda" else None,
            "validation_sharpe": [a.metrics[0]["sharpe"] for a in agents],
            "selected_epochs": [s.best_epoch for s in runner.selectors], "accel": runner.plan.to_dict()}

@@ -110,14 +110,24 @@ def test_stacked_members_equal_the_same_members_unstacked_within_float32_roundin
         _assert_close_metrics(a, b)
 
 
+@pytest.mark.parametrize("mode,kernels", [("batched", False), ("batched", True), ("streams", False)],
+                         ids=["batched", "batched-fused-kernels", "streams"])
 def test_the_stacks_joint_collection_rounds_train_bit_for_bit_what_each_members_own_rounds_train(
-        tmp_path: Path) -> None:
-    """Joint rounds change the host's launches, not a member's arithmetic or its order (dqn.joint_rounds = false:
-    each member launches its own round)."""
-    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})
+        tmp_path: Path, mode: str, kernels: bool) -> None:
+    """Joint rounds change the host's launches (and, batched, the members' envs into one env of members x envs),
+    not a member's arithmetic or its order (dqn.joint_rounds = "off": each member launches its own round).
+    kernels: the fused env step and acting kernels (Triton; the interpreter on a CPU), as on a GPU."""
+    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True, "joint_rounds": mode})
+    if kernels:
+        cfg = cfg.replace(accel={"env_step": "fused", "acting": "fused"},
+                          dqn={"rounds_per_epoch": 3, "hidden": [16, 16], "head_hidden": 8})
     joint, metrics_joint = _train(cfg)
-    own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": False}))
-    assert joint.lockstep.stacks[0].rounds is not None and own.lockstep.stacks[0].rounds is None
+    own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": "off"}))
+    rounds = _unwrapped(joint.lockstep.stacks[0].rounds)
+    assert rounds is not None and own.lockstep.stacks[0].rounds is None
+    assert (rounds.collection is not None) == (mode == "batched")
+    if kernels:  # the fused env step over the stack's one env, each member's fused acting passes
+        assert type(rounds.collection._env_step).__name__ == "FusedEnvStep" and rounds.collection.fused
     assert all(t._round_step.calls > 0 for t in own.members)
     for a, b in zip(_states(own), _states(joint)):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -90,7 +90,7 @@ def fused_step(
     auto_reset=True, sampler=sampler)`` in one kernel launch (after the sampler's uniform draw): one
     decision of ``params.decision_interval`` bars (``vec_env.step`` when it is 1). Returns ``out``."""
     _check(state, out, actions, curiosity, sampler)
-    torch.rand(sampler.uniform.shape, generator=sampler.generator, out=sampler.uniform)
+    sampler.fill_uniform()
     _kernels().env_step(
         state.tensors(), {name: getattr(params, name) for name in params.tensor_names()}, out.tensors(),
         _market(market), actions, curiosity, sampler.uniform, sampler.starts,

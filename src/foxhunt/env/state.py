@@ -277,8 +277,12 @@ class StartSampler:
         With a mirrored market (``market.mirror_offset`` M > 0) one uniform u decides both: u < ½
         starts at lo + ⌊2u·S⌋ in the data, u ≥ ½ at lo + M + ⌊(2u − 1)·S⌋ in its mirror (2u is exact
         in float64, so each half is as uniform as the plain draw)."""
-        torch.rand(self.uniform.shape, generator=self.generator, out=self.uniform)
+        self.fill_uniform()
         return starts_from_uniform(self.uniform, params, market, out=self.starts)
+
+    def fill_uniform(self) -> None:
+        """The draw's random half: ``uniform`` [N] float64 from the generator (the fused step maps it itself)."""
+        torch.rand(self.uniform.shape, generator=self.generator, out=self.uniform)
 
 
 def starts_from_uniform(u: torch.Tensor, params: EnvTensors, market: MarketData, out: torch.Tensor) -> torch.Tensor:

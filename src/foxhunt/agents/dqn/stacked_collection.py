@@ -1,0 +1,260 @@
+"""One collection round of a stack's M DQN members as ONE batched program (issue 44).
+
+Why: a member's collection step is ~25 small kernels (observe, acting, ε, exploration draws, env step,
+next observation, target pass, TD, copies into the round buffers); M members stepped one program each
+launch 25·M of them a step, and on a GPU each costs its launch latency, not its arithmetic. One member
+with M·N envs costs far less than M members with N envs each (BENCHMARKS.md: the "floor" rows). Here
+the members' envs are ONE env of M·N envs (``VecTradingEnv`` of M·N rows; member m's rows are
+m·N … (m+1)·N − 1), so observing, stepping the env (one fused kernel), the next observation, the
+ε-greedy choice, the TD priorities and the round-buffer copies run once for all members. What stays per
+member: its acting passes (its own weights: two fused kernels, or its torch networks), its exploration
+draws and its episode-start draws (its own generators, so its random streams are those it has alone),
+and the round's replay write and monitor update (``Collector.flush``).
+
+Layout after construction (M members, N envs each, L = rollout_len, D = obs_dim, A = n_actions):
+
+    env (the stack's VecTradingEnv)        every EnvState / StepOutput / EnvTensors field [M·N, ...]
+    env.sampler (StackedSampler)           uniform [M·N] float64, starts [M·N] int64
+    u [M·N] f32, rand_action [M·N] i64, actions [M·N] i64, q [M·N, A], greedy [M·N], q_next [M·N]
+    env_steps [M] i64, epsilon [M] f32, gamma [M, 1] f32
+    r_bar, r_action, ... (every round buffer)  [M, L, N, ...]
+
+and each member's own tensors (``env.state.*``, ``env.out.*``, ``env.params.*``, its sampler's
+``uniform`` / ``starts``, its collector's ``_u``, ``_rand_action``, ``env_steps``, ``epsilon``, ``r_*``,
+its fused acting's ``q`` / ``greedy`` / ``q_next_max``) are VIEWS of its rows, so resets, set_fold,
+checkpoints, the epoch's reset flags and the replay write work on the member as before. Build it before
+anything is captured (a graph would keep reading the old tensors); ``round`` checks, host side, that the
+views still hold (it runs only eagerly and at capture).
+
+Arithmetic: the members' own, op for op and element for element (every batched op is elementwise over
+envs, or a gather within an env's row), so a member's transitions are bit for bit those it collects
+alone (tests/agents/test_dqn_stacked_collection.py: the CPU, and the fused kernels under the
+interpreter).
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from typing import Any, Sequence
+
+import torch
+
+from foxhunt.agents.dqn.targets import linear_schedule
+from foxhunt.env import VecTradingEnv
+from foxhunt.env.fused import FusedEnvStep
+from foxhunt.env.state import StartSampler, starts_from_uniform
+
+EPSILON_KEYS = ("eps_start", "eps_end", "eps_decay_steps")
+STRUCTURAL_ENV = ("reward_mode", "action_mode", "decision_interval", "diversity_window")
+
+
+class StackedSampler:
+    """The stack env's episode starts: each member's uniform draw from its own generator into its rows
+    (the same call it makes alone), then one map of all M·N uniforms to starts."""
+
+    def __init__(self, members: Sequence[StartSampler], uniform: torch.Tensor, starts: torch.Tensor) -> None:
+        self.members = list(members)
+        self.uniform = uniform
+        self.starts = starts
+
+    def fill_uniform(self) -> None:
+        for s in self.members:
+            s.fill_uniform()
+
+    def draw(self, params: Any, market: Any) -> torch.Tensor:
+        self.fill_uniform()
+        return starts_from_uniform(self.uniform, params, market, out=self.starts)
+
+
+def unsupported(trainers: Sequence[Any]) -> str | None:
+    """Why these trainers' collection rounds cannot be one batched program (None when they can)."""
+    if len(trainers) < 2:
+        return "one member"
+    t0 = trainers[0]
+    for k, t in enumerate(trainers):
+        if getattr(t, "lag", None) is not None or getattr(t, "_curiosity", None) is not None or t.checks is not None:
+            return f"member {k} collects lagged, trains curiosity or runs check mode"
+        if t.market is not t0.market:
+            return f"member {k} has its own market"
+        if (t.cfg.n_envs, t.cfg.rollout_len) != (t0.cfg.n_envs, t0.cfg.rollout_len):
+            return f"member {k} differs in dqn.n_envs or dqn.rollout_len"
+        if (t.plan.env_step, t.plan.acting) != (t0.plan.env_step, t0.plan.acting):
+            return f"member {k} differs in accel.env_step or accel.acting"
+        if not t.env.auto_reset:
+            return f"member {k}'s env does not auto-reset"
+        for key in STRUCTURAL_ENV:
+            if getattr(t.env.params.base, key) != getattr(t0.env.params.base, key):
+                return f"member {k} differs in env.{key}"
+    return None
+
+
+def _share(big: Any, smalls: Sequence[Any], names: Sequence[str], rows: int) -> None:
+    """Each small object's tensor ``name`` becomes rows m·rows … (m+1)·rows − 1 of ``big``'s (values copied)."""
+    for name in names:
+        whole = getattr(big, name)
+        if whole.shape[0] != len(smalls) * rows:
+            raise ValueError(f"stacked collection: {name} has {whole.shape[0]} rows, not {len(smalls)} x {rows}")
+        for m, small in enumerate(smalls):
+            part = whole[m * rows:(m + 1) * rows]
+            part.copy_(getattr(small, name))
+            object.__setattr__(small, name, part)
+
+
+def _tensor_fields(obj: Any) -> list[str]:
+    assert is_dataclass(obj)
+    return [f.name for f in fields(obj) if isinstance(getattr(obj, f.name), torch.Tensor)]
+
+
+class StackedCollection:
+    """``round()``: one collection round (``rollout_len`` steps, then each member's replay write) of every
+    member of ``trainers`` (DQNTrainers; ``unsupported`` is None), as one program. See the module docstring."""
+
+    def __init__(self, trainers: Sequence[Any]) -> None:
+        reason = unsupported(trainers)
+        if reason is not None:
+            raise ValueError(f"stacked collection: {reason}")
+        t0 = trainers[0]
+        self.trainers = list(trainers)
+        self.cols = [t.collector for t in trainers]
+        m, n, steps = len(trainers), t0.cfg.n_envs, t0.cfg.rollout_len
+        self.m, self.n, self.steps = m, n, steps
+        dev, market = t0.device, t0.market
+        self.market = market
+        self.n_market = market.n_features
+        self.n_actions = t0.env.n_actions
+        envs = [t.env for t in trainers]
+        # The stack's env: its own values are overwritten by the members' (copied in by _share).
+        self.env = env = VecTradingEnv(market, m * n, t0.env.params.base, seed=0)
+        _share(env.state, [e.state for e in envs], _tensor_fields(env.state), n)
+        _share(env.out, [e.out for e in envs], _tensor_fields(env.out), n)
+        _share(env.params, [e.params for e in envs], env.params.tensor_names(), n)
+        _share(env.sampler, [e.sampler for e in envs], ("uniform", "starts"), n)
+        env.sampler = StackedSampler([e.sampler for e in envs], env.sampler.uniform, env.sampler.starts)  # type: ignore[assignment]
+        if t0.plan.env_step == "fused":
+            self._env_step: Any = FusedEnvStep(env)
+        elif t0.plan.env_step == "compiled":
+            self._env_step = torch.compile(env.step, dynamic=False)
+        else:
+            self._env_step = env.step
+
+        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.zeros(shape, dtype=dtype, device=dev)
+
+        self.u, self.rand_action = zeros(m * n), zeros(m * n, dtype=torch.int64)
+        _share_into(self.u, self.cols, "_u", n)
+        _share_into(self.rand_action, self.cols, "_rand_action", n)
+        self.env_steps, self.epsilon = zeros(m, dtype=torch.int64), zeros(m)
+        for c, col in enumerate(self.cols):  # 0-d counters, as the collector holds them
+            for name in ("env_steps", "epsilon"):
+                getattr(self, name)[c].copy_(getattr(col, name))
+                setattr(col, name, getattr(self, name)[c])
+        self.actions = zeros(m * n, dtype=torch.int64)
+        self.next_obs = zeros(m * n, market.obs_dim)
+        self.gamma = torch.tensor([[float(t.cfg.gamma)] for t in trainers], dtype=torch.float32, device=dev)
+        fused = [c._fused for c in self.cols]
+        self.fused = all(f is not None for f in fused)
+        self.q, self.greedy, self.q_next = zeros(m * n, self.n_actions), zeros(m * n, dtype=torch.int64), zeros(m * n)
+        if self.fused:
+            for f, name in (("q", "q"), ("greedy", "greedy"), ("q_next_max", "q_next")):
+                _share_into(getattr(self, name), fused, f, n)
+        self.buffers = {}
+        for name, buf in self.cols[0].round_buffers().items():
+            whole = zeros(m, *buf.shape, dtype=buf.dtype)
+            for c, col in enumerate(self.cols):
+                whole[c].copy_(getattr(col, name))
+                object.__setattr__(col, name, whole[c])
+            self.buffers[name] = whole
+        cfgs = [t.cfg for t in trainers]
+        self.one_epsilon = all(tuple(getattr(c, k) for k in EPSILON_KEYS) == tuple(getattr(cfgs[0], k) for k in EPSILON_KEYS)
+                               for c in cfgs)
+        self._views = self._view_ptrs()
+
+    # ------------------------------------------------------------------ host checks
+    def _view_ptrs(self) -> list[int]:
+        out = []
+        for t, c in zip(self.trainers, self.cols):
+            out += [t.env.state.bar.data_ptr(), t.env.out.reward.data_ptr(), t.env.sampler.uniform.data_ptr(),
+                    c._u.data_ptr(), c.env_steps.data_ptr(), c.r_action.data_ptr()]
+        return out
+
+    def _check_views(self) -> None:
+        """Host side (eager and capture only): every member's tensors are still its rows of the stack's."""
+        if self._view_ptrs() != self._views:
+            raise RuntimeError("stacked collection: a member's env or collector tensors moved since the stack was "
+                               "built (they must be written in place)")
+
+    # ------------------------------------------------------------------ the round
+    def _epsilon(self) -> None:
+        if self.one_epsilon:
+            cfg = self.trainers[0].cfg
+            self.epsilon.copy_(linear_schedule(cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps, self.env_steps))
+            return
+        for t, c in zip(self.trainers, self.cols):
+            c.epsilon.copy_(linear_schedule(t.cfg.eps_start, t.cfg.eps_end, t.cfg.eps_decay_steps, c.env_steps))
+
+    def _rows(self, x: torch.Tensor, c: int) -> torch.Tensor:
+        return x[c * self.n:(c + 1) * self.n]
+
+    @torch.no_grad()
+    def step(self, k: int) -> None:
+        """Step k of the round for every member (``Collector.step``'s arithmetic, the members batched)."""
+        m, n, b = self.m, self.n, self.buffers
+        obs = self.env.observe()
+        for c, col in enumerate(self.cols):
+            if self.fused:
+                col._fused.act(self._rows(obs, c))  # writes its rows of q and greedy
+            else:
+                q = col._q(col._online, self._rows(obs, c))
+                self._rows(self.q, c).copy_(q)
+                torch.argmax(q, dim=1, out=self._rows(self.greedy, c))
+        self._epsilon()
+        for col in self.cols:  # each member's exploration draws, from its own generator (its alone stream)
+            torch.rand(col._u.shape, generator=col.generator, device=col._u.device, out=col._u)
+            torch.randint(0, self.n_actions, col._rand_action.shape, generator=col.generator,
+                          device=col._rand_action.device, out=col._rand_action)
+        mn = (m, n)
+        torch.where(self.u.view(mn) < self.epsilon.view(m, 1), self.rand_action.view(mn), self.greedy.view(mn),
+                    out=self.actions.view(mn))
+        b["r_action"][:, k].copy_(self.actions.view(mn))
+        b["r_bar"][:, k].copy_(self.env.state.bar.view(mn))
+        b["r_portfolio"][:, k].copy_(obs.view(m, n, -1)[:, :, self.n_market:])
+        out = self._env_step(self.actions)
+        next_obs = self.market.observe(out.next_bar, out.next_portfolio, self.next_obs)
+        for c, col in enumerate(self.cols):
+            if self.fused:
+                col._fused.next_max(self._rows(next_obs, c))  # writes its rows of q_next
+            else:
+                torch.amax(col._q(col._target, self._rows(next_obs, c)), dim=1, out=self._rows(self.q_next, c))
+        terminal = b["r_terminal"][:, k]
+        torch.logical_and(out.done.view(mn), ~out.truncated.view(mn), out=terminal)
+        q_taken = self.q.view(m, n, -1).gather(2, self.actions.view(m, n, 1)).squeeze(2)
+        torch.abs(out.reward.view(mn) + self.gamma * (~terminal).float() * self.q_next.view(mn) - q_taken,
+                  out=b["r_td"][:, k])
+        for name, src in (("r_reward", out.reward), ("r_done", out.done), ("r_next_bar", out.next_bar),
+                          ("r_next_portfolio", out.next_portfolio), ("r_trade_closed", out.trade_closed),
+                          ("r_trade_return", out.trade_return)):
+            b[name][:, k].copy_(src.view(m, n, *src.shape[1:]))
+        self.env_steps.add_(1)
+
+    def round(self) -> None:
+        """Every member's round: its acting weights refreshed, ``rollout_len`` batched steps, then its
+        replay write and monitor update (``Collector.flush``)."""
+        self._check_views()
+        for col in self.cols:
+            if col._fused is not None:
+                col._fused.refresh()
+        for k in range(self.steps):
+            self.step(k)
+        for col in self.cols:
+            col.flush()
+
+
+def _share_into(whole: torch.Tensor, owners: Sequence[Any], name: str, rows: int) -> None:
+    """owner k's tensor ``name`` becomes rows k·rows … of ``whole`` (values copied)."""
+    for c, owner in enumerate(owners):
+        part = whole[c * rows:(c + 1) * rows]
+        part.copy_(getattr(owner, name))
+        setattr(owner, name, part)
+
+
+__all__ = ["StackedCollection", "StackedSampler", "unsupported"]
