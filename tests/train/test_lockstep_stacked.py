@@ -110,22 +110,21 @@ def test_stacked_members_equal_the_same_members_unstacked_within_float32_roundin
         _assert_close_metrics(a, b)
 
 
-@pytest.mark.parametrize("mode,kernels", [("batched", False), ("batched", True), ("streams", False)],
-                         ids=["batched", "batched-fused-kernels", "streams"])
-def test_the_stacks_joint_collection_rounds_train_bit_for_bit_what_each_members_own_rounds_train(
-        tmp_path: Path, mode: str, kernels: bool) -> None:
-    """Joint rounds change the host's launches (and, batched, the members' envs into one env of members x envs),
-    not a member's arithmetic or its order (dqn.joint_rounds = "off": each member launches its own round).
-    kernels: the fused env step and acting kernels (Triton; the interpreter on a CPU), as on a GPU."""
-    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True, "joint_rounds": mode})
+@pytest.mark.parametrize("kernels", [False, True], ids=["torch", "fused-kernels"])
+def test_the_stacks_batched_collection_rounds_train_bit_for_bit_what_each_members_own_rounds_train(
+        tmp_path: Path, kernels: bool) -> None:
+    """Batched rounds (the members' envs one env of members x envs, their steps one program) change the host's
+    launches and the kernels' shapes, not a member's arithmetic or its order (dqn.joint_rounds = false: each
+    member launches its own round). kernels: the fused env step and acting kernels (Triton; the interpreter on a
+    CPU), as on a GPU."""
+    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})
     if kernels:
         cfg = cfg.replace(accel={"env_step": "fused", "acting": "fused"},
                           dqn={"rounds_per_epoch": 3, "hidden": [16, 16], "head_hidden": 8})
     joint, metrics_joint = _train(cfg)
-    own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": "off"}))
+    own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": False}))
     rounds = _unwrapped(joint.lockstep.stacks[0].rounds)
-    assert rounds is not None and own.lockstep.stacks[0].rounds is None
-    assert (rounds.collection is not None) == (mode == "batched")
+    assert rounds is not None and rounds.collection is not None and own.lockstep.stacks[0].rounds is None
     if kernels:  # the fused env step over the stack's one env, each member's fused acting passes
         assert type(rounds.collection._env_step).__name__ == "FusedEnvStep" and rounds.collection.fused
     assert all(t._round_step.calls > 0 for t in own.members)
@@ -133,6 +132,25 @@ def test_the_stacks_joint_collection_rounds_train_bit_for_bit_what_each_members_
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert json.dumps(metrics_own) == json.dumps(metrics_joint)  # NaN fields included
     assert [s.best_epoch for s in own.selectors] == [s.best_epoch for s in joint.selectors]
+
+
+def test_the_batched_rounds_make_each_members_env_and_buffers_views_of_its_rows_and_refuse_what_they_cannot_batch(
+        tmp_path: Path) -> None:
+    from foxhunt.agents.dqn.stacked_collection import unsupported
+
+    cfg = _config(tmp_path, GRIDS["ensemble"]).replace(dqn={"stack_members": True})
+    runner = WalkForwardRunner(prepare_market(cfg))
+    col = _unwrapped(runner.lockstep.stacks[0].rounds).collection
+    n = cfg.dqn.n_envs
+    for m, t in enumerate(runner.members):  # member m's tensors are rows m*N ... of the stack's
+        assert t.env.state.bar.data_ptr() == col.env.state.bar[m * n].data_ptr()
+        assert t.env.sampler.uniform.data_ptr() == col.env.sampler.uniform[m * n].data_ptr()
+        assert t.collector.r_td.data_ptr() == col.buffers["r_td"][m].data_ptr()
+        assert t.collector.env_steps.data_ptr() == col.env_steps[m].data_ptr()
+    # members at different decision intervals (a decision grid) launch their own rounds
+    grid = WalkForwardRunner(prepare_market(_config(tmp_path, {"ensemble": 2, "decision_grid": [1, 2]}).replace(dqn={"stack_members": True})))
+    assert unsupported(grid.members) == "member 1 differs in env.decision_interval"
+    assert grid.lockstep.stacks[0].rounds is None
 
 
 def test_the_flag_off_builds_no_stack_and_hands_off_nothing(tmp_path: Path) -> None:

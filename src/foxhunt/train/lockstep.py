@@ -100,36 +100,14 @@ def joint_rounds_ok(t: Any) -> bool:
     return getattr(t, "lag", None) is None and getattr(t, "_curiosity", None) is None and getattr(t, "checks", None) is None
 
 
-def joint_rounds(members: Sequence[Any], device: torch.device, stream: torch.cuda.Stream | None,
-                 batched: bool = False) -> GraphedStep:
-    """One collection round of every member as one step. batched: the members' envs one env of M x N envs and
-    their steps one program (``agents.dqn.stacked_collection``; ``dqn.joint_rounds = "batched"``); else each
-    member's round body on its own side stream (CUDA; forked from and joined to the calling stream, parallel
-    branches of one graph), in member order on a CPU (``"streams"``). The step registers every member's
-    generators; each member's replay counters are saved, restored and advanced as its own round step does them."""
+def joint_rounds(members: Sequence[Any], device: torch.device, stream: torch.cuda.Stream | None) -> GraphedStep:
+    """One collection round of every member as one step: the members' envs one env of M x N envs and their steps
+    one program (``agents.dqn.stacked_collection``). The step registers every member's generators; each member's
+    replay counters are saved, restored and advanced as its own round step does them."""
+    from foxhunt.agents.dqn.stacked_collection import StackedCollection
+
     bodies = [t._round_step for t in members]
-    sides = [torch.cuda.Stream(device) for _ in members] if device.type == "cuda" and not batched else None
-    collection = None
-    if batched:
-        from foxhunt.agents.dqn.stacked_collection import StackedCollection
-
-        collection = StackedCollection(members)
-
-    def round_of_every_member() -> None:
-        if collection is not None:
-            collection.round()
-            return
-        if sides is None:
-            for b in bodies:
-                b.fn()
-            return
-        here = torch.cuda.current_stream(device)
-        for b, side in zip(bodies, sides):
-            side.wait_stream(here)
-            with torch.cuda.stream(side):
-                b.fn()
-        for side in sides:
-            here.wait_stream(side)
+    collection = StackedCollection(members)
 
     def save() -> list[object]:
         return [b.host_state[0]() for b in bodies]
@@ -142,7 +120,7 @@ def joint_rounds(members: Sequence[Any], device: torch.device, stream: torch.cud
         for b in bodies:
             b.after_replay()
 
-    step = GraphedStep(round_of_every_member, device, members[0].plan.graphs,
+    step = GraphedStep(collection.round, device, members[0].plan.graphs,
                        generators=[g for b in bodies for g in b.generators], host_state=(save, restore),
                        after_replay=after, capture_stream=stream)
     step.collection = collection  # type: ignore[attr-defined]  (the batched program, for tests and timing)
@@ -178,13 +156,11 @@ def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
     step = GraphedStep(round_of_updates, device, members[0].plan.graphs,
                        generators=[t.replay.sampler.generator for t in members], capture_stream=stream)
     rounds = None
-    if c0.joint_rounds != "off" and all(joint_rounds_ok(t) for t in members):
+    if c0.joint_rounds and all(joint_rounds_ok(t) for t in members):
         from foxhunt.agents.dqn.stacked_collection import unsupported
 
-        if c0.joint_rounds == "streams":
+        if unsupported(members) is None:  # members it cannot batch launch their own rounds
             rounds = joint_rounds(members, device, stream)
-        elif unsupported(members) is None:  # "batched"; members it cannot batch launch their own rounds
-            rounds = joint_rounds(members, device, stream, batched=True)
         for t in members:
             t.rounds_by = rounds
     return MemberStack(tuple(range(len(members))), tuple(members), step, stream, rounds)

@@ -45,15 +45,13 @@ class DQNConfig(Section):
                                 "apart within float32 rounding (batched GEMMs). Needs accel.train_step = 'fused' "
                                 "(name it on the CPU) and train.lockstep; not with overlap_collection; the members' "
                                 "steady-epoch graph (epoch_graph) is off with it")
-    joint_rounds: Literal["batched", "streams", "off"] = Field(
-        "batched", description="with stack_members, how a round's collection of the stack's members runs. 'batched' "
-        "(default): ONE program for all members (agents.dqn.stacked_collection): their envs one env of members x envs "
-        "(one fused env step), the epsilon-greedy choice, TD priorities and round buffers batched; each member keeps its "
-        "acting passes, its random draws (its own generators) and its replay write, so each member's transitions are bit "
-        "for bit those it collects alone. Members that differ in n_envs, rollout_len, env structure or the execution plan "
-        "launch their own rounds. 'streams': one captured graph with each member's round on its own side stream (measured "
-        "slower than 'off': BENCHMARKS.md). 'off': each member launches its own round. Not for members that collect "
-        "lagged, train curiosity or run check mode")
+    joint_rounds: bool = Field(True, description="with stack_members, a round's collection of the stack's members is ONE "
+                               "program (agents.dqn.stacked_collection): their envs one env of members x envs (one fused "
+                               "env step), the epsilon-greedy choice, TD priorities and round buffers batched; each member "
+                               "keeps its acting passes, its random draws (its own generators) and its replay write, so its "
+                               "transitions are bit for bit those it collects alone. Members that differ in n_envs, "
+                               "rollout_len, env structure or the execution plan, or that collect lagged, train curiosity "
+                               "or run check mode, launch their own rounds (as false does)")
     # Replay
     buffer_capacity: int = Field(200_000, ge=64, le=1 << 34, description="transitions (rounded down to a multiple of n_envs)")
     warmup_transitions: int = Field(4_096, ge=0, le=1 << 34, description="transitions collected before training starts")
