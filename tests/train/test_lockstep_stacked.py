@@ -343,7 +343,7 @@ def test_a_killed_stacked_run_resumes_to_the_uninterrupted_stacked_result(tmp_pa
 def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32_rounding(tmp_path: Path,
                                                                                           grid: str) -> None:
     """Compiled stack, its round of updates one CUDA graph on its own stream and its members' collection rounds one
-    graph of per-member branches (the updates passed on an H100 at a879a13; the joint rounds not yet run on a card)."""
+    graph of the batched collection (the updates passed on an H100 at a879a13; the batched rounds not yet run on a card)."""
     cfg = _config(tmp_path, GRIDS[grid]).replace(run={"device": "cuda"}, accel={"backend": "fused", "matmul_precision": "fp32"},
                                                   dqn={"n_envs": 256, "hidden": [64, 64], "head_hidden": 32})
     apart, metrics_apart = _train(cfg)
@@ -357,6 +357,23 @@ def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32
         _assert_close_states(a, b)
     for a, b in zip(metrics_apart, metrics):
         _assert_close_metrics(a, b)
+
+
+@pytest.mark.gpu
+def test_batched_rounds_on_cuda_train_bit_for_bit_what_each_members_own_rounds_train(tmp_path: Path) -> None:
+    """On a GPU the batched round is one captured graph: the fused env step over every member's envs, each
+    member's fused acting passes on its rows; elementwise over envs, so the same bits as each member's own graphs."""
+    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(
+        run={"device": "cuda"}, accel={"backend": "fused", "matmul_precision": "fp32"},
+        dqn={"n_envs": 256, "hidden": [64, 64], "head_hidden": 32, "stack_members": True})
+    joint, metrics_joint = _train(cfg)
+    own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": False}))
+    rounds = _unwrapped(joint.lockstep.stacks[0].rounds)
+    assert rounds.graph is not None and rounds.collection.fused and own.lockstep.stacks[0].rounds is None
+    for a, b in zip(_states(own), _states(joint)):
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert json.dumps(metrics_own) == json.dumps(metrics_joint)
+    assert [s.best_epoch for s in own.selectors] == [s.best_epoch for s in joint.selectors]
 
 
 def test_check_mode_accepts_the_stacks_moved_tensors_and_still_names_a_later_move(tmp_path: Path) -> None:
