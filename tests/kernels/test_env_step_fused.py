@@ -255,3 +255,29 @@ def test_gpu_fused_steps_captured_in_a_cuda_graph_replay_like_eager_torch_steps(
     torch.testing.assert_close(rewards, ref_rewards, rtol=1e-5, atol=1e-4)
     for name, t in ref_out.tensors().items():
         torch.testing.assert_close(getattr(env.out, name), t, rtol=1e-5, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("mirror", [False, True], ids=["plain", "mirror"])
+def test_fused_step_equals_torch_step_on_a_pooled_universe_with_each_envs_symbol_medians_and_starts(
+        tmp_path_factory, mirror: bool):
+    """A pooled universe (three symbols): the kernel prices and routes each env's orders with its episode's symbol's
+    medians ([N], gathered at the decision's start bar) and restarts done envs at the starts the pooled draw maps
+    (a symbol, then a start in its training rows; each copy's with train.mirror), as the torch step does."""
+    from foxhunt.universe_market import PooledFold
+    from tests.universe.conftest import prepared_universe
+
+    prepared = prepared_universe(tmp_path_factory.mktemp("pooled_fused"), train={"mirror": mirror},
+                                 run={"device": DEV.type})
+    m = prepared.market
+    m.set_fold(PooledFold.of(prepared.folds[0]))
+    assert m.pooled and (m.mirror_offset > 0) == mirror
+    n, seed = 24, 3
+    pair = Pair(m, n, EnvParams(action_mode="exposure", episode_length=40), None, seed)
+    rng = np.random.default_rng(seed)
+    actions = rng.integers(pair.env.n_actions, size=n)
+    for _ in range(90):
+        actions = np.where(rng.random(n) > 0.6, rng.integers(pair.env.n_actions, size=n), actions)
+        pair.step(torch.from_numpy(actions.astype(np.int64)).to(DEV), None)
+    assert_covered(pair, ["fill0", "trade_closed", "done_length"])
+    sym = torch.searchsorted(m.symbol_ends, pair.env.state.bar, right=True)
+    assert len(set(sym.tolist())) > 1  # the envs sit in several symbols, each priced with its own medians

@@ -137,3 +137,19 @@ def test_a_poisoned_symbol_changes_no_other_symbols_rows_medians_rewards_or_metr
     st = env.state.episode_start.numpy()
     sym = np.searchsorted(b.offsets_host, st, side="right") - 1
     assert (st + 48 < b.offsets_host[sym + 1]).all() and set(sym.tolist()) == {0, 1, 2}
+
+
+def test_a_pooled_universe_collects_through_the_fused_env_step_and_trains(tmp_path: Path) -> None:
+    """accel.env_step = "fused" on a pooled universe: the plan keeps it (each env's symbol's medians and starts,
+    tests/kernels/test_env_step_fused.py), the collector steps through the kernel, every fold trains and scores."""
+    from foxhunt.env.fused import FusedEnvStep
+
+    sections = {"dqn": {**TINY_DQN, "rounds_per_epoch": 2}, "accel": {"env_step": "fused"},
+                "train": {"tensorboard": False, "progress": False, "epochs": 1},
+                "run": {"out_dir": str(tmp_path / "runs"), "device": "cpu"}}
+    p = prepared_universe(tmp_path, **sections)
+    runner = UniverseRunner(pooled_prepared(p.config, p))
+    assert runner.plan.env_step == "fused" and isinstance(runner.members[0].collector._env_step, FusedEnvStep)
+    agents = runner.score_folds()
+    assert len(agents) == len(runner.folds) and all(math.isfinite(a.metrics[0]["sharpe"]) for a in agents)
+    assert int(runner.members[0].collector.env_steps) > 0

@@ -53,10 +53,13 @@ def unsupported(params: EnvTensors, market: MarketData) -> str | None:
     return None
 
 
-def _market(market: MarketData):
+def _market(market: MarketData, bars: torch.Tensor):
+    """The kernel's view of ``market``; a pooled universe's medians are each env's own ([N], the symbol of its
+    bar ``bars``: an episode never leaves its symbol, so the decision's start bar names it)."""
     k = _kernels()
-    return k.EnvMarket(market.ohlc, market.volume, market.log_return, market.bar_range, market.median_range,
-                       market.median_abs_return, market.fold_bounds, market.has_volume, market.mirror_offset)
+    med_range, med_absret = market.medians_at(bars) if market.pooled else (market.median_range, market.median_abs_return)
+    return k.EnvMarket(market.ohlc, market.volume, market.log_return, market.bar_range, med_range,
+                       med_absret, market.fold_bounds, market.has_volume, market.mirror_offset)
 
 
 def _check(state: EnvState, out: "StepOutput", actions: torch.Tensor, curiosity: torch.Tensor | None,
@@ -90,12 +93,15 @@ def fused_step(
     auto_reset=True, sampler=sampler)`` in one kernel launch (after the sampler's uniform draw): one
     decision of ``params.decision_interval`` bars (``vec_env.step`` when it is 1). Returns ``out``."""
     _check(state, out, actions, curiosity, sampler)
-    sampler.fill_uniform()
+    if market.pooled:  # a symbol, then a start in its training rows: StartSampler.draw's map, in torch
+        sampler.draw(params, market)
+    else:
+        sampler.fill_uniform()
     _kernels().env_step(
         state.tensors(), {name: getattr(params, name) for name in params.tensor_names()}, out.tensors(),
-        _market(market), actions, curiosity, sampler.uniform, sampler.starts,
+        _market(market, state.bar), actions, curiosity, sampler.uniform, sampler.starts,
         reward_mode=params.reward_mode, exposure_mode=params.action_mode == "exposure",
-        decision_interval=params.decision_interval, block=block, num_warps=num_warps,
+        decision_interval=params.decision_interval, starts_given=market.pooled, block=block, num_warps=num_warps,
     )
     return out
 

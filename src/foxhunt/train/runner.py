@@ -73,8 +73,8 @@ class WalkForwardRunner:
             inner = self.tcfg.select == "inner"
             learner.check(cfg, [split_fold(f, self.tcfg.inner_fraction, cfg.folds.purge)[0] if inner else f for f in self.folds])
         # ConfigError on a contradiction; the network checked is the agent's (its section's widths)
-        self.plan = self._adapt_plan(resolve_config(cfg, self.market.device, obs_dim=self.market.obs_dim,
-                                                    learner=learner.plan_learner(cfg)))
+        self.plan = resolve_config(cfg, self.market.device, obs_dim=self.market.obs_dim,
+                                   learner=learner.plan_learner(cfg))
         if learner.check_fits is not None:
             learner.check_fits(cfg, self.market)  # before allocating
         # train.ensemble = K: member k is the trainer a run with run.seed + k builds (foxhunt.train.team)
@@ -106,10 +106,6 @@ class WalkForwardRunner:
         self.timer.install_stacks(self.lockstep)  # stacked members: the stacks' steps, not member 0's (never called)
         self.config_hash = cfg.hash()
         self.data_hash = self.market.source_sha256
-
-    def _adapt_plan(self, plan: Any) -> Any:
-        """The execution plan this runner's market can run (a subclass's hook; here as resolved)."""
-        return plan
 
     def use_config(self, resolved: Config) -> None:
         """Adopt the resolved config written into the run directory (run.name filled in)."""

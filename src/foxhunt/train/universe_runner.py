@@ -28,7 +28,7 @@ per symbol, each a file's run, where all of these work) is ``foxhunt.train.per_s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -145,14 +145,6 @@ class UniverseRunner(WalkForwardRunner):
         self._inner: tuple[list[int], list[int]] = ([], [])  # the current fold's held-back sub-windows
         self._inner_bh: np.ndarray | None = None
         super().__init__(prepared, console)  # type: ignore[arg-type]
-
-    def _adapt_plan(self, plan: Any) -> Any:
-        """The fused env-step kernel reads one range of episode starts and the fold's 0-d medians: the torch
-        step reads each symbol's (starts, medians), so a pooled universe's envs step there. Its backtests
-        run in the fused kernel (windows = symbols, each window's own symbol's medians)."""
-        if plan.env_step == "fused":
-            plan = replace(plan, env_step="torch", notes={**plan.notes, "env_step": "a pooled universe: per-symbol starts and medians (torch)"})
-        return plan
 
     # ------------------------------------------------------------------ folds
     def _begin_fold(self, fold: Any, warm_start: bool) -> float:

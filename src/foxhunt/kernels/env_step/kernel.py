@@ -71,7 +71,7 @@ OUT_FIELDS = (
 
 class EnvMarket(NamedTuple):
     """MarketData's device arrays the step reads: ohlc [T, 4] f32, volume / log_return / bar_range [T]
-    f32, median_range / median_abs_return 0-d f32, fold_bounds [4] int64 (all read on the device),
+    f32, median_range / median_abs_return 0-d f32 (or [N]: each env's own), fold_bounds [4] int64 (all read on the device),
     has_volume and mirror_offset (the mirrored copy's first row, 0 without one) host facts."""
 
     ohlc: torch.Tensor
@@ -101,6 +101,7 @@ def _env_step_kernel(
     n_envs, n_bars, mirror_off,
     K_BARS: tl.constexpr, WINDOW: tl.constexpr, MODE: tl.constexpr, EXPOSURE: tl.constexpr, HAS_VOLUME: tl.constexpr,
     HAS_CURIOSITY: tl.constexpr, RECIP_DIV: tl.constexpr, LIBDEVICE: tl.constexpr, BLOCK: tl.constexpr,
+    MED_STRIDE: tl.constexpr = 0, GIVEN_STARTS: tl.constexpr = False,
 ):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n_envs
@@ -109,8 +110,10 @@ def _env_step_kernel(
     last = n_bars - 1
 
     # ---- state (registers for the whole decision)
-    med_range = tl.load(med_range_p)
-    med_absret = tl.load(med_absret_p)
+    # The medians that route and price orders: one pair (MED_STRIDE 0), or each env's own (1: a pooled universe's
+    # envs, each its episode's symbol's; an episode never leaves its symbol, so one pair serves the decision).
+    med_range = tl.load(med_range_p + i * MED_STRIDE)
+    med_absret = tl.load(med_absret_p + i * MED_STRIDE)
     bar = tl.load(bar_p + i)
     cash = tl.load(cash_p + i)
     q = tl.load(pos_p + i)
@@ -306,9 +309,12 @@ def _env_step_kernel(
 
     # ---- commit, with the auto-reset of done envs folded in (fresh portfolio at a drawn start)
     done = done_any
-    start = start_from_uniform(tl.load(unif_p + i), tl.load(fold_p), tl.load(fold_p + 1), tl.load(ep_len_p + i),
-                               mirror_off)
-    tl.store(starts_p + i, start, mask=valid)
+    if GIVEN_STARTS:  # mapped by the caller (a pooled universe: a symbol, then a start in its training rows)
+        start = tl.load(starts_p + i)
+    else:
+        start = start_from_uniform(tl.load(unif_p + i), tl.load(fold_p), tl.load(fold_p + 1), tl.load(ep_len_p + i),
+                                   mirror_off)
+        tl.store(starts_p + i, start, mask=valid)
     tl.store(estart_p + i, start, mask=valid & done)
     tl.store(cash_p + i, tl.where(done, capital, cash), mask=valid)
     tl.store(pos_p + i, tl.where(done, 0.0, q), mask=valid)
@@ -350,7 +356,7 @@ def env_step(
     state: Mapping[str, torch.Tensor], params: Mapping[str, torch.Tensor], out: Mapping[str, torch.Tensor],
     market: EnvMarket, actions: torch.Tensor, curiosity: torch.Tensor | None, uniform: torch.Tensor,
     starts: torch.Tensor, *, reward_mode: str, exposure_mode: bool, decision_interval: int = 1,
-    block: int = 128, num_warps: int = 4,
+    starts_given: bool = False, block: int = 128, num_warps: int = 4,
 ) -> None:
     """One training decision of every env (``decision_interval`` bars with its action held), in
     place, in one launch.
@@ -359,7 +365,9 @@ def env_step(
     params: the ``PARAM_FIELDS`` [N] tensors; out: the ``OUT_FIELDS`` tensors (next_portfolio [N, 3]);
     actions [N] int64; curiosity [N] f32 or None (bonus 0); uniform [N] f64, the start draw's
     uniforms (drawn by the caller with the sampler's generator); starts [N] int64, written with the
-    draw's starts. Reads no tensor value on the host (CUDA-graph capturable).
+    draw's starts, or (starts_given) read: the caller mapped the uniforms itself. market.median_range /
+    median_abs_return: 0-d (one series) or [N] (each env's own: a pooled universe's). Reads no tensor value
+    on the host (CUDA-graph capturable).
     """
     n = int(actions.shape[0])
     if reward_mode not in REWARD_MODES:
@@ -370,6 +378,10 @@ def env_step(
         block = max(16, triton.next_power_of_2(n))
     dev = actions.device
     cur = curiosity if curiosity is not None else uniform
+    per_env = market.median_range.dim() == 1
+    if per_env and (tuple(market.median_range.shape) != (n,) or tuple(market.median_abs_return.shape) != (n,)):
+        raise ValueError(f"env_step: per-env medians must be [{n}], got {list(market.median_range.shape)} / "
+                         f"{list(market.median_abs_return.shape)}")
     grid = (triton.cdiv(n, block),)
     _env_step_kernel[grid](
         *(_arg(state[k]) for k in STATE_FIELDS), *(_arg(params[k]) for k in PARAM_FIELDS),
@@ -379,7 +391,7 @@ def env_step(
         K_BARS=int(decision_interval), WINDOW=int(ring.shape[1]), MODE=REWARD_MODES[reward_mode], EXPOSURE=bool(exposure_mode),
         HAS_VOLUME=bool(market.has_volume), HAS_CURIOSITY=curiosity is not None,
         RECIP_DIV=dev.type == "cuda", LIBDEVICE=dev.type == "cuda" and not interp, BLOCK=block,
-        num_warps=num_warps, enable_fp_fusion=False,
+        MED_STRIDE=1 if per_env else 0, GIVEN_STARTS=bool(starts_given), num_warps=num_warps, enable_fp_fusion=False,
     )
 
 
