@@ -54,13 +54,20 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> list[Any]:
     return [TrialEvaluator(cfg).evaluate(v)[0] for v in VALUES]
 
 
+BATCHED: list[list[bool]] = []
+"""Per lockstep epoch of the last spied run: whether each of its stacks collects as one batched program."""
+
+
 def _spy_stacks(monkeypatch: pytest.MonkeyPatch) -> list[list[int]]:
-    """Per lockstep epoch: the member counts of its stacks."""
+    """Per lockstep epoch: the member counts of its stacks (and in BATCHED, whether each collects batched)."""
     seen: list[list[int]] = []
+    BATCHED.clear()
     run_epoch = Lockstep.run_epoch
 
     def spy(self: Lockstep, on_error: Any = None) -> None:
         seen.append([len(st.members) for st in self.stacks])
+        BATCHED.append([getattr(getattr(st.rounds, "__wrapped__", st.rounds), "collection", None) is not None
+                        for st in self.stacks])
         run_epoch(self, on_error)
 
     monkeypatch.setattr(Lockstep, "run_epoch", spy)
@@ -79,6 +86,7 @@ def test_a_stacked_population_runs_one_stack_and_each_trial_equals_itself_alone_
     ev = TrialEvaluator(_config(tmp_path, "stacked"))
     out = ev.evaluate_population(VALUES, [None] * 3)
     assert seen and all(s == [3] for s in seen)  # every epoch: one stack of the three trials
+    assert all(b == [True] for b in BATCHED)  # collecting as one program too (one env of trials x envs)
     for o, a in zip(out, alone):
         assert o.error is None
         _assert_close(o.scores, a)
