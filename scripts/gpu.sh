@@ -24,6 +24,10 @@
 # |           | (3 members, lockstep; DQN also sequential), GATE_SET: extra --set flags for both                      |            |
 # | members   | bench_members: M = ${MEMBERS:-1,3,9,27} lockstep (sequential up to ${MAX_SEQ:-9}) for h200-fast, h200-ppo and  | ~8 min |
 # |           | h200-direct on ${MEM_ARGS:---folds 1 --epochs 4}                                                              |            |
+# | stacked   | issue 44's stacked members: bench_members [16,16] 3 vs 27 with the batched collection (dqn.joint_rounds) on  | ~6 min |
+# |           | and off, each alone; then a tune population of 32 stacked trials beside one trial at a time               |        |
+# | universe  | issue 47 at the gpu layout: bench_universe_learning --size gpu (UNI_ARGS: extra flags, e.g. --set ...) on the  | 10+ min |
+# |           | dev universes 0,1,2 (pooled and per-symbol), then bench_universe_scale's minute universe (the fused env step) |        |
 # | streams   | dqn.overlap_collection: its GPU tests, bench_dqn --only e, bench_train --streams two,off,one,two (STREAMS_ARGS: | ? |
 # |           | extra bench_train flags, e.g. "--bars 200000 --folds 3 --epochs 4")    |            |
 #
@@ -111,6 +115,19 @@ run_step() {
         step ${T_MEMBERS:-200} python3 -m bench.bench_members --config configs/$c.toml --members ${MEMBERS:-1,3,9,27} \
           --max-sequential ${MAX_SEQ:-9} ${MEM_ARGS:---folds 1 --epochs 4} --set 'features.cache_dir="/tmp/fcache"' --tag "scale_${c#h200-}" || rc=$?
       done; return $rc ;;
+    stacked) local rc=0 m="python3 -m bench.bench_members --config configs/h200-fast.toml --members 3,27 --modes lockstep --folds 2 \
+        --epochs 4 --warmup-each --set dqn.hidden=[16,16] --set dqn.head_hidden=8 --set features.cache_dir=\"/tmp/fcache\" --set dqn.stack_members=true"
+      step ${T_MEMBERS:-150} $m --tag stack16batched_fast || rc=$?
+      step ${T_MEMBERS:-150} $m --set dqn.joint_rounds=false --tag stack16off_fast || rc=$?
+      step ${T_TUNE:-200} python3 -m bench.bench_tune --workers --population 32 32 --seconds 20 --no-eval --no-scorecard \
+        --set dqn.stack_members=true --name tune_cuda_population_stacked_batched_warm || rc=$?
+      step ${T_TUNE:-200} python3 -m bench.bench_tune --workers 1 --seconds 75 --no-scorecard --name tune_cuda_k1_baseline_batched || rc=$?
+      return $rc ;;
+    universe) local rc=0
+      step ${T_UNIVERSE:-1200} python3 -m bench.bench_universe_learning --family dev --universes 0,1,2 --size gpu --device cuda \
+        --modes pooled,per_symbol ${UNI_ARGS:-} || rc=$?
+      step ${T_BENCH:-600} python3 -m bench.bench_universe_scale --device cuda --layout minute --symbols 50 --years 1 --folds 2 || rc=$?
+      return $rc ;;
     streams) local rc=0
       TAILN=12 step ${T_TESTS:-300} python3 -m pytest -q -m gpu -p no:cacheprovider tests/agents/test_dqn_overlap.py || rc=$?
       step ${T_BENCH:-600} python3 -m bench.bench_dqn --only e --streams two,off,one,two --name dqn_streams_cuda || rc=$?
