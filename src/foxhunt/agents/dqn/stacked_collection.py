@@ -13,7 +13,7 @@ and the round's replay write and monitor update (``Collector.flush``).
 
 Layout after construction (M members, N envs each, L = rollout_len, D = obs_dim, A = n_actions):
 
-    env (the stack's VecTradingEnv)        every EnvState / StepOutput / EnvTensors field [M·N, ...]
+    env (``env.stacked.stack_envs``)       every EnvState / StepOutput / EnvTensors field [M·N, ...]
     env.sampler (StackedSampler)           uniform [M·N] float64, starts [M·N] int64
     u [M·N] f32, rand_action [M·N] i64, actions [M·N] i64, q [M·N, A], greedy [M·N], q_next [M·N]
     env_steps [M] i64, epsilon [M] f32, gamma [M, 1] f32
@@ -28,42 +28,21 @@ views still hold (it runs only eagerly and at capture).
 
 Arithmetic: the members' own, op for op and element for element (every batched op is elementwise over
 envs, or a gather within an env's row), so a member's transitions are bit for bit those it collects
-alone (tests/agents/test_dqn_stacked_collection.py: the CPU, and the fused kernels under the
+alone (tests/train/test_lockstep_stacked.py: the CPU, and the fused kernels under the
 interpreter).
 """
 
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass
 from typing import Any, Sequence
 
 import torch
 
 from foxhunt.agents.dqn.targets import linear_schedule
-from foxhunt.env import VecTradingEnv
 from foxhunt.env.fused import FusedEnvStep
-from foxhunt.env.state import StartSampler, starts_from_uniform
+from foxhunt.env.stacked import stack_envs, unstackable, view_ptrs
 
 EPSILON_KEYS = ("eps_start", "eps_end", "eps_decay_steps")
-STRUCTURAL_ENV = ("reward_mode", "action_mode", "decision_interval", "diversity_window")
-
-
-class StackedSampler:
-    """The stack env's episode starts: each member's uniform draw from its own generator into its rows
-    (the same call it makes alone), then one map of all M·N uniforms to starts."""
-
-    def __init__(self, members: Sequence[StartSampler], uniform: torch.Tensor, starts: torch.Tensor) -> None:
-        self.members = list(members)
-        self.uniform = uniform
-        self.starts = starts
-
-    def fill_uniform(self) -> None:
-        for s in self.members:
-            s.fill_uniform()
-
-    def draw(self, params: Any, market: Any) -> torch.Tensor:
-        self.fill_uniform()
-        return starts_from_uniform(self.uniform, params, market, out=self.starts)
 
 
 def unsupported(trainers: Sequence[Any]) -> str | None:
@@ -74,35 +53,11 @@ def unsupported(trainers: Sequence[Any]) -> str | None:
     for k, t in enumerate(trainers):
         if getattr(t, "lag", None) is not None or getattr(t, "_curiosity", None) is not None or t.checks is not None:
             return f"member {k} collects lagged, trains curiosity or runs check mode"
-        if t.market is not t0.market:
-            return f"member {k} has its own market"
-        if (t.cfg.n_envs, t.cfg.rollout_len) != (t0.cfg.n_envs, t0.cfg.rollout_len):
-            return f"member {k} differs in dqn.n_envs or dqn.rollout_len"
+        if t.cfg.rollout_len != t0.cfg.rollout_len:
+            return f"member {k} differs in dqn.rollout_len"
         if (t.plan.env_step, t.plan.acting) != (t0.plan.env_step, t0.plan.acting):
             return f"member {k} differs in accel.env_step or accel.acting"
-        if not t.env.auto_reset:
-            return f"member {k}'s env does not auto-reset"
-        for key in STRUCTURAL_ENV:
-            if getattr(t.env.params.base, key) != getattr(t0.env.params.base, key):
-                return f"member {k} differs in env.{key}"
-    return None
-
-
-def _share(big: Any, smalls: Sequence[Any], names: Sequence[str], rows: int) -> None:
-    """Each small object's tensor ``name`` becomes rows m·rows … (m+1)·rows − 1 of ``big``'s (values copied)."""
-    for name in names:
-        whole = getattr(big, name)
-        if whole.shape[0] != len(smalls) * rows:
-            raise ValueError(f"stacked collection: {name} has {whole.shape[0]} rows, not {len(smalls)} x {rows}")
-        for m, small in enumerate(smalls):
-            part = whole[m * rows:(m + 1) * rows]
-            part.copy_(getattr(small, name))
-            object.__setattr__(small, name, part)
-
-
-def _tensor_fields(obj: Any) -> list[str]:
-    assert is_dataclass(obj)
-    return [f.name for f in fields(obj) if isinstance(getattr(obj, f.name), torch.Tensor)]
+    return unstackable([t.env for t in trainers])
 
 
 class StackedCollection:
@@ -122,14 +77,7 @@ class StackedCollection:
         self.market = market
         self.n_market = market.n_features
         self.n_actions = t0.env.n_actions
-        envs = [t.env for t in trainers]
-        # The stack's env: its own values are overwritten by the members' (copied in by _share).
-        self.env = env = VecTradingEnv(market, m * n, t0.env.params.base, seed=0)
-        _share(env.state, [e.state for e in envs], _tensor_fields(env.state), n)
-        _share(env.out, [e.out for e in envs], _tensor_fields(env.out), n)
-        _share(env.params, [e.params for e in envs], env.params.tensor_names(), n)
-        _share(env.sampler, [e.sampler for e in envs], ("uniform", "starts"), n)
-        env.sampler = StackedSampler([e.sampler for e in envs], env.sampler.uniform, env.sampler.starts)  # type: ignore[assignment]
+        self.env = env = stack_envs([t.env for t in trainers])  # member m's env tensors: views of its rows
         if t0.plan.env_step == "fused":
             self._env_step: Any = FusedEnvStep(env)
         elif t0.plan.env_step == "compiled":
@@ -171,11 +119,8 @@ class StackedCollection:
 
     # ------------------------------------------------------------------ host checks
     def _view_ptrs(self) -> list[int]:
-        out = []
-        for t, c in zip(self.trainers, self.cols):
-            out += [t.env.state.bar.data_ptr(), t.env.out.reward.data_ptr(), t.env.sampler.uniform.data_ptr(),
-                    c._u.data_ptr(), c.env_steps.data_ptr(), c.r_action.data_ptr()]
-        return out
+        cols = [p for c in self.cols for p in (c._u.data_ptr(), c.env_steps.data_ptr(), c.r_action.data_ptr())]
+        return view_ptrs([t.env for t in self.trainers]) + cols
 
     def _check_views(self) -> None:
         """Host side (eager and capture only): every member's tensors are still its rows of the stack's."""
@@ -257,4 +202,4 @@ def _share_into(whole: torch.Tensor, owners: Sequence[Any], name: str, rows: int
         setattr(owner, name, part)
 
 
-__all__ = ["StackedCollection", "StackedSampler", "unsupported"]
+__all__ = ["StackedCollection", "unsupported"]

@@ -1,0 +1,102 @@
+"""M members' training envs as ONE env of M x N envs (issue 44: a fold's members in one program).
+
+``stack_envs(envs)`` builds a ``VecTradingEnv`` of M·N envs on the members' shared market whose rows
+m·N … (m+1)·N − 1 are member m's: every EnvState, StepOutput and EnvTensors field of member m's env, and
+its start sampler's ``uniform`` / ``starts``, become VIEWS of those rows (values copied in), so a step of
+the stack's env steps every member at once (one fused kernel launch), while resets, fold switches, cost
+changes, epoch reset flags and checkpoints still work on each member's env in place. The stack's sampler
+(``StackedSampler``) fills each member's rows from that member's own generator, so every member's episode
+starts are those it draws alone. Every step op is elementwise over envs (a gather within an env's row at
+most), so each member's rows step bit for bit as its own env does (tests/train/test_lockstep_stacked.py and
+tests/train/test_lockstep.py: members trained through it equal their own rounds bit for bit).
+
+Build it before anything is captured or records the members' addresses (a graph would keep reading the
+old tensors); ``view_ptrs`` is a host-side fingerprint to check they still hold.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields, is_dataclass
+from typing import Any, Sequence
+
+import torch
+
+from foxhunt.env.state import StartSampler, starts_from_uniform
+from foxhunt.env.vec_env import VecTradingEnv
+
+STRUCTURAL = ("reward_mode", "action_mode", "decision_interval", "diversity_window")
+"""Env settings the stack's one step needs equal (the kernel's compile-time constants, the torch step's branches)."""
+
+
+class StackedSampler:
+    """The stack env's episode starts: each member's uniform draw from its own generator into its rows (the
+    same call it makes alone), then one map of all M·N uniforms to starts."""
+
+    def __init__(self, members: Sequence[StartSampler], uniform: torch.Tensor, starts: torch.Tensor) -> None:
+        self.members = list(members)
+        self.uniform = uniform
+        self.starts = starts
+
+    def fill_uniform(self) -> None:
+        for s in self.members:
+            s.fill_uniform()
+
+    def draw(self, params: Any, market: Any) -> torch.Tensor:
+        self.fill_uniform()
+        return starts_from_uniform(self.uniform, params, market, out=self.starts)
+
+
+def unstackable(envs: Sequence[VecTradingEnv]) -> str | None:
+    """Why these members' envs cannot be one env (None when they can)."""
+    e0 = envs[0]
+    for k, e in enumerate(envs):
+        if e.market is not e0.market:
+            return f"member {k} has its own market"
+        if e.n_envs != e0.n_envs:
+            return f"member {k} has {e.n_envs} envs, member 0 {e0.n_envs}"
+        if not e.auto_reset:
+            return f"member {k}'s env does not auto-reset"
+        for key in STRUCTURAL:
+            if getattr(e.params.base, key) != getattr(e0.params.base, key):
+                return f"member {k} differs in env.{key}"
+    return None
+
+
+def share_rows(whole_owner: Any, smalls: Sequence[Any], names: Sequence[str], rows: int) -> None:
+    """Each small object's tensor ``name`` becomes rows m·rows … (m+1)·rows − 1 of ``whole_owner``'s (values copied)."""
+    for name in names:
+        whole = getattr(whole_owner, name)
+        if whole.shape[0] != len(smalls) * rows:
+            raise ValueError(f"stacking: {name} has {whole.shape[0]} rows, not {len(smalls)} x {rows}")
+        for m, small in enumerate(smalls):
+            part = whole[m * rows:(m + 1) * rows]
+            part.copy_(getattr(small, name))
+            object.__setattr__(small, name, part)
+
+
+def _tensor_fields(obj: Any) -> list[str]:
+    assert is_dataclass(obj)
+    return [f.name for f in fields(obj) if isinstance(getattr(obj, f.name), torch.Tensor)]
+
+
+def stack_envs(envs: Sequence[VecTradingEnv]) -> VecTradingEnv:
+    """The members' envs as one env of M·N envs (module docstring); ValueError naming why they cannot be."""
+    reason = unstackable(envs)
+    if reason is not None:
+        raise ValueError(f"stacking the members' envs: {reason}")
+    e0, n = envs[0], envs[0].n_envs
+    env = VecTradingEnv(e0.market, len(envs) * n, e0.params.base, seed=0)  # its own values are overwritten below
+    share_rows(env.state, [e.state for e in envs], _tensor_fields(env.state), n)
+    share_rows(env.out, [e.out for e in envs], _tensor_fields(env.out), n)
+    share_rows(env.params, [e.params for e in envs], env.params.tensor_names(), n)
+    share_rows(env.sampler, [e.sampler for e in envs], ("uniform", "starts"), n)
+    env.sampler = StackedSampler([e.sampler for e in envs], env.sampler.uniform, env.sampler.starts)  # type: ignore[assignment]
+    return env
+
+
+def view_ptrs(envs: Sequence[VecTradingEnv]) -> list[int]:
+    """A host-side fingerprint of where the members' env tensors live (compare before a capture)."""
+    return [p for e in envs for p in (e.state.bar.data_ptr(), e.out.reward.data_ptr(), e.sampler.uniform.data_ptr())]
+
+
+__all__ = ["StackedSampler", "share_rows", "stack_envs", "unstackable", "view_ptrs"]
