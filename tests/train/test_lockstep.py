@@ -209,3 +209,46 @@ def test_a_lockstep_epoch_of_graphed_members_runs_without_any_sync_but_the_readb
     with cuda_sync_errors("cuda"):
         runner.lockstep.run_epoch()
     assert all(s is not None for s in runner.lockstep.finish())
+
+
+@pytest.mark.parametrize("hold,kernels", [(0.0, False), (0.3, True)], ids=["torch", "explore-hold-fused-env"])
+def test_ppo_members_batched_rollouts_train_bit_for_bit_what_their_own_rollouts_train(
+        tmp_path: Path, hold: float, kernels: bool) -> None:
+    """ppo.batched_rollouts: the members' envs one env of members x envs and their rollout steps one program;
+    each member's actor-critic pass, random draws (its own generator) and update stay its own, so every member
+    trains and selects exactly what it does rolling out alone. kernels: the fused env step (the interpreter on a
+    CPU), as on a GPU."""
+    cfg = _config(tmp_path, "ppo", {"ensemble": 2, "gamma_grid": [0.9, 0.5]})
+    cfg = cfg.replace(ppo={"explore_hold": hold})
+    if kernels:  # one epoch: the interpreted kernel steps slowly
+        cfg = cfg.replace(accel={"env_step": "fused"}, train={"epochs": 1})
+    batched, metrics_batched = _train(cfg.replace(ppo={"batched_rollouts": True}))
+    own, metrics_own = _train(cfg)
+    st = batched.lockstep.stacks
+    assert len(st) == 1 and st[0].step is None and own.lockstep.stacks == []
+    rounds = getattr(st[0].rounds, "__wrapped__", st[0].rounds)
+    assert rounds.collection is not None and all(t._round_step.calls == 0 for t in batched.members)
+    assert all(t.rollout.env_steps.item() > 0 for t in batched.members)
+    for a, b in zip(_states(own), _states(batched)):
+        _assert_same(a, b)
+    assert _same_metrics(metrics_own, metrics_batched)
+    assert [s.best_epoch for s in own.selectors] == [s.best_epoch for s in batched.selectors]
+    # members at different decision intervals roll out alone (one env steps one k)
+    grid = WalkForwardRunner(prepare_market(_config(tmp_path, "ppo", GRIDS["ppo"]).replace(ppo={"batched_rollouts": True})))
+    assert grid.lockstep.stacks == []
+
+
+@pytest.mark.gpu
+def test_ppo_batched_rollouts_on_cuda_train_bit_for_bit_what_their_own_rollouts_train(tmp_path: Path) -> None:
+    """On a GPU the batched rollout is one captured graph (the fused env step over every member's envs)."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    cfg = _config(tmp_path, "ppo", {"ensemble": 2, "gamma_grid": [0.9, 0.5]}).replace(
+        run={"device": "cuda"}, accel={"backend": "fused", "matmul_precision": "fp32"}, ppo={"n_envs": 256})
+    batched, metrics_batched = _train(cfg.replace(ppo={"batched_rollouts": True}))
+    own, metrics_own = _train(cfg)
+    rounds = getattr(batched.lockstep.stacks[0].rounds, "__wrapped__", batched.lockstep.stacks[0].rounds)
+    assert rounds.graph is not None
+    for a, b in zip(_states(own), _states(batched)):
+        _assert_same(a, b)
+    assert _same_metrics(metrics_own, metrics_batched)

@@ -71,10 +71,17 @@ class MemberStack:
 
     members: tuple[int, ...]
     trainers: tuple[Any, ...]
-    step: GraphedStep
+    step: GraphedStep | None
+    """The members' stacked updates (DQN); None: each member runs its own (PPO's batched rollouts)."""
     stream: torch.cuda.Stream | None
     rounds: GraphedStep | None = None
     """The members' collection rounds as one step (joint rounds, module docstring); None: each member runs its own."""
+
+    @property
+    def rounds_per_epoch(self) -> int:
+        """Collection rounds a member takes an epoch (DQN's rounds, PPO's iterations)."""
+        cfg = self.trainers[0].cfg
+        return int(getattr(cfg, "rounds_per_epoch", None) or cfg.iterations_per_epoch)
 
     def ready(self, left: Container[int] = ()) -> bool:
         """The trainer's own condition (``DQNTrainer.epoch_steps``): the replays hold a batch. left:
@@ -92,6 +99,30 @@ def wants_stack(members: Sequence[Any]) -> bool:
     """Two or more members, every one a DQNTrainer with ``dqn.stack_members`` on."""
     return len(members) > 1 and all(getattr(getattr(t, "cfg", None), "stack_members", False)
                                     and hasattr(t, "updates_by") for t in members)
+
+
+def wants_batched_rollouts(members: Sequence[Any]) -> bool:
+    """Two or more PPO members, every one with ``ppo.batched_rollouts`` on, that can share one env."""
+    if len(members) < 2 or not all(hasattr(t, "rollout") and getattr(t.cfg, "batched_rollouts", False) for t in members):
+        return False
+    from foxhunt.agents.ppo.stacked_rollout import unsupported
+
+    return unsupported(members) is None
+
+
+def build_rollout_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
+    """The PPO members' rollouts as one step (``agents.ppo.stacked_rollout``; each member's update stays its own),
+    run by the lockstep before the pass in which each member updates on it: a member's alone order."""
+    from foxhunt.agents.ppo.stacked_rollout import StackedRollout
+
+    collection = StackedRollout(members)
+    stream = torch.cuda.Stream(device) if device.type == "cuda" else None
+    gens = [g for t in members for g in (t.env.sampler.generator, t.rollout.generator)]
+    rounds = GraphedStep(collection.collect, device, members[0].choice.cuda_graphs, generators=gens, capture_stream=stream)
+    rounds.collection = collection  # type: ignore[attr-defined]
+    for t in members:
+        t.rounds_by = rounds
+    return MemberStack(tuple(range(len(members))), tuple(members), None, stream, rounds)
 
 
 def joint_rounds_ok(t: Any) -> bool:
@@ -187,6 +218,8 @@ class Lockstep:
                     raise ConfigError("dqn.stack_members = true needs train.lockstep = true (the stacked updates run "
                                       "between the members' rounds)")
                 stacks = [build_stack(self.members, device)]
+            elif self.enabled and wants_batched_rollouts(self.members):
+                stacks = [build_rollout_stack(self.members, device)]
         self.stacks = list(stacks)
         self.streams: list[torch.cuda.Stream] | None = None
         if self.enabled and device.type == "cuda":
@@ -250,7 +283,7 @@ class Lockstep:
         while any(g is not None for g in steps):
             for st in self.stacks:  # round r's collection of a joint stack's members that are still in, before their pass
                 live = [m for m in st.members if m not in failed and steps[m] is not None]
-                if st.rounds is not None and live and 1 <= passes <= st.trainers[0].cfg.rounds_per_epoch:
+                if st.rounds is not None and live and 1 <= passes <= st.rounds_per_epoch:
                     try:
                         self._run_joint_rounds(st)
                     except Exception as exc:
@@ -288,7 +321,7 @@ class Lockstep:
     def _run_stack(self, st: MemberStack, failed: Container[int] = ()) -> None:
         """One round of a stack's updates, if its members' replays are ready (``failed``: members that
         left this epoch, not asked)."""
-        if st.ready(failed):
+        if st.step is not None and st.ready(failed):
             self._on_stack_stream(st, st.step)
 
     def _run_joint_rounds(self, st: MemberStack) -> None:
@@ -333,4 +366,5 @@ class Lockstep:
         return self.finish()
 
 
-__all__ = ["Lockstep", "MemberStack", "build_stack", "joint_rounds", "joint_rounds_ok", "wants_stack"]
+__all__ = ["Lockstep", "MemberStack", "build_rollout_stack", "build_stack", "joint_rounds", "joint_rounds_ok",
+           "wants_batched_rollouts", "wants_stack"]

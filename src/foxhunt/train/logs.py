@@ -186,7 +186,7 @@ class PhaseTimer:
         steps instead, as ``train_s`` and ``collect_s`` (the whole stack's, not member 0's)."""
         from dataclasses import replace
 
-        lockstep.stacks = [replace(st, step=self._wrap(st.step, "train_s"),
+        lockstep.stacks = [replace(st, step=self._wrap(st.step, "train_s") if st.step is not None else None,
                                    rounds=self._wrap(st.rounds, "collect_s") if st.rounds is not None else None)
                            for st in lockstep.stacks]
 

@@ -28,6 +28,14 @@ class PPOConfig(Section):
     epoch_graph: bool = Field(False, description="(off by default: its GPU tests pass on an H100, bitwise equal to per-round graphs, but measured there it saves nothing in a steady epoch and its capture costs ~1 s a member a fold: BENCHMARKS.md) on a GPU an epoch's iterations (rollout + update each) are ONE CUDA graph: "
                               "one host launch an epoch instead of two an iteration (with many members in lockstep "
                               "the host's launches were half the epoch); the same kernels in the same order, so the same results")
+    batched_rollouts: bool = Field(False, description="(off by default: not yet timed on a GPU) a fold's K >= 2 PPO "
+                                   "members in lockstep (train.ensemble, train.gamma_grid) collect each iteration's "
+                                   "rollout as ONE program (agents.ppo.stacked_rollout): their envs one env of members x "
+                                   "envs (one fused env step), the sampling, log-probabilities and buffer copies batched; "
+                                   "each member keeps its actor-critic pass, its random draws (its own generator) and its "
+                                   "update, so its rollouts are bit for bit its own. Members that differ in n_envs, "
+                                   "rollout_len, explore_hold, the env's structure or accel.env_step, or run epoch_graph, "
+                                   "roll out alone")
     # Learning
     gamma: float = Field(0.9, ge=0.0, lt=1.0)
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0)

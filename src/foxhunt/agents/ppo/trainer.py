@@ -56,6 +56,9 @@ class PPOTrainer(FoldTrainer):
         # ppo.epoch_graph: the epoch's iterations as ONE graph (one host launch an epoch instead of two an
         # iteration); the same kernels in the same order (tests/agents/test_ppo_epoch_graph.py).
         self._steady = GraphedStep(self._whole_epoch, self.device, choice.cuda_graphs, generators=[*gens, self.learner.generator])
+        # ppo.batched_rollouts: set by the lockstep (train/lockstep.build_rollout_stack) that runs every member's
+        # rollout as one program; epoch_steps then yields once after its set-up and runs no rollout itself.
+        self.rounds_by: object | None = None
         self.epoch = 0
         self.rounds = 0
         self.fold: FoldRange | None = market.fold
@@ -83,8 +86,11 @@ class PPOTrainer(FoldTrainer):
             self.rounds += cfg.iterations_per_epoch
             yield
         else:
+            if self.rounds_by is not None:
+                yield  # set-up done; the lockstep runs each iteration's rollout of every member between the yields
             for _ in range(cfg.iterations_per_epoch):
-                self._round()
+                if self.rounds_by is None:
+                    self._round()
                 self._train()
                 self.rounds += 1
                 yield
