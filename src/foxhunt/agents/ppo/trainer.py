@@ -97,6 +97,12 @@ class PPOTrainer(FoldTrainer):
         self.learner.flush_records(cfg.iterations_per_epoch * cfg.update_epochs * cfg.minibatches, self.rollout.ev)
         self._end_epoch()
 
+    def run_epoch(self) -> None:
+        if self.rounds_by is not None:
+            raise RuntimeError("PPOTrainer: this member's rollouts run in its lockstep's batched rollouts "
+                               "(ppo.batched_rollouts): step it through Lockstep.run_epoch")
+        super().run_epoch()
+
     def _whole_epoch(self) -> None:
         """``iterations_per_epoch`` × (rollout, update): the body of the epoch's graph (``ppo.epoch_graph``)."""
         for _ in range(self.cfg.iterations_per_epoch):
