@@ -25,13 +25,14 @@ _I8 = {"bact_p", "ring_p", "eob_p", "kelly_p", "o_done", "o_trunc", "o_fill", "o
 
 
 def compile_sm90(mode: int = 0, exposure: bool = False, has_volume: bool = True, curiosity: bool = True,
-                 block: int = 128, num_warps: int = 4, k_bars: int = 1):
-    """Compile one configuration of the launcher's constexpr choices; returns (kernel, seconds)."""
+                 block: int = 128, num_warps: int = 4, k_bars: int = 1, pooled: bool = False):
+    """Compile one configuration of the launcher's constexpr choices (pooled: a pooled universe's per-env
+    medians and given starts); returns (kernel, seconds)."""
     fn = ef._env_step_kernel
     if type(fn).__name__ != "JITFunction":
         raise RuntimeError("the kernel module was imported with TRITON_INTERPRET=1; run with it unset or 0")
     consts = dict(K_BARS=k_bars, WINDOW=100, MODE=mode, EXPOSURE=exposure, HAS_VOLUME=has_volume, HAS_CURIOSITY=curiosity,
-                  RECIP_DIV=True, LIBDEVICE=True, BLOCK=block)
+                  RECIP_DIV=True, LIBDEVICE=True, BLOCK=block, MED_STRIDE=1 if pooled else 0, GIVEN_STARTS=pooled)
     sig = {}
     for name in fn.arg_names:
         if name in consts:
@@ -52,7 +53,7 @@ def compile_sm90(mode: int = 0, exposure: bool = False, has_volume: bool = True,
 
 def main() -> None:
     for cfg in (dict(), dict(mode=2, exposure=True), dict(mode=1, has_volume=False, curiosity=False),
-                dict(block=256, num_warps=8), dict(k_bars=8)):
+                dict(block=256, num_warps=8), dict(k_bars=8), dict(pooled=True, k_bars=4)):
         kernel, secs = compile_sm90(**cfg)
         ptx = kernel.asm["ptx"]
         ops = ("fma.rn.f32 ", "div.rn.f32", "div.full", "sqrt.rn.f32", "sqrt.approx", "lg2.approx")
