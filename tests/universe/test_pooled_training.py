@@ -153,3 +153,29 @@ def test_a_pooled_universe_collects_through_the_fused_env_step_and_trains(tmp_pa
     agents = runner.score_folds()
     assert len(agents) == len(runner.folds) and all(math.isfinite(a.metrics[0]["sharpe"]) for a in agents)
     assert int(runner.members[0].collector.env_steps) > 0
+
+
+def test_stacked_members_on_a_pooled_universe_collect_as_one_env_bit_for_bit_as_their_own_rounds(tmp_path: Path) -> None:
+    """dqn.stack_members on a pooled universe: the members' envs one env of members x envs, whose restarts draw a
+    symbol and a start per member from each member's own generator (env/stacked.StackedSampler over the pooled
+    map), train exactly what the members' own rounds train."""
+    def run(joint: bool) -> tuple[Any, list[Any]]:
+        sections = {"dqn": {**TINY_DQN, "hidden": [16, 16], "rounds_per_epoch": 3, "stack_members": True,
+                            "joint_rounds": joint},
+                    "accel": {"train_step": "fused"}, "env": {"episode_length": 5},  # restarts every few steps
+                    "train": {"tensorboard": False, "progress": False, "epochs": 1, "ensemble": 2},
+                    "run": {"out_dir": str(tmp_path / f"runs_{joint}"), "device": "cpu"}}
+        p = prepared_universe(tmp_path, **sections)
+        runner = UniverseRunner(pooled_prepared(p.config, p))
+        return runner, runner.score_folds()
+
+    joint, agents_joint = run(True)
+    own, agents_own = run(False)
+    rounds = joint.lockstep.stacks[0].rounds
+    assert getattr(rounds, "__wrapped__", rounds).collection is not None and own.lockstep.stacks[0].rounds is None
+    assert int(joint.members[0].collector.env_steps) > 5  # past an episode's end: pooled restarts were drawn
+    for a, b in zip(own.members, joint.members):
+        sa, sb = a.learner.online.state_dict(), b.learner.online.state_dict()
+        assert all(torch.equal(sa[k], sb[k]) for k in sa)
+        assert torch.equal(a.env.state.bar, b.env.state.bar)
+    assert json.dumps([x.metrics for x in agents_own]) == json.dumps([x.metrics for x in agents_joint])  # NaN included
