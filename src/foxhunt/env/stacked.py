@@ -74,6 +74,31 @@ def share_rows(whole_owner: Any, smalls: Sequence[Any], names: Sequence[str], ro
             object.__setattr__(small, name, part)
 
 
+def concat_rows(smalls: Sequence[Any], names: Sequence[str]) -> dict[str, torch.Tensor]:
+    """Each of ``names`` ([N, ...] on every small object) concatenated over the members: {name: [M·N, ...]}, each
+    small object's own tensor becoming its rows m·N … (m+1)·N − 1 (a view, values copied)."""
+    out = {}
+    for name in names:
+        parts = [getattr(s, name) for s in smalls]
+        whole, rows = torch.cat(parts), parts[0].shape[0]
+        for m, small in enumerate(smalls):
+            object.__setattr__(small, name, whole[m * rows:(m + 1) * rows])
+        out[name] = whole
+    return out
+
+
+def stack_leading(smalls: Sequence[Any], names: Sequence[str]) -> dict[str, torch.Tensor]:
+    """Each of ``names`` (a tensor of the same shape on every small object) stacked on a new leading member axis:
+    {name: [M, ...]}, each small object's own tensor becoming its row (a view; 0-d tensors a 0-d view)."""
+    out = {}
+    for name in names:
+        whole = torch.stack([getattr(s, name) for s in smalls])
+        for m, small in enumerate(smalls):
+            object.__setattr__(small, name, whole[m])
+        out[name] = whole
+    return out
+
+
 def _tensor_fields(obj: Any) -> list[str]:
     assert is_dataclass(obj)
     return [f.name for f in fields(obj) if isinstance(getattr(obj, f.name), torch.Tensor)]
@@ -99,4 +124,4 @@ def view_ptrs(envs: Sequence[VecTradingEnv]) -> list[int]:
     return [p for e in envs for p in (e.state.bar.data_ptr(), e.out.reward.data_ptr(), e.sampler.uniform.data_ptr())]
 
 
-__all__ = ["StackedSampler", "share_rows", "stack_envs", "unstackable", "view_ptrs"]
+__all__ = ["StackedSampler", "concat_rows", "share_rows", "stack_envs", "stack_leading", "unstackable", "view_ptrs"]

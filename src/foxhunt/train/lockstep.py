@@ -37,15 +37,17 @@ rounding (the stack's batched GEMMs), not bit for bit (tests/train/test_lockstep
 members' steady-epoch graph (``dqn.epoch_graph``) is off for stacked members: one graph cannot hold
 updates shared with other members.
 
-Joint collection rounds (with the stacked updates, when no member of the stack collects in the lagged order,
-trains curiosity or runs check mode: ``joint_rounds_ok``): round r's collection of every member of the stack is
-ONE ``GraphedStep`` too, each member's round body (``DQNTrainer._round_step.fn``) on its own side stream inside
-it, so the host launches one graph a round for the stack instead of one per member (at 27 members the members'
-own launches were half of a steady epoch: BENCHMARKS.md). Each member's epoch then yields once before its first
-round (its set-up: monitor reset, reset flags), and pass r + 1 of the loop first runs round r of the stack, then
-the members' bookkeeping of that round, then the round's updates: the device order of a member alone. Each
-member draws from its own generators and writes its own replay, so the arithmetic is that of the stacked
-lockstep without it, bit for bit on the CPU (tests/train/test_lockstep_stacked.py).
+Joint collection rounds (``dqn.joint_rounds``, with the stacked updates; ``agents.dqn.stacked_collection.unsupported``
+names what it cannot batch: lagged collection, curiosity, check mode, members that differ in envs, k or plan):
+round r's collection of every member of the stack is ONE batched program (the members' envs one env of
+members x envs, ``env.stacked``), one ``GraphedStep`` on the stack's stream. Each member's epoch then yields once
+before its first round (its set-up: monitor reset, reset flags), and pass r + 1 of the loop first runs round r of
+the stack, then the members' bookkeeping of that round, then the round's updates: the device order of a member
+alone. Each member draws from its own generators and writes its own replay, so the arithmetic is that of its
+own rounds, bit for bit (tests/train/test_lockstep_stacked.py).
+
+Batched rollouts (``ppo.batched_rollouts``): PPO members' rollouts the same way (``agents.ppo.stacked_rollout``), a
+stack whose ``step`` is None (each member runs its own update in its pass).
 """
 
 from __future__ import annotations
@@ -125,12 +127,6 @@ def build_rollout_stack(members: Sequence[Any], device: torch.device) -> MemberS
     return MemberStack(tuple(range(len(members))), tuple(members), None, stream, rounds)
 
 
-def joint_rounds_ok(t: Any) -> bool:
-    """A member whose collection round can run inside its stack's joint round: no lagged collection (two
-    halves a round), no curiosity step between rounds, no check mode (its own pointer registry)."""
-    return getattr(t, "lag", None) is None and getattr(t, "_curiosity", None) is None and getattr(t, "checks", None) is None
-
-
 def joint_rounds(members: Sequence[Any], device: torch.device, stream: torch.cuda.Stream | None) -> GraphedStep:
     """One collection round of every member as one step: the members' envs one env of M x N envs and their steps
     one program (``agents.dqn.stacked_collection``). The step registers every member's generators; each member's
@@ -187,7 +183,7 @@ def build_stack(members: Sequence[Any], device: torch.device) -> MemberStack:
     step = GraphedStep(round_of_updates, device, members[0].plan.graphs,
                        generators=[t.replay.sampler.generator for t in members], capture_stream=stream)
     rounds = None
-    if c0.joint_rounds and all(joint_rounds_ok(t) for t in members):
+    if c0.joint_rounds:
         from foxhunt.agents.dqn.stacked_collection import unsupported
 
         if unsupported(members) is None:  # members it cannot batch launch their own rounds
@@ -366,5 +362,5 @@ class Lockstep:
         return self.finish()
 
 
-__all__ = ["Lockstep", "MemberStack", "build_rollout_stack", "build_stack", "joint_rounds", "joint_rounds_ok",
-           "wants_batched_rollouts", "wants_stack"]
+__all__ = ["Lockstep", "MemberStack", "build_rollout_stack", "build_stack", "joint_rounds", "wants_batched_rollouts",
+           "wants_stack"]

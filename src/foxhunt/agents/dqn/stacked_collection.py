@@ -39,8 +39,8 @@ from typing import Any, Sequence
 import torch
 
 from foxhunt.agents.dqn.targets import linear_schedule
-from foxhunt.env.fused import FusedEnvStep
-from foxhunt.env.stacked import stack_envs, unstackable, view_ptrs
+from foxhunt.agents.exec_choice import env_step_fn
+from foxhunt.env.stacked import concat_rows, stack_envs, stack_leading, unstackable, view_ptrs
 
 EPSILON_KEYS = ("eps_start", "eps_end", "eps_decay_steps")
 
@@ -77,41 +77,26 @@ class StackedCollection:
         self.market = market
         self.n_market = market.n_features
         self.n_actions = t0.env.n_actions
-        self.env = env = stack_envs([t.env for t in trainers])  # member m's env tensors: views of its rows
-        if t0.plan.env_step == "fused":
-            self._env_step: Any = FusedEnvStep(env)
-        elif t0.plan.env_step == "compiled":
-            self._env_step = torch.compile(env.step, dynamic=False)
-        else:
-            self._env_step = env.step
+        self.env = stack_envs([t.env for t in trainers])  # member m's env tensors: views of its rows
+        self._env_step = env_step_fn(self.env, t0.plan)  # the members' plan's env step (fused, compiled, torch)
 
-        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-            return torch.zeros(shape, dtype=dtype, device=dev)
-
-        self.u, self.rand_action = zeros(m * n), zeros(m * n, dtype=torch.int64)
-        _share_into(self.u, self.cols, "_u", n)
-        _share_into(self.rand_action, self.cols, "_rand_action", n)
-        self.env_steps, self.epsilon = zeros(m, dtype=torch.int64), zeros(m)
-        for c, col in enumerate(self.cols):  # 0-d counters, as the collector holds them
-            for name in ("env_steps", "epsilon"):
-                getattr(self, name)[c].copy_(getattr(col, name))
-                setattr(col, name, getattr(self, name)[c])
-        self.actions = zeros(m * n, dtype=torch.int64)
-        self.next_obs = zeros(m * n, market.obs_dim)
+        rows = concat_rows(self.cols, ("_u", "_rand_action"))  # [M·N]: each member's exploration draws, its rows
+        self.u, self.rand_action = rows["_u"], rows["_rand_action"]
+        counters = stack_leading(self.cols, ("env_steps", "epsilon"))  # [M] from each member's 0-d counter
+        self.env_steps, self.epsilon = counters["env_steps"], counters["epsilon"]
+        self.actions = torch.zeros(m * n, dtype=torch.int64, device=dev)
+        self.next_obs = torch.zeros((m * n, market.obs_dim), dtype=torch.float32, device=dev)
         self.gamma = torch.tensor([[float(t.cfg.gamma)] for t in trainers], dtype=torch.float32, device=dev)
         fused = [c._fused for c in self.cols]
         self.fused = all(f is not None for f in fused)
-        self.q, self.greedy, self.q_next = zeros(m * n, self.n_actions), zeros(m * n, dtype=torch.int64), zeros(m * n)
-        if self.fused:
-            for f, name in (("q", "q"), ("greedy", "greedy"), ("q_next_max", "q_next")):
-                _share_into(getattr(self, name), fused, f, n)
-        self.buffers = {}
-        for name, buf in self.cols[0].round_buffers().items():
-            whole = zeros(m, *buf.shape, dtype=buf.dtype)
-            for c, col in enumerate(self.cols):
-                whole[c].copy_(getattr(col, name))
-                object.__setattr__(col, name, whole[c])
-            self.buffers[name] = whole
+        if self.fused:  # each member's fused acting outputs: its rows of q [M·N, A], greedy and q_next [M·N]
+            outs = concat_rows(fused, ("q", "greedy", "q_next_max"))
+            self.q, self.greedy, self.q_next = outs["q"], outs["greedy"], outs["q_next_max"]
+        else:
+            self.q = torch.zeros((m * n, self.n_actions), dtype=torch.float32, device=dev)
+            self.greedy = torch.zeros(m * n, dtype=torch.int64, device=dev)
+            self.q_next = torch.zeros(m * n, dtype=torch.float32, device=dev)
+        self.buffers = stack_leading(self.cols, list(self.cols[0].round_buffers()))  # [M, L, N, ...]
         cfgs = [t.cfg for t in trainers]
         self.one_epsilon = all(tuple(getattr(c, k) for k in EPSILON_KEYS) == tuple(getattr(cfgs[0], k) for k in EPSILON_KEYS)
                                for c in cfgs)
@@ -192,14 +177,6 @@ class StackedCollection:
             self.step(k)
         for col in self.cols:
             col.flush()
-
-
-def _share_into(whole: torch.Tensor, owners: Sequence[Any], name: str, rows: int) -> None:
-    """owner k's tensor ``name`` becomes rows k·rows … of ``whole`` (values copied)."""
-    for c, owner in enumerate(owners):
-        part = whole[c * rows:(c + 1) * rows]
-        part.copy_(getattr(owner, name))
-        setattr(owner, name, part)
 
 
 __all__ = ["StackedCollection", "unsupported"]

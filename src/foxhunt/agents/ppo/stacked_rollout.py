@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import torch
 
 from foxhunt.agents.exec_choice import env_step_fn
-from foxhunt.env.stacked import share_rows, stack_envs, unstackable, view_ptrs
+from foxhunt.env.stacked import concat_rows, stack_envs, stack_leading, unstackable, view_ptrs
 
 BUFFER_FIELDS = ("bar", "portfolio", "action", "logp", "value", "reward", "done", "terminal", "next_bar",
                  "next_portfolio", "next_value", "trade_closed", "trade_return", "advantage", "ret", "decided")
@@ -68,25 +68,12 @@ class StackedRollout:
         self.env = stack_envs([t.env for t in trainers])
         self._env_step = env_step_fn(self.env, t0.choice)
 
-        def zeros(*shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-            return torch.zeros(shape, dtype=dtype, device=dev)
-
-        self._u, self._u_hold = zeros(m * n, self.n_actions), zeros(m * n)
-        self._prev, self._has_prev = zeros(m * n, dtype=torch.int64), zeros(m * n, dtype=torch.bool)
-        share_rows(self, self.rolls, ("_u", "_u_hold", "_prev", "_has_prev"), n)
-        self.env_steps = zeros(m, dtype=torch.int64)
-        for c, r in enumerate(self.rolls):  # 0-d counters, as the rollout holds them
-            self.env_steps[c].copy_(r.env_steps)
-            r.env_steps = self.env_steps[c]
-        self.logits, self.value = zeros(m * n, self.n_actions), zeros(m * n)
-        self.buffers: dict[str, torch.Tensor] = {}
-        for name in BUFFER_FIELDS:
-            like = getattr(t0.buffer, name)
-            whole = zeros(m, *like.shape, dtype=like.dtype)
-            for c, t in enumerate(trainers):
-                whole[c].copy_(getattr(t.buffer, name))
-                setattr(t.buffer, name, whole[c])
-            self.buffers[name] = whole
+        rows = concat_rows(self.rolls, ("_u", "_u_hold", "_prev", "_has_prev"))  # [M·N, ...]: each member's rows
+        self._u, self._u_hold, self._prev, self._has_prev = (rows[k] for k in ("_u", "_u_hold", "_prev", "_has_prev"))
+        self.env_steps = stack_leading(self.rolls, ("env_steps",))["env_steps"]  # [M] from each 0-d counter
+        self.logits = torch.zeros((m * n, self.n_actions), dtype=torch.float32, device=dev)
+        self.value = torch.zeros(m * n, dtype=torch.float32, device=dev)
+        self.buffers = stack_leading([t.buffer for t in trainers], BUFFER_FIELDS)  # [M, T, N, ...]
         self._views = self._view_ptrs()
 
     def _view_ptrs(self) -> list[int]:
