@@ -56,12 +56,15 @@ def market_on(dev: torch.device, seed: int = 0, has_volume: bool = True, mirror:
 
 def run(n: int, steps: int, *, seed: int, reward_mode: str = "return", action_mode: str = "factored",
         has_volume: bool = True, curiosity: bool = True, dev: torch.device = DEV, hold: float = 0.6,
-        mirror: bool = False, decision_interval: int = 1) -> Pair:
+        mirror: bool = False, decision_interval: int = 1, decision_bars: list[int] | None = None) -> Pair:
     """Step a torch env and its fused copy ``steps`` times with sticky random actions (each step one
-    decision of ``decision_interval`` bars); returns the pair."""
+    decision of ``decision_interval`` bars, or of each env's own k: env i's is ``decision_bars[i % len]``, up
+    to ``decision_interval``); returns the pair."""
     market = market_on(dev, seed, has_volume, mirror)
     pair = Pair(market, n, EnvParams(reward_mode=reward_mode, action_mode=action_mode,
                                      decision_interval=decision_interval), per_env_params(n, seed + 1), seed)
+    if decision_bars is not None:
+        pair.env.params.decision_bars = torch.tensor(decision_bars, device=dev).repeat(n // len(decision_bars) + 1)[:n]
     n_act = pair.env.n_actions
     rng = np.random.default_rng(seed + 2)
     actions = rng.integers(n_act, size=n)
@@ -135,6 +138,13 @@ def test_fused_k_bar_decisions_equal_the_torch_decision_step(k, reward_mode, act
     the summed reward, ends inside the interval, the last trade, one start draw) as the torch
     ``decision.step_decision`` does."""
     pair = run(24, {4: 30, 9: 16}[k], seed=17 + k, reward_mode=reward_mode, action_mode=action_mode, decision_interval=k)
+    assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_length", "done_barrier"])
+
+
+def test_fused_decisions_at_each_envs_own_k_equal_the_torch_decision_step():
+    """Per-env decision intervals (a stack of members at different k): each env stops after its own k bars,
+    in the kernel as in the torch decision step (its k = 1 envs too)."""
+    pair = run(24, 30, seed=31, decision_interval=8, decision_bars=[8, 1, 8, 3])
     assert_covered(pair, ["fill0", "fill1", "trade_closed", "reversal", "done_length", "done_barrier"])
 
 

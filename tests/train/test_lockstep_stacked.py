@@ -110,14 +110,20 @@ def test_stacked_members_equal_the_same_members_unstacked_within_float32_roundin
         _assert_close_metrics(a, b)
 
 
-@pytest.mark.parametrize("kernels", [False, True], ids=["torch", "fused-kernels"])
+BATCHED_CASES = {"torch-gamma-grid": (GRIDS["gamma-grid"], False),
+                 "torch-decision-grid": ({"ensemble": 2, "decision_grid": [1, 3]}, False),
+                 "fused-kernels-decision-grid": ({"ensemble": 2, "decision_grid": [1, 3]}, True)}
+
+
+@pytest.mark.parametrize("case", list(BATCHED_CASES))
 def test_the_stacks_batched_collection_rounds_train_bit_for_bit_what_each_members_own_rounds_train(
-        tmp_path: Path, kernels: bool) -> None:
+        tmp_path: Path, case: str) -> None:
     """Batched rounds (the members' envs one env of members x envs, their steps one program) change the host's
     launches and the kernels' shapes, not a member's arithmetic or its order (dqn.joint_rounds = false: each
-    member launches its own round). kernels: the fused env step and acting kernels (Triton; the interpreter on a
-    CPU), as on a GPU."""
-    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(dqn={"stack_members": True})
+    member launches its own round). A decision grid's members share the one env too (each env stops after its
+    member's k). kernels: the fused env step and acting kernels (Triton; the interpreter on a CPU), as on a GPU."""
+    grid, kernels = BATCHED_CASES[case]
+    cfg = _config(tmp_path, grid).replace(dqn={"stack_members": True})
     if kernels:
         cfg = cfg.replace(accel={"env_step": "fused", "acting": "fused"},
                           dqn={"rounds_per_epoch": 3, "hidden": [16, 16], "head_hidden": 8})
@@ -134,7 +140,7 @@ def test_the_stacks_batched_collection_rounds_train_bit_for_bit_what_each_member
     assert [s.best_epoch for s in own.selectors] == [s.best_epoch for s in joint.selectors]
 
 
-def test_the_batched_rounds_make_each_members_env_and_buffers_views_of_its_rows_and_refuse_what_they_cannot_batch(
+def test_the_batched_rounds_make_each_members_env_and_buffers_views_of_its_rows_and_batch_a_decision_grid(
         tmp_path: Path) -> None:
     from foxhunt.agents.dqn.stacked_collection import unsupported
 
@@ -147,10 +153,16 @@ def test_the_batched_rounds_make_each_members_env_and_buffers_views_of_its_rows_
         assert t.env.sampler.uniform.data_ptr() == col.env.sampler.uniform[m * n].data_ptr()
         assert t.collector.r_td.data_ptr() == col.buffers["r_td"][m].data_ptr()
         assert t.collector.env_steps.data_ptr() == col.env_steps[m].data_ptr()
-    # members at different decision intervals (a decision grid) launch their own rounds
+    # members at different decision intervals (a decision grid) share the one env: each env decides every its
+    # member's own k bars, up to the largest
     grid = WalkForwardRunner(prepare_market(_config(tmp_path, {"ensemble": 2, "decision_grid": [1, 2]}).replace(dqn={"stack_members": True})))
-    assert unsupported(grid.members) == "member 1 differs in env.decision_interval"
-    assert grid.lockstep.stacks[0].rounds is None
+    assert unsupported(grid.members) is None
+    env = _unwrapped(grid.lockstep.stacks[0].rounds).collection.env
+    assert env.decision_interval == 2 and env.params.decision_bars.tolist() == [1] * n + [2] * n
+    # what they cannot share: a member that differs in the env's structure
+    mixed = WalkForwardRunner(prepare_market(_config(tmp_path, GRIDS["ensemble"]).replace(dqn={"stack_members": True})))
+    mixed.members[1].env.params.base = mixed.members[1].env.params.base.model_copy(update={"reward_mode": "pnl"})
+    assert unsupported(mixed.members) == "member 1 differs in env.reward_mode"
 
 
 def test_the_flag_off_builds_no_stack_and_hands_off_nothing(tmp_path: Path) -> None:
@@ -360,10 +372,13 @@ def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32
 
 
 @pytest.mark.gpu
-def test_batched_rounds_on_cuda_train_bit_for_bit_what_each_members_own_rounds_train(tmp_path: Path) -> None:
+@pytest.mark.parametrize("grid", [{"ensemble": 2, "gamma_grid": [0.9, 0.5]}, {"ensemble": 4, "decision_grid": [1, 4]}],
+                         ids=["gamma-grid", "decision-grid"])
+def test_batched_rounds_on_cuda_train_bit_for_bit_what_each_members_own_rounds_train(tmp_path: Path, grid: dict) -> None:
     """On a GPU the batched round is one captured graph: the fused env step over every member's envs, each
-    member's fused acting passes on its rows; elementwise over envs, so the same bits as each member's own graphs."""
-    cfg = _config(tmp_path, GRIDS["gamma-grid"]).replace(
+    member's fused acting passes on its rows; elementwise over envs, so the same bits as each member's own graphs
+    (a decision grid's members too: each env stops after its member's k)."""
+    cfg = _config(tmp_path, grid).replace(
         run={"device": "cuda"}, accel={"backend": "fused", "matmul_precision": "fp32"},
         dqn={"n_envs": 256, "hidden": [64, 64], "head_hidden": 32, "stack_members": True})
     joint, metrics_joint = _train(cfg)

@@ -17,7 +17,11 @@ one transition per decision:
 * auto-reset (training): one start is drawn per decision with the sampler's generator (one uniform
   per env, as a per-bar step draws), and done envs restart there after the interval.
 
-k = 1 calls ``vec_env.step`` itself: the per-bar behaviour bit for bit. The fused env-step kernel
+k = 1 calls ``vec_env.step`` itself: the per-bar behaviour bit for bit. Per-env intervals
+(``params.decision_bars``: a stack of members at different k, ``env.stacked``): the loop runs to the largest
+k and an env stops stepping after its own k bars (as after its episode's end), so each env's rows are those
+of its own k's decision bit for bit (an env at k = 1 too: the loop's first bar is the plain step's arithmetic,
+the reset the same draw and fresh portfolio). The fused env-step kernel
 (``foxhunt.env.fused``) steps the k bars in one launch with the same rules and float32 order;
 ``foxhunt.env.reference.ReferenceEnv.step_decision`` is the float64 oracle.
 """
@@ -63,8 +67,8 @@ def step_decision(
     (a captured CUDA graph replays it). With auto_reset off, envs that end inside the interval are
     marked ``state.finished`` (frozen) as the per-bar step marks them.
     """
-    k = params.decision_interval
-    if k == 1:
+    k, per_env = params.decision_interval, params.decision_bars
+    if k == 1 and per_env is None:
         return step(state, params, market, actions, curiosity, out, active=active, auto_reset=auto_reset,
                     sampler=sampler)
     if auto_reset and sampler is None:
@@ -77,6 +81,8 @@ def step_decision(
     if auto_reset:  # the sub-steps mark done envs finished; a training env is unfrozen after its reset
         scratch.was_finished.copy_(state.finished)
     for j in range(k):
+        if j > 0 and per_env is not None:  # envs whose own k is j stop here
+            alive.logical_and_(per_env > j)
         step(state, params, market, actions, curiosity if j == 0 else None, sub, active=alive, auto_reset=False)
         if j == 0:
             out.reward.fill_(-0.0)

@@ -91,7 +91,8 @@ def fused_step(
 ) -> "StepOutput":
     """``decision.step_decision(state, params, market, actions, curiosity, out, scratch, active=None,
     auto_reset=True, sampler=sampler)`` in one kernel launch (after the sampler's uniform draw): one
-    decision of ``params.decision_interval`` bars (``vec_env.step`` when it is 1). Returns ``out``."""
+    decision of ``params.decision_interval`` bars (``vec_env.step`` when it is 1), or of each env's own
+    ``params.decision_bars``. Returns ``out``."""
     _check(state, out, actions, curiosity, sampler)
     if market.pooled:  # a symbol, then a start in its training rows: StartSampler.draw's map, in torch
         sampler.draw(params, market)
@@ -101,7 +102,8 @@ def fused_step(
         state.tensors(), {name: getattr(params, name) for name in params.tensor_names()}, out.tensors(),
         _market(market, state.bar), actions, curiosity, sampler.uniform, sampler.starts,
         reward_mode=params.reward_mode, exposure_mode=params.action_mode == "exposure",
-        decision_interval=params.decision_interval, starts_given=market.pooled, block=block, num_warps=num_warps,
+        decision_interval=params.decision_interval, starts_given=market.pooled,
+        decision_bars=params.decision_bars, block=block, num_warps=num_warps,
     )
     return out
 

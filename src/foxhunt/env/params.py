@@ -247,6 +247,10 @@ class EnvTensors:
     base: EnvParams
     n_envs: int
     max_episode_length: int
+    decision_bars: torch.Tensor | None = None
+    """[N] int64, each env's own bars a decision (1 … ``base.decision_interval``, the largest): the one env of a stack
+    of members at different decision intervals (``env.stacked``); None: every env decides every
+    ``base.decision_interval`` bars."""
 
     @property
     def reward_mode(self) -> str:

@@ -8,7 +8,10 @@ changes, epoch reset flags and checkpoints still work on each member's env in pl
 (``StackedSampler``) fills each member's rows from that member's own generator, so every member's episode
 starts are those it draws alone. Every step op is elementwise over envs (a gather within an env's row at
 most), so each member's rows step bit for bit as its own env does (tests/train/test_lockstep_stacked.py and
-tests/train/test_lockstep.py: members trained through it equal their own rounds bit for bit).
+tests/train/test_lockstep.py: members trained through it equal their own rounds bit for bit). Members at
+different decision intervals (a decision grid) share it too: the stack's env steps up to the largest k bars a
+decision and each env stops after its own member's k (``EnvTensors.decision_bars``, read by the torch decision
+step and the fused kernel), which is that member's own decision bit for bit.
 
 Build it before anything is captured or records the members' addresses (a graph would keep reading the
 old tensors); ``view_ptrs`` is a host-side fingerprint to check they still hold.
@@ -24,8 +27,10 @@ import torch
 from foxhunt.env.state import StartSampler, starts_from_uniform
 from foxhunt.env.vec_env import VecTradingEnv
 
-STRUCTURAL = ("reward_mode", "action_mode", "decision_interval", "diversity_window")
-"""Env settings the stack's one step needs equal (the kernel's compile-time constants, the torch step's branches)."""
+STRUCTURAL = ("reward_mode", "action_mode", "diversity_window")
+"""Env settings the stack's one step needs equal (the kernel's compile-time constants, the torch step's branches).
+Members at different decision intervals stack: the stack's env decides every largest-k bars and each env stops
+after its member's own k (``EnvTensors.decision_bars``)."""
 
 
 class StackedSampler:
@@ -110,12 +115,16 @@ def stack_envs(envs: Sequence[VecTradingEnv]) -> VecTradingEnv:
     if reason is not None:
         raise ValueError(f"stacking the members' envs: {reason}")
     e0, n = envs[0], envs[0].n_envs
-    env = VecTradingEnv(e0.market, len(envs) * n, e0.params.base, seed=0)  # its own values are overwritten below
+    ks = [e.decision_interval for e in envs]
+    base = e0.params.base.model_copy(update={"decision_interval": max(ks)})
+    env = VecTradingEnv(e0.market, len(envs) * n, base, seed=0)  # its own values are overwritten below
     share_rows(env.state, [e.state for e in envs], _tensor_fields(env.state), n)
     share_rows(env.out, [e.out for e in envs], _tensor_fields(env.out), n)
     share_rows(env.params, [e.params for e in envs], env.params.tensor_names(), n)
     share_rows(env.sampler, [e.sampler for e in envs], ("uniform", "starts"), n)
     env.sampler = StackedSampler([e.sampler for e in envs], env.sampler.uniform, env.sampler.starts)  # type: ignore[assignment]
+    if len(set(ks)) > 1:  # each member's rows decide every its own k bars
+        env.params.decision_bars = torch.tensor(ks, dtype=torch.int64, device=env.device).repeat_interleave(n)
     return env
 
 

@@ -38,8 +38,8 @@ members' steady-epoch graph (``dqn.epoch_graph``) is off for stacked members: on
 updates shared with other members.
 
 Joint collection rounds (``dqn.joint_rounds``, with the stacked updates; ``agents.dqn.stacked_collection.unsupported``
-names what it cannot batch: lagged collection, curiosity, check mode, members that differ in envs, k or plan):
-round r's collection of every member of the stack is ONE batched program (the members' envs one env of
+names what it cannot batch: lagged collection, curiosity, check mode, members that differ in envs, env structure or
+plan; a decision grid's members batch, each env at its own k): round r's collection of every member of the stack is ONE batched program (the members' envs one env of
 members x envs, ``env.stacked``), one ``GraphedStep`` on the stack's stream. Each member's epoch then yields once
 before its first round (its set-up: monitor reset, reset flags), and pass r + 1 of the loop first runs round r of
 the stack, then the members' bookkeeping of that round, then the round's updates: the device order of a member

@@ -49,7 +49,8 @@ class DQNConfig(Section):
                                "program (agents.dqn.stacked_collection): their envs one env of members x envs (one fused "
                                "env step), the epsilon-greedy choice, TD priorities and round buffers batched; each member "
                                "keeps its acting passes, its random draws (its own generators) and its replay write, so its "
-                               "transitions are bit for bit those it collects alone. Members that differ in n_envs, "
+                               "transitions are bit for bit those it collects alone; a decision grid's members too (each env "
+                               "stops after its member's own k). Members that differ in n_envs, "
                                "rollout_len, env structure or the execution plan, or that collect lagged, train curiosity "
                                "or run check mode, launch their own rounds (as false does)")
     # Replay

@@ -29,7 +29,8 @@ class PPOConfig(Section):
                               "one host launch an epoch instead of two an iteration (with many members in lockstep "
                               "the host's launches were half the epoch); the same kernels in the same order, so the same results")
     batched_rollouts: bool = Field(False, description="(off by default: not yet timed on a GPU) a fold's K >= 2 PPO "
-                                   "members in lockstep (train.ensemble, train.gamma_grid) collect each iteration's "
+                                   "members in lockstep (train.ensemble, train.gamma_grid, train.decision_grid: each env at its "
+                                   "member's own k) collect each iteration's "
                                    "rollout as ONE program (agents.ppo.stacked_rollout): their envs one env of members x "
                                    "envs (one fused env step), the sampling, log-probabilities and buffer copies batched; "
                                    "each member keeps its actor-critic pass, its random draws (its own generator) and its "

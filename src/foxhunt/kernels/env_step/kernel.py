@@ -95,13 +95,13 @@ def _env_step_kernel(
     cur_w_p, cur_max_p, dsr_eta_p, dsr_clip_p, rscale_p, kfrac_p, kmin_p, kalpha_p, bust_p, max_hold_p,
     kmin_trades_p, ep_len_p, eob_p, kelly_p,
     ohlc_p, volume_p, logret_p, range_p, med_range_p, med_absret_p, fold_p,
-    act_p, cur_p, unif_p, starts_p,
+    act_p, cur_p, unif_p, starts_p, kbars_p,
     o_reward, o_done, o_trunc, o_next_bar, o_port, o_fill, o_hit, o_label, o_closed, o_tret, o_tside,
     o_tsize, o_tcost, o_tentry, o_texit, o_stepped,
     n_envs, n_bars, mirror_off,
     K_BARS: tl.constexpr, WINDOW: tl.constexpr, MODE: tl.constexpr, EXPOSURE: tl.constexpr, HAS_VOLUME: tl.constexpr,
     HAS_CURIOSITY: tl.constexpr, RECIP_DIV: tl.constexpr, LIBDEVICE: tl.constexpr, BLOCK: tl.constexpr,
-    MED_STRIDE: tl.constexpr = 0, GIVEN_STARTS: tl.constexpr = False,
+    MED_STRIDE: tl.constexpr = 0, GIVEN_STARTS: tl.constexpr = False, PER_ENV_K: tl.constexpr = False,
 ):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     valid = offs < n_envs
@@ -167,7 +167,11 @@ def _env_step_kernel(
     tentry_last = tl.zeros([BLOCK], tl.int64)
     texit_last = tl.zeros([BLOCK], tl.int64)
 
+    if PER_ENV_K:  # each env's own bars a decision (a stack of members at different k; K_BARS: the largest)
+        k_env = tl.load(kbars_p + i)
     for j in range(0, K_BARS):
+        if PER_ENV_K:  # an env past its own k steps no more bars (as one past its episode's end)
+            alive = alive & (j < k_env)
         # ---- bars t, t+1
         t1 = bar + 1
         tg = tl.minimum(tl.maximum(bar, 0), last)
@@ -356,7 +360,7 @@ def env_step(
     state: Mapping[str, torch.Tensor], params: Mapping[str, torch.Tensor], out: Mapping[str, torch.Tensor],
     market: EnvMarket, actions: torch.Tensor, curiosity: torch.Tensor | None, uniform: torch.Tensor,
     starts: torch.Tensor, *, reward_mode: str, exposure_mode: bool, decision_interval: int = 1,
-    starts_given: bool = False, block: int = 128, num_warps: int = 4,
+    starts_given: bool = False, decision_bars: torch.Tensor | None = None, block: int = 128, num_warps: int = 4,
 ) -> None:
     """One training decision of every env (``decision_interval`` bars with its action held), in
     place, in one launch.
@@ -366,8 +370,9 @@ def env_step(
     actions [N] int64; curiosity [N] f32 or None (bonus 0); uniform [N] f64, the start draw's
     uniforms (drawn by the caller with the sampler's generator); starts [N] int64, written with the
     draw's starts, or (starts_given) read: the caller mapped the uniforms itself. market.median_range /
-    median_abs_return: 0-d (one series) or [N] (each env's own: a pooled universe's). Reads no tensor value
-    on the host (CUDA-graph capturable).
+    median_abs_return: 0-d (one series) or [N] (each env's own: a pooled universe's). decision_bars: None (every
+    env decides every ``decision_interval`` bars) or [N] int64, each env's own k (1 … ``decision_interval``, the
+    largest: a stack of members at different k). Reads no tensor value on the host (CUDA-graph capturable).
     """
     n = int(actions.shape[0])
     if reward_mode not in REWARD_MODES:
@@ -382,16 +387,20 @@ def env_step(
     if per_env and (tuple(market.median_range.shape) != (n,) or tuple(market.median_abs_return.shape) != (n,)):
         raise ValueError(f"env_step: per-env medians must be [{n}], got {list(market.median_range.shape)} / "
                          f"{list(market.median_abs_return.shape)}")
+    if decision_bars is not None and (decision_bars.dtype != torch.int64 or tuple(decision_bars.shape) != (n,)):
+        raise ValueError(f"env_step: decision_bars must be [{n}] int64, got {list(decision_bars.shape)} {decision_bars.dtype}")
     grid = (triton.cdiv(n, block),)
     _env_step_kernel[grid](
         *(_arg(state[k]) for k in STATE_FIELDS), *(_arg(params[k]) for k in PARAM_FIELDS),
         market.ohlc, market.volume, market.log_return, market.bar_range, market.median_range,
         market.median_abs_return, market.fold_bounds, actions, cur, uniform, starts,
+        decision_bars if decision_bars is not None else starts,
         *(_arg(out[k]) for k in OUT_FIELDS), n, int(market.ohlc.shape[0]), int(market.mirror_offset),
         K_BARS=int(decision_interval), WINDOW=int(ring.shape[1]), MODE=REWARD_MODES[reward_mode], EXPOSURE=bool(exposure_mode),
         HAS_VOLUME=bool(market.has_volume), HAS_CURIOSITY=curiosity is not None,
         RECIP_DIV=dev.type == "cuda", LIBDEVICE=dev.type == "cuda" and not interp, BLOCK=block,
-        MED_STRIDE=1 if per_env else 0, GIVEN_STARTS=bool(starts_given), num_warps=num_warps, enable_fp_fusion=False,
+        MED_STRIDE=1 if per_env else 0, GIVEN_STARTS=bool(starts_given),
+        PER_ENV_K=decision_bars is not None, num_warps=num_warps, enable_fp_fusion=False,
     )
 
 
