@@ -234,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--symbols", type=int, default=6)
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--epochs", type=int, default=4)
-    ap.add_argument("--agent", default="dqn", choices=("dqn", "ppo", "direct"))
+    ap.add_argument("--agent", default="dqn", choices=("dqn", "ppo", "direct", "forecast"))
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--size", default="tiny", help="the family's layouts of this size (tiny: 2,600 bars, 2 folds of 400)")
     ap.add_argument("--merge", default=None, help="merge bench/results/<STEM>_part_*.json into <STEM>.json and exit")

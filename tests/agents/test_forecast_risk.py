@@ -85,7 +85,7 @@ def test_without_a_held_back_window_the_variance_falls_back_to_the_training_bars
     assert source == "training" and bars == PART.train_len - H
     assert v == training_error_variance(t.learner.net, market, H)
     assert t.band().risk == pytest.approx(2.0 * v, rel=1e-12)
-    assert error_variance(t.learner.net, market, H, 0, (WINDOW[0], WINDOW[0] + H))[1] == "training"  # no bar's target fits
+    assert error_variance(t.learner.net, market, H, 0, [(WINDOW[0], WINDOW[0] + H)])[1] == "training"  # no bar's target fits
 
 
 def test_the_runner_records_the_held_back_error_in_each_folds_learner_eval(tmp_path):

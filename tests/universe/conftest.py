@@ -59,4 +59,5 @@ TINY_PPO = {"n_envs": 16, "rollout_len": 8, "iterations_per_epoch": 2, "minibatc
             "head_hidden": 8, "target_kl": 0.05, "gamma": 0.5}
 TINY_DIRECT = {"window": 32, "batch_windows": 16, "steps_per_epoch": 2, "hidden": [16, 16], "head_hidden": 8,
                "relaxation": "straight_through"}
+TINY_FORECAST = {"hidden": [16, 16], "batch": 64, "steps_per_epoch": 4, "risk_aversion": 1.0}
 """The learners sized for seconds on a 2-core CPU (as tests/tiny.py and the learners' CLI tests)."""

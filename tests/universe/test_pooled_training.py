@@ -18,7 +18,7 @@ from foxhunt.errors import ConfigError
 from foxhunt.train.run_dir import create_run_dir
 from foxhunt.train.selection import pooled_sharpe
 from foxhunt.train.universe_runner import UniverseRunner, pooled_prepared
-from tests.universe.conftest import TINY_DIRECT, TINY_DQN, TINY_PPO, prepared_universe
+from tests.universe.conftest import TINY_DIRECT, TINY_DQN, TINY_FORECAST, TINY_PPO, prepared_universe
 
 
 def train(tmp_path: Path, **sections: dict[str, Any]) -> tuple[Path, list[dict[str, Any]], Any]:
@@ -84,6 +84,43 @@ def test_ppo_and_direct_train_a_pooled_ensemble_a_fold_with_pooled_selection(tmp
     assert (run / "folds" / "fold_0" / "model.safetensors").is_file()
 
 
+def test_a_pooled_forecast_learner_draws_each_symbols_training_bars_and_reports_a_pooled_ic(tmp_path: Path) -> None:
+    """train.agent = forecast on a universe: training bars drawn a symbol, then a bar of its training rows less the
+    target's h (never a target across an offset); each target in its own symbol's volatility; the risk term on
+    every member's held-back window; the fold's learner_eval over every member's validation bars, pooled."""
+    from foxhunt.agents.forecast.config import ForecastConfig
+    from foxhunt.agents.forecast.evaluate import validation_bars
+    from foxhunt.agents.forecast.learner import ForecastLearner
+    from foxhunt.agents.forecast.target import SQRT_HALF_PI, targets
+    from foxhunt.agents.monitor import EpochMonitor
+
+    run, results, pp = train(tmp_path, train={"agent": "forecast", "epochs": 1, "select": "inner", "abstain": False},
+                             forecast=TINY_FORECAST, folds={"max_folds": 1})
+    r, fold, m = results[0], pp.folds[0], pp.market
+    h = r["learner_eval"]["horizon"]
+    ev = r["learner_eval"]
+    lengths = fold.bounds[fold.members, 3] - fold.bounds[fold.members, 2]
+    assert ev["n"] == int((lengths - h).sum()) == validation_bars(m, fold, h).numel()
+    assert ev["error_source"] == "held_back" and ev["error_bars"] == sum(n + 1 - h for _, n in pp.inner[0])
+    assert -1.0 <= ev["ic_spearman"] <= 1.0 and len(r["symbols"]) == 3
+    assert (run / "folds" / "fold_0" / "model.safetensors").is_file()
+    # the learner's draws: every member symbol, each bar's target inside its symbol's training rows
+    m.set_fold(pp.parts[0])
+    learner = ForecastLearner(ForecastConfig(batch=4096, hidden=[8]), m, EpochMonitor(m.device), h=5, seed=3)
+    bars = learner.bars().numpy()
+    sym = np.searchsorted(m.offsets_host, bars, side="right") - 1
+    b = pp.parts[0].bounds
+    assert set(sym.tolist()) == set(pp.parts[0].members.tolist())
+    assert ((bars >= b[sym, 0]) & (bars + 5 < b[sym, 1])).all()
+    # each target is its symbol's: the next 5 log returns over that symbol's training volatility
+    rows = torch.as_tensor(bars[:64])
+    y = targets(m, rows, 5)
+    lr = m.log_return.double()
+    want = torch.stack([lr[int(t) + 1:int(t) + 6].sum() for t in rows]) / (
+        m.sym_median_abs_return.double()[torch.as_tensor(sym[:64])] * SQRT_HALF_PI * 5 ** 0.5)
+    assert torch.allclose(y.double(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_data_symbols_restricts_the_pooled_universe(tmp_path: Path) -> None:
     p = prepared_universe(tmp_path, data={"symbols": ["AAA", "CCC"]})
     pp = pooled_prepared(p.config, p)
@@ -93,7 +130,8 @@ def test_data_symbols_restricts_the_pooled_universe(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("keys,message", [
     ({"train": {"pool": False}}, "train.pool = false trains one agent per symbol (foxhunt.train.per_symbol), not a pooled one"),
-    ({"train": {"agent": "forecast"}}, "the forecast learner (train.agent = forecast) does not train on a universe"),
+    ({"train": {"agent": "forecast"}, "forecast": {"policy": "attention"}},
+     "forecast.policy = attention reads bars before each training bar and could reach another symbol's rows"),
     ({"env": {"episode_length": 400}}, "fold 0: symbol BBB trains on 398 bars; env.episode_length needs >= 401 (lower "
                                        "env.episode_length, or raise data.min_train_bars so that short symbols sit the fold out)"),
 ])

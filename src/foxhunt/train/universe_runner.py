@@ -21,8 +21,14 @@ grids, checkpoints, resume, logs) over a ``UniverseMarket`` whose folds are ``Po
 * **Mirror** (``train.mirror``): half of the training draws land in the drawn symbol's mirrored rows
   (``foxhunt.universe_market``); selection and evaluation read the real rows only.
 
-Refused in one line (``check_universe``): the forecast learner, the direct learner's
-attention policy (its history would reach before a symbol's first row). ``train.pool = false`` (one agent
+* **Forecast learner** (``train.agent = "forecast"``): its training bars are drawn as episode starts are (a
+  symbol, then a bar of its training rows less the target's h), each target in its own symbol's volatility
+  (``agents.forecast.target``); the risk term's error is measured on every member symbol's held-back window,
+  and the fold's ``learner_eval`` (IC, hit rate) pools every member symbol's validation bars. The execution
+  band prices the costs in the members' pooled median volatility (one packed network trades every symbol).
+
+Refused in one line (``check_universe``): the direct learner's and the forecast's attention policies (their
+history would reach before a symbol's first row). ``train.pool = false`` (one agent
 per symbol, each a file's run, where all of these work) is ``foxhunt.train.per_symbol``.
 """
 
@@ -41,6 +47,7 @@ from foxhunt.config import Config
 from foxhunt.errors import ConfigError
 from foxhunt.folds import parse_span
 from foxhunt.market import NormStats
+from foxhunt.agents import registry
 from foxhunt.train import abstain, gamma_grid
 from foxhunt.train.outputs import write_json, write_summary, write_trades
 from foxhunt.train.runner import WalkForwardRunner
@@ -77,9 +84,9 @@ def check_universe(cfg: Config) -> None:
     t = cfg.train
     if not t.pool:  # one agent per symbol: each symbol's run is a file's (foxhunt.train.per_symbol), nothing refused here
         return
-    if t.agent == "forecast":
-        raise ConfigError("the forecast learner (train.agent = forecast) does not train on a universe of several symbols yet; "
-                          "use dqn, ppo or direct")
+    if t.agent == "forecast" and cfg.forecast.policy == "attention":
+        raise ConfigError("forecast.policy = attention reads bars before each training bar and could reach another symbol's "
+                          "rows: not available on a universe (forecast.policy = mlp)")
     if t.agent == "direct" and cfg.direct.policy == "attention":
         raise ConfigError("direct.policy = attention reads bars before each window and could reach another symbol's rows: "
                           "not available on a universe (direct.policy = mlp)")
@@ -159,6 +166,10 @@ class UniverseRunner(WalkForwardRunner):
             self._inner, self._inner_bh = (starts, lengths), None
             for sel in self.selectors:
                 sel.begin_fold(windows[0][0], sum(n for _, n in windows))
+        held_back = [(a, a + n + 1) for a, n in windows] if self.selectors else None  # each to its training end
+        for t in self.members:  # a learner that measures on the held-back windows (the forecast's risk term)
+            if hasattr(t, "set_held_back"):
+                t.set_held_back(held_back)
         self._train_part[fold.fold] = part
         return sum(t.reset_for_fold(part, warm_start=warm_start) for t in self.members)
 
@@ -295,6 +306,9 @@ class UniverseRunner(WalkForwardRunner):
         }
         if selection is not None:
             result["selection"] = selection
+        report = registry.of(self.cfg).fold_report
+        if report is not None:  # the learner's own out-of-sample evaluation, pooled over the member symbols
+            result["learner_eval"] = report(self._team(), m, fold)
         write_json(d / "metrics.json", result)
         part = self._train_part.get(fold.fold, self._parts[fold.fold])
         f = m.n_features
@@ -306,6 +320,9 @@ class UniverseRunner(WalkForwardRunner):
                  "data_sha256": self.data_hash, "fold": fold.to_dict(), "run": self.cfg.run.name, "agent": self.cfg.train.agent}
         identity = NormStats(torch.zeros(f, dtype=torch.float64), torch.ones(f, dtype=torch.float64))
         env = self.cfg.env.model_copy(update={"decision_interval": int(self.fold_interval())})
+        more = registry.of(self.cfg).model_extra
+        if more is not None:  # what the learner's own evaluation of the model needs (the forecast's horizon)
+            extra.update(more(self.cfg, env.decision_interval))
         save_model(d / "model.safetensors", self.fold_net(), identity, feature_names=tuple(m.names),
                    spec_version=m.spec_version, env=env.model_dump(mode="json"), extra=extra)
         stats = m.norm_stats_per_symbol(part)

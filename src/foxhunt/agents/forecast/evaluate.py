@@ -10,6 +10,9 @@ with the fold's training statistics) and its realised next-h log return (bars t+
 * ``hit_rate``: the fraction of bars whose forecast has the realised return's sign (bars where
   either is exactly 0 are left out).
 
+On a pooled universe the bars are every member symbol's validation bars whose next h bars lie in its own
+window, pooled (``validation_bars``), each forecast and target in its own symbol's units.
+
 Consecutive bars' h-bar returns overlap for h > 1, so the bars are not independent samples. The
 runner writes the record into the fold's metrics.json (``learner_eval``), its fold line and
 summary.json (``foxhunt.agents.registry``: the forecast entry's ``fold_report``).
@@ -36,9 +39,29 @@ def forecasts(net: ForecastNet, market: MarketData, bars: torch.Tensor, output: 
     return net(gather(market, bars, net.sequence))[:, output]
 
 
-def _sampled(lo: int, n: int, device: torch.device) -> torch.Tensor:
-    """At most ``ERROR_SAMPLES`` evenly spaced bars of lo … lo + n − 1 ([M] int64)."""
-    return torch.arange(lo, lo + n, max(1, -(-n // ERROR_SAMPLES)), dtype=torch.int64, device=device)
+def _sampled(spans: Sequence[tuple[int, int]], device: torch.device) -> torch.Tensor:
+    """At most ``ERROR_SAMPLES`` evenly spaced bars of the spans' bars lo … lo + n − 1, pooled ([M] int64)."""
+    rows = torch.cat([torch.arange(lo, lo + n, dtype=torch.int64) for lo, n in spans if n > 0] or [torch.zeros(0, dtype=torch.int64)])
+    return rows[:: max(1, -(-int(rows.numel()) // ERROR_SAMPLES))].to(device)
+
+
+def training_spans(market: MarketData, h: int) -> list[tuple[int, int]]:
+    """(first bar, count) of the training bars whose target lies in the training slice: ``valid_span``'s one
+    span, or on a pooled universe one per member symbol (its training rows less their last h)."""
+    if not market.pooled:
+        return [tuple(int(t) for t in valid_span(market, h))]  # type: ignore[list-item]
+    b = market.fold.bounds  # type: ignore[union-attr]
+    return [(int(b[s, 0]), max(0, int(b[s, 1]) - h - int(b[s, 0]))) for s in market.fold.members]  # type: ignore[union-attr]
+
+
+def validation_bars(market: MarketData, fold: FoldRange, h: int) -> torch.Tensor:
+    """[N] int64: the fold's validation bars whose next h bars lie inside the validation window (val_start …
+    val_end − 1 − h), or on a pooled universe every member symbol's, pooled."""
+    bounds = getattr(fold, "bounds", None)
+    spans = [(fold.val_start, fold.val_end)] if bounds is None else \
+        [(int(bounds[s, 2]), int(bounds[s, 3])) for s in fold.members]  # type: ignore[attr-defined]
+    parts = [torch.arange(a, e - h, dtype=torch.int64) for a, e in spans if e - h > a]
+    return torch.cat(parts or [torch.zeros(0, dtype=torch.int64)]).to(market.device)
 
 
 @torch.no_grad()
@@ -51,8 +74,7 @@ def _mse(net: ForecastNet, market: MarketData, bars: torch.Tensor, h: int, outpu
 def training_error_variance(net: ForecastNet, market: MarketData, h: int, output: int = 0) -> float:
     """v: the forecast's mean squared error against its target over the fold's training bars (those whose
     target lies inside the training slice; at most ``ERROR_SAMPLES``, evenly spaced), in h-bar variances."""
-    lo, n = (int(t) for t in valid_span(market, h))
-    return _mse(net, market, _sampled(lo, n, market.device), h, output)
+    return _mse(net, market, _sampled(training_spans(market, h), market.device), h, output)
 
 
 def held_back_bars(window: tuple[int, int], h: int) -> tuple[int, int]:
@@ -65,21 +87,19 @@ def held_back_bars(window: tuple[int, int], h: int) -> tuple[int, int]:
 
 @torch.no_grad()
 def error_variance(net: ForecastNet, market: MarketData, h: int, output: int = 0,
-                   held_back: tuple[int, int] | None = None) -> tuple[float, str, int]:
+                   held_back: Sequence[tuple[int, int]] = ()) -> tuple[float, str, int]:
     """(v, source, bars) of the execution's risk term: the forecast's mean squared error against its target
     in h-bar variances (features and target normalised with the market's fold: the training statistics),
-    over at most ``ERROR_SAMPLES`` evenly spaced bars of the held-back window ``held_back`` (first bar,
-    end bar exclusive; ``train.select = "inner"``) whose target lies inside it (source "held_back"), or
-    of the training bars (``training_error_variance``; source "training") where there is no held-back
-    window or it holds no such bar. The held-back error is the forecast's error out of sample: on the
-    training bars a network that fits noise reports a small v and the risk term shrinks nothing."""
-    if held_back is not None:
-        lo, n = held_back_bars(held_back, h)
-        if n > 0:
-            bars = _sampled(lo, n, market.device)
-            return _mse(net, market, bars, h, output), "held_back", int(bars.numel())
-    lo, n = (int(t) for t in valid_span(market, h))
-    bars = _sampled(lo, n, market.device)
+    over at most ``ERROR_SAMPLES`` evenly spaced bars of the held-back windows ``held_back`` (first bar,
+    end bar exclusive, each; ``train.select = "inner"``: one, or a pooled universe's one per member symbol)
+    whose target lies inside their window (source "held_back"), or of the training bars
+    (``training_spans``; source "training") where there is no held-back window or it holds no such bar.
+    The held-back error is the forecast's error out of sample: on the training bars a network that fits
+    noise reports a small v and the risk term shrinks nothing."""
+    bars = _sampled([held_back_bars(w, h) for w in held_back], market.device)
+    if bars.numel():
+        return _mse(net, market, bars, h, output), "held_back", int(bars.numel())
+    bars = _sampled(training_spans(market, h), market.device)
     return _mse(net, market, bars, h, output), "training", int(bars.numel())
 
 
@@ -116,11 +136,10 @@ def fold_report(trainers: Sequence[Any], market: MarketData, fold: FoldRange) ->
     """The fold's forecast evaluation (module docstring) from its members (``ForecastTrainer``s, their
     selected weights in place) on the validation window of ``fold``."""
     h = int(trainers[0].h)
-    last = fold.val_end - 1 - h  # the last bar whose next h bars lie in the validation window
     out: dict[str, Any] = {"kind": "forecast", "horizon": h}
-    if last < fold.val_start:
+    bars = validation_bars(market, fold, h)
+    if bars.numel() == 0:
         return {**out, **information(torch.zeros(0), torch.zeros(0))}
-    bars = torch.arange(fold.val_start, last + 1, dtype=torch.int64, device=market.device)
     f = torch.stack([t.forecasts(bars) for t in trainers]).mean(0)
     return {**out, **information(f, realised(market, bars, h)), **risk_record(trainers)}
 
@@ -144,4 +163,4 @@ def fold_phrase(record: dict[str, Any]) -> str:
 
 
 __all__ = ["ERROR_SAMPLES", "error_variance", "fold_phrase", "fold_report", "forecasts", "held_back_bars", "information",
-           "risk_record", "training_error_variance"]
+           "risk_record", "training_error_variance", "training_spans", "validation_bars"]

@@ -24,6 +24,7 @@ from foxhunt.agents.forecast.net import ForecastNet, gather
 from foxhunt.agents.forecast.target import targets, valid_span
 from foxhunt.agents.guard import Guard
 from foxhunt.agents.monitor import EpochMonitor
+from foxhunt.env.pooled import pooled_starts
 from foxhunt.market import MarketData
 
 RECORD_FIELDS = ("loss", "grad_norm", "ok", "nonfinite", "over_clip", "sq_error", "target_sq")
@@ -86,9 +87,12 @@ class ForecastLearner:
     # ------------------------------------------------------------------ the step
     def bars(self) -> torch.Tensor:
         """[B] int64 training bars, uniform over ``valid_span`` (its mirror's rows for u ≥ ½ when the
-        market holds one), from the learner's generator."""
+        market holds one; on a pooled universe a symbol by its weight, then a bar of its training rows less
+        their last h), from the learner's generator."""
         m = self.market
         torch.rand(self._u.shape, generator=self.generator, out=self._u)
+        if m.pooled:
+            return pooled_starts(self._u, self.h, m)
         lo, n = valid_span(m, self.h)
         u = self._u
         if m.mirror_offset:

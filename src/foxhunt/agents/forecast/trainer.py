@@ -55,18 +55,20 @@ class ForecastTrainer(StepTrainer):
         self.rounds = 0
         self.fold: FoldRange | None = market.fold
         self.last_summary: EpochSummary | None = None
-        self.held_back: tuple[int, int] | None = None  # the fold's held-back window (set_held_back)
+        self.held_back: list[tuple[int, int]] = []  # the fold's held-back windows (set_held_back)
 
     # ------------------------------------------------------------------ folds (FoldTrainer.reset_for_fold)
     def reset_for_fold(self, fold: FoldRange, warm_start: bool = False) -> float:
         check_horizon(self.h, fold)
         return super().reset_for_fold(fold, warm_start)
 
-    def set_held_back(self, window: tuple[int, int] | None) -> None:
+    def set_held_back(self, window: tuple[int, int] | list[tuple[int, int]] | None) -> None:
         """The fold's held-back window (first bar, end bar exclusive: ``train.select = "inner"``'s tail of
-        the training window, which the runner sets with each fold), or None; the risk term's error is
-        measured there (``error_variance``). Never trained on: the trainer draws from its training part."""
-        self.held_back = None if window is None else (int(window[0]), int(window[1]))
+        the training window, which the runner sets with each fold), a pooled universe's list of them (one
+        per member symbol), or None; the risk term's error is measured there (``error_variance``). Never
+        trained on: the trainer draws from its training part."""
+        windows = [] if window is None else [window] if isinstance(window, tuple) else list(window)
+        self.held_back = [(int(a), int(b)) for a, b in windows]
 
     def error_variance(self) -> tuple[float, str, int]:
         """(v, source, bars) of the risk term at the current weights (``evaluate.error_variance``; host reads)."""
