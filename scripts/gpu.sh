@@ -118,14 +118,14 @@ run_step() {
       done; return $rc ;;
     stacked) local rc=0 m="python3 -m bench.bench_members --config configs/h200-fast.toml --members 3,27 --modes lockstep --folds 2 \
         --epochs 4 --warmup-each --set dqn.hidden=[16,16] --set dqn.head_hidden=8 --set features.cache_dir=\"/tmp/fcache\" --set dqn.stack_members=true"
-      step ${T_MEMBERS:-150} $m --tag stack16batched_fast || rc=$?
+      step ${T_MEMBERS:-150} $m --set dqn.joint_rounds=true --tag stack16batched_fast || rc=$?
       step ${T_MEMBERS:-150} $m --set dqn.joint_rounds=false --tag stack16off_fast || rc=$?
       local p="python3 -m bench.bench_members --config configs/h200-ppo.toml --members 3,27 --modes lockstep --folds 2 \
         --epochs 4 --warmup-each --set ppo.hidden=[16,16] --set ppo.head_hidden=8 --set features.cache_dir=\"/tmp/fcache\""
       step ${T_MEMBERS:-150} $p --set ppo.batched_rollouts=true --tag ppo16batched || rc=$?
       step ${T_MEMBERS:-150} $p --tag ppo16own || rc=$?
       step ${T_TUNE:-200} python3 -m bench.bench_tune --workers --population 32 32 --seconds 20 --no-eval --no-scorecard \
-        --set dqn.stack_members=true --name tune_cuda_population_stacked_batched_warm || rc=$?
+        --set dqn.stack_members=true --set dqn.joint_rounds=true --name tune_cuda_population_stacked_batched_warm || rc=$?
       step ${T_TUNE:-200} python3 -m bench.bench_tune --workers 1 --seconds 75 --no-scorecard --name tune_cuda_k1_baseline_batched || rc=$?
       return $rc ;;
     universe) local rc=0

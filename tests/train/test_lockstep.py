@@ -240,6 +240,8 @@ def test_ppo_members_batched_rollouts_train_bit_for_bit_what_their_own_rollouts_
 
 
 @pytest.mark.gpu
+@pytest.mark.xfail(strict=True, reason="failed on an H100 at a0d1f87 (both grids; the call's timeout cut its message): "
+                   "not yet diagnosed, so ppo.batched_rollouts stays off by default")
 @pytest.mark.parametrize("grid", [{"ensemble": 2, "gamma_grid": [0.9, 0.5]}, {"ensemble": 2, "decision_grid": [1, 4]}],
                          ids=["gamma-grid", "decision-grid"])
 def test_ppo_batched_rollouts_on_cuda_train_bit_for_bit_what_their_own_rollouts_train(tmp_path: Path, grid: dict) -> None:

@@ -38,7 +38,7 @@ METRIC_RTOL = 1e-4
 """Validation metrics (the greedy backtest of the fold's model): within this relative tolerance (equal
 in the runs measured: the greedy actions did not change)."""
 
-FUSED = {"accel": {"train_step": "fused"}}
+FUSED = {"accel": {"train_step": "fused"}, "dqn": {"joint_rounds": True}}  # the stacks collect batched unless a test says
 GRIDS = {"ensemble": {"ensemble": 2}, "gamma-grid": {"ensemble": 2, "gamma_grid": [0.9, 0.5]}}
 
 

@@ -43,6 +43,7 @@ def _config(root: Path, study: str) -> Config:
     d["tune"].update(study=study, population=3, pruner="none")
     d["tune"]["space"]["dqn.gamma"] = {"low": 0.0, "high": 0.95}
     d["dqn"]["stack_members"] = True
+    d["dqn"]["joint_rounds"] = True
     d.setdefault("accel", {})["train_step"] = "fused"  # the stack stacks fused steps (eager on the CPU)
     return build_config(d, source="<test>")
 

@@ -45,7 +45,8 @@ class DQNConfig(Section):
                                 "apart within float32 rounding (batched GEMMs). Needs accel.train_step = 'fused' "
                                 "(name it on the CPU) and train.lockstep; not with overlap_collection; the members' "
                                 "steady-epoch graph (epoch_graph) is off with it")
-    joint_rounds: bool = Field(True, description="with stack_members, a round's collection of the stack's members is ONE "
+    joint_rounds: bool = Field(False, description="(off by default: slower at 27 members on an H100, BENCHMARKS.md) with "
+                               "stack_members, a round's collection of the stack's members is ONE "
                                "program (agents.dqn.stacked_collection): their envs one env of members x envs (one fused "
                                "env step), the epsilon-greedy choice, TD priorities and round buffers batched; each member "
                                "keeps its acting passes, its random draws (its own generators) and its replay write, so its "
