@@ -28,7 +28,7 @@ class PPOConfig(Section):
     epoch_graph: bool = Field(False, description="(off by default: its GPU tests pass on an H100, bitwise equal to per-round graphs, but measured there it saves nothing in a steady epoch and its capture costs ~1 s a member a fold: BENCHMARKS.md) on a GPU an epoch's iterations (rollout + update each) are ONE CUDA graph: "
                               "one host launch an epoch instead of two an iteration (with many members in lockstep "
                               "the host's launches were half the epoch); the same kernels in the same order, so the same results")
-    batched_rollouts: bool = Field(False, description="(off by default: no faster on an H100 and its GPU equality test fails; BENCHMARKS.md) a fold's K >= 2 PPO "
+    batched_rollouts: bool = Field(False, description="(off by default: no faster on an H100, BENCHMARKS.md) a fold's K >= 2 PPO "
                                    "members in lockstep (train.ensemble, train.gamma_grid, train.decision_grid: each env at its "
                                    "member's own k) collect each iteration's "
                                    "rollout as ONE program (agents.ppo.stacked_rollout): their envs one env of members x "
