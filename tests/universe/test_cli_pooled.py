@@ -1,7 +1,8 @@
 """`foxhunt train` on a universe of several symbols, as the user runs it (fresh processes): `--data DIR` trains
 one pooled agent a fold and writes per-symbol rows; a run SIGKILLed after its first committed checkpoint and
 continued with `--resume` in a new process ends with the uninterrupted run's files, bit for bit (with and without
-train.mirror: the resumed process uploads the mirrored rows again from the run's config)."""
+train.mirror: the resumed process uploads the mirrored rows again from the run's config); the forecast learner's
+pooled run and its backtest."""
 
 from __future__ import annotations
 
@@ -38,3 +39,19 @@ def test_a_universe_run_killed_after_its_first_checkpoint_resumes_to_the_uninter
                  run={"out_dir": str(tmp_path / "runs"), "device": "cpu"})
     path = cfg.write(tmp_path)
     killed_in_fold_0_then_resumed_equals_uninterrupted(path, tmp_path)
+
+
+def test_train_data_dir_with_the_forecast_learner_reports_a_pooled_ic_and_backtests_its_run(tmp_path: Path) -> None:
+    """train.agent = forecast on a universe, as a user runs it: one pooled forecast a fold, the fold's
+    learner_eval over every member's validation bars, and `foxhunt backtest --run` of the run in a new process."""
+    universe_files(tmp_path / "u")
+    common = ("--set", "run.device=cpu", "--set", "features.cache_dir=cache")
+    run_ok(tmp_path, "train", "--data", "u", "--folds", "1", "--epochs", "1", "--name", "fc", "--set", 'train.agent="forecast"',
+           "--set", 'env.action_mode="factored"', "--set", "forecast.hidden=[16,16]", "--set", "forecast.steps_per_epoch=4",
+           "--set", "forecast.batch=64", "--set", "train.tensorboard=false", "--set", "run.out_dir=runs", *common)
+    m = json.loads((tmp_path / "runs" / "fc" / "folds" / "fold_0" / "metrics.json").read_text())
+    ev = m["learner_eval"]
+    assert ev["kind"] == "forecast" and ev["horizon"] == 1
+    assert ev["n"] == sum(s["val_bars"] for s in m["symbols"]) - len(m["symbols"]) and -1.0 <= ev["ic_spearman"] <= 1.0
+    out = run_ok(tmp_path, "backtest", "--run", "runs/fc", "--device", "cpu").stdout
+    assert "AAA" in out and "portfolio" in out.lower()
