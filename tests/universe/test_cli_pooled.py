@@ -46,9 +46,11 @@ def test_train_data_dir_with_the_forecast_learner_reports_a_pooled_ic_and_backte
     learner_eval over every member's validation bars, and `foxhunt backtest --run` of the run in a new process."""
     universe_files(tmp_path / "u")
     common = ("--set", "run.device=cpu", "--set", "features.cache_dir=cache")
-    run_ok(tmp_path, "train", "--data", "u", "--folds", "1", "--epochs", "1", "--name", "fc", "--set", 'train.agent="forecast"',
-           "--set", 'env.action_mode="factored"', "--set", "forecast.hidden=[16,16]", "--set", "forecast.steps_per_epoch=4",
-           "--set", "forecast.batch=64", "--set", "train.tensorboard=false", "--set", "run.out_dir=runs", *common)
+    trained = run_ok(tmp_path, "train", "--data", "u", "--folds", "1", "--epochs", "1", "--name", "fc", "--set",
+                     'train.agent="forecast"', "--set", 'env.action_mode="factored"', "--set", "forecast.hidden=[16,16]",
+                     "--set", "forecast.steps_per_epoch=4", "--set", "forecast.batch=64", "--set", "train.tensorboard=false",
+                     "--set", "run.out_dir=runs", *common).stdout
+    assert "forecast IC" in trained  # the fold line's words for the pooled learner_eval
     m = json.loads((tmp_path / "runs" / "fc" / "folds" / "fold_0" / "metrics.json").read_text())
     ev = m["learner_eval"]
     assert ev["kind"] == "forecast" and ev["horizon"] == 1
