@@ -34,12 +34,12 @@ def sigma_h(market: MarketData, h: int) -> torch.Tensor:
 
 
 def sigma_rows(market: MarketData, bars: torch.Tensor, h: int) -> torch.Tensor:
-    """σ·√h of each row of ``bars`` ([...] int64): the fold's 0-d ``sigma_h``, or on a pooled universe each row's
-    own symbol's ([...] float32)."""
+    """σ·√h of each row of ``bars`` ([...] int64): the fold's 0-d ``sigma_h``, or on a pooled universe with a pooled
+    fold current each row's own symbol's ([...] float32)."""
     if not market.pooled:
         return sigma_h(market, h)
-    med = market.medians_at(bars.reshape(-1))[1]
-    return (med.view(bars.shape) * (SQRT_HALF_PI * math.sqrt(h))).clamp_min(1e-12)
+    med = market.medians_at(bars.reshape(-1))[1]  # 0-d when no pooled fold is current (the pair its caller set)
+    return ((med.view(bars.shape) if med.dim() else med) * (SQRT_HALF_PI * math.sqrt(h))).clamp_min(1e-12)
 
 
 def valid_span(market: MarketData, h: int) -> tuple[torch.Tensor, torch.Tensor]:
