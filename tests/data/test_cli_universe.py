@@ -68,9 +68,9 @@ def test_mixed_intervals_and_a_symbol_in_two_files_are_refused_in_one_line(tmp_p
 def test_train_refuses_what_pooled_training_does_not_do_on_a_universe_of_several_symbols_in_one_line(tmp_path: Path) -> None:
     universe_dir(tmp_path / "u")
     assert_refused(tmp_path, ["train", "--data", "u/AAA.csv", "--data", "u/BBB.parquet", "--set", "run.out_dir=runs",
-                              "--set", "train.agent=forecast"],
-                   "the forecast learner (train.agent = forecast) does not train on a universe of several symbols yet; "
-                   "use dqn, ppo or direct")
+                              "--set", "train.agent=forecast", "--set", "forecast.policy=attention"],
+                   "forecast.policy = attention reads bars before each training bar and could reach another symbol's rows: "
+                   "not available on a universe (forecast.policy = mlp)")
 
 
 def test_prepare_prints_the_per_symbol_fold_table(tmp_path: Path) -> None:
