@@ -47,7 +47,7 @@ def compile_acting(stores: tuple[bool, bool, bool], precision: str = "bf16", n_a
                   BLOCK_M=block_m or max(16, cfg["block_m"] * 256 // max(256, H1, H3)), BN=min(bn or cfg["bn"], H2),
                   STAGES=stages or cfg["stages"], PREC="ieee" if precision == "bf16" else precision,
                   F32_DOT=precision != "bf16", ROUND=precision == "bf16",
-                  STORE_Q=stores[0], STORE_MAX=stores[1], STORE_ARG=stores[2])
+                  STORE_Q=stores[0], STORE_MAX=stores[1], STORE_ARG=stores[2], MEMBERS=False)
     ptrs = dict(obs_ptr="*fp32", w1=f"*{w}", w2=f"*{w}", w3=f"*{w}", w4=f"*{w}", b1="*fp32", b2="*fp32", b3="*fp32",
                 b4="*fp32", q_ptr="*fp32", max_ptr="*fp32", arg_ptr="*i64" if stores[2] else "*fp32")  # dummies: obs
     sig = {n: "constexpr" if n in consts else ptrs.get(n, "fp32" if n == "slope" else "i32") for n in fn.arg_names}

@@ -81,3 +81,54 @@ def test_the_collectors_two_launches_write_every_output_and_agree_with_torch(sha
         assert torch.equal(greedy, q.argmax(dim=1)) and torch.equal(qmax, q.amax(dim=1))
         agree = float((greedy == ref.argmax(dim=1)).float().mean())
         assert agree >= 0.99, f"greedy action agrees with torch on {agree:.1%} of rows"
+
+
+@pytest.mark.parametrize("precision", ["bf16", "tf32"])
+def test_one_launch_over_a_stack_of_members_packs_equals_each_members_own_launch_bit_for_bit(precision):
+    """rows_per_member: M members' packs stacked [M, ...] and their M blocks of rows in one launch (a stack's
+    batched collection); every tile reads its own member's weights, so each block's Q, greedy action and row max
+    are bit for bit that member's own launch on its rows (the same tile)."""
+    from foxhunt.agents.dqn.stacked_collection import stacked_packs
+    from foxhunt.kernels.rules.packing import WEIGHT_FIELDS, DuelingWeights
+
+    obs_dim, n_actions, trunk, head = SHAPES[0]
+    m, n = 3, N // 2
+    packs = []
+    for k in range(m):
+        torch.manual_seed(100 + k)
+        net = DuelingQNet(obs_dim, n_actions, list(trunk), head).to(DEV)
+        packs.append(pack_net(net, "bf16" if precision == "bf16" else "tf32", dmf.MIN_HEAD))
+    obs = torch.randn(m * n, obs_dim, device=DEV)
+    own = [_launch_pair(pk, obs[k * n:(k + 1) * n], precision) for k, pk in enumerate(packs)]
+
+    class _Acting:  # what stacked_packs reads of each member's FusedActing (its target pack: a copy)
+        def __init__(self, pk):
+            self.online, self.precision, self.k = pk, precision, dmf
+            self.target = DuelingWeights(*(getattr(pk, f).clone() for f in WEIGHT_FIELDS), obs_dim=pk.obs_dim,
+                                         n_actions=pk.n_actions, slope=pk.slope)
+
+    online, _ = stacked_packs([_Acting(pk) for pk in packs], n)
+    assert online.members == m and all(pk.w1.data_ptr() == online.w1[k].data_ptr() for k, pk in enumerate(packs))
+    q, greedy, qmax = _launch_pair_members(online, obs, precision, n)
+    for k, (q_k, g_k, mx_k) in enumerate(own):
+        rows = slice(k * n, (k + 1) * n)
+        assert torch.equal(q[rows], q_k) and torch.equal(greedy[rows], g_k) and torch.equal(qmax[rows], mx_k)
+    assert not torch.equal(q[:n], q[n:2 * n])  # the members' weights differ, and so do their Q
+    with pytest.raises(ValueError, match="3 members x 7 rows"):
+        dmf.fused_dueling_q(online, obs, precision=precision, rows_per_member=7)
+    single = DuelingWeights(*(getattr(online, f) for f in WEIGHT_FIELDS), obs_dim=obs_dim, n_actions=n_actions,
+                            slope=online.slope)
+    with pytest.raises(ValueError, match="a stack of 3 packs needs rows_per_member"):
+        dmf.fused_dueling_q(single, obs, precision=precision)
+
+
+def _launch_pair_members(pk, obs, precision, n):
+    rows = obs.shape[0]
+    q = torch.full((rows, pk.n_actions), float("nan"), device=obs.device)
+    greedy = torch.full((rows,), -1, dtype=torch.int64, device=obs.device)
+    qmax = torch.full((rows,), float("nan"), device=obs.device)
+    dmf.fused_dueling_q(pk, obs, precision=precision, q=q, argmax=greedy, rows_per_member=n)
+    dmf.fused_dueling_q(pk, obs, precision=precision, q=False, q_max=qmax, rows_per_member=n)
+    if obs.is_cuda:
+        torch.cuda.synchronize()
+    return q, greedy, qmax

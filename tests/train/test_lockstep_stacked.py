@@ -130,8 +130,9 @@ def test_the_stacks_batched_collection_rounds_train_bit_for_bit_what_each_member
     own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": False}))
     rounds = _unwrapped(joint.lockstep.stacks[0].rounds)
     assert rounds is not None and rounds.collection is not None and own.lockstep.stacks[0].rounds is None
-    if kernels:  # the fused env step over the stack's one env, each member's fused acting passes
+    if kernels:  # the fused env step over the stack's one env, the members' fused acting passes in one launch each
         assert type(rounds.collection._env_step).__name__ == "FusedEnvStep" and rounds.collection.fused
+        assert rounds.collection.packs is not None and rounds.collection.packs[0].members == len(joint.members)
     assert all(t._round_step.calls > 0 for t in own.members)
     for a, b in zip(_states(own), _states(joint)):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -6,8 +6,10 @@ launch 25·M of them a step, and on a GPU each costs its launch latency, not its
 with M·N envs costs far less than M members with N envs each (BENCHMARKS.md: the "floor" rows). Here
 the members' envs are ONE env of M·N envs (``VecTradingEnv`` of M·N rows; member m's rows are
 m·N … (m+1)·N − 1), so observing, stepping the env (one fused kernel), the next observation, the
-ε-greedy choice, the TD priorities and the round-buffer copies run once for all members. What stays per
-member: its acting passes (its own weights: two fused kernels, or its torch networks), its exploration
+ε-greedy choice, the TD priorities and the round-buffer copies run once for all members; with the fused acting
+kernel the members' online and target passes are one launch each too (``stacked_packs``: their packed weights
+stacked [M, ...], each tile of rows reading its own member's, the tile a launch on one member's rows takes, so
+every row is bit for bit its own launch's). What stays per member: its acting passes in torch, its exploration
 draws and its episode-start draws (its own generators, so its random streams are those it has alone),
 and the round's replay write and monitor update (``Collector.flush``).
 
@@ -43,6 +45,32 @@ from foxhunt.agents.exec_choice import env_step_fn
 from foxhunt.env.stacked import concat_rows, stack_envs, stack_leading, unstackable, view_ptrs
 
 EPSILON_KEYS = ("eps_start", "eps_end", "eps_decay_steps")
+
+
+def stacked_packs(fused: Sequence[Any], n: int) -> tuple[Any, Any] | None:
+    """The members' packed online and target weights as two stacks of M packs (``DuelingWeights`` whose tensors are
+    [M, ...]; each member's own pack becomes views of its row, so its ``refresh`` writes there), when one launch over
+    the M·N rows can act for all of them: the same layout, dtype and precision, and the tile a launch on one member's
+    N rows takes dividing N. None otherwise (each member launches its own passes)."""
+    from foxhunt.kernels.rules.packing import WEIGHT_FIELDS, DuelingWeights
+
+    f0 = fused[0]
+    for f in fused:
+        for a, b in ((f.online, f0.online), (f.target, f0.target)):
+            if (a.dims, a.w1.dtype, a.obs_dim, a.n_actions, a.slope) != (b.dims, b.w1.dtype, b.obs_dim, b.n_actions, b.slope):
+                return None
+        if f.precision != f0.precision:
+            return None
+    if n % f0.k.default_block_m(n, f0.online.dims, f0.precision):
+        return None  # a tile would span two members' rows
+    packs = []
+    for which in ("online", "target"):
+        smalls = [getattr(f, which) for f in fused]
+        whole = stack_leading(smalls, WEIGHT_FIELDS)
+        s0 = smalls[0]
+        packs.append(DuelingWeights(*(whole[k] for k in WEIGHT_FIELDS), obs_dim=s0.obs_dim, n_actions=s0.n_actions,
+                                    slope=s0.slope))
+    return packs[0], packs[1]
 
 
 def unsupported(trainers: Sequence[Any]) -> str | None:
@@ -89,9 +117,11 @@ class StackedCollection:
         self.gamma = torch.tensor([[float(t.cfg.gamma)] for t in trainers], dtype=torch.float32, device=dev)
         fused = [c._fused for c in self.cols]
         self.fused = all(f is not None for f in fused)
+        self.packs: tuple[Any, Any] | None = None  # the members' packed online / target weights, [M, ...] each
         if self.fused:  # each member's fused acting outputs: its rows of q [M·N, A], greedy and q_next [M·N]
             outs = concat_rows(fused, ("q", "greedy", "q_next_max"))
             self.q, self.greedy, self.q_next = outs["q"], outs["greedy"], outs["q_next_max"]
+            self.packs = stacked_packs(fused, n)
         else:
             self.q = torch.zeros((m * n, self.n_actions), dtype=torch.float32, device=dev)
             self.greedy = torch.zeros(m * n, dtype=torch.int64, device=dev)
@@ -130,13 +160,18 @@ class StackedCollection:
         """Step k of the round for every member (``Collector.step``'s arithmetic, the members batched)."""
         m, n, b = self.m, self.n, self.buffers
         obs = self.env.observe()
-        for c, col in enumerate(self.cols):
-            if self.fused:
-                col._fused.act(self._rows(obs, c))  # writes its rows of q and greedy
-            else:
-                q = col._q(col._online, self._rows(obs, c))
-                self._rows(self.q, c).copy_(q)
-                torch.argmax(q, dim=1, out=self._rows(self.greedy, c))
+        if self.packs is not None:  # every member's online pass in one launch, each tile its member's weights
+            f0 = self.cols[0]._fused
+            f0.k.fused_dueling_q(self.packs[0], obs, precision=f0.precision, q=self.q, argmax=self.greedy,
+                                 rows_per_member=n)
+        else:
+            for c, col in enumerate(self.cols):
+                if self.fused:
+                    col._fused.act(self._rows(obs, c))  # writes its rows of q and greedy
+                else:
+                    q = col._q(col._online, self._rows(obs, c))
+                    self._rows(self.q, c).copy_(q)
+                    torch.argmax(q, dim=1, out=self._rows(self.greedy, c))
         self._epsilon()
         for col in self.cols:  # each member's exploration draws, from its own generator (its alone stream)
             torch.rand(col._u.shape, generator=col.generator, device=col._u.device, out=col._u)
@@ -150,11 +185,16 @@ class StackedCollection:
         b["r_portfolio"][:, k].copy_(obs.view(m, n, -1)[:, :, self.n_market:])
         out = self._env_step(self.actions)
         next_obs = self.market.observe(out.next_bar, out.next_portfolio, self.next_obs)
-        for c, col in enumerate(self.cols):
-            if self.fused:
-                col._fused.next_max(self._rows(next_obs, c))  # writes its rows of q_next
-            else:
-                torch.amax(col._q(col._target, self._rows(next_obs, c)), dim=1, out=self._rows(self.q_next, c))
+        if self.packs is not None:  # every member's target pass in one launch
+            f0 = self.cols[0]._fused
+            f0.k.fused_dueling_q(self.packs[1], next_obs, precision=f0.precision, q=False, q_max=self.q_next,
+                                 rows_per_member=n)
+        else:
+            for c, col in enumerate(self.cols):
+                if self.fused:
+                    col._fused.next_max(self._rows(next_obs, c))  # writes its rows of q_next
+                else:
+                    torch.amax(col._q(col._target, self._rows(next_obs, c)), dim=1, out=self._rows(self.q_next, c))
         terminal = b["r_terminal"][:, k]
         torch.logical_and(out.done.view(mn), ~out.truncated.view(mn), out=terminal)
         q_taken = self.q.view(m, n, -1).gather(2, self.actions.view(m, n, 1)).squeeze(2)

@@ -141,8 +141,19 @@ def _dueling_q_kernel(
     A: tl.constexpr, BLOCK_M: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
     PREC: tl.constexpr, F32_DOT: tl.constexpr, ROUND: tl.constexpr,
     STORE_Q: tl.constexpr, STORE_MAX: tl.constexpr, STORE_ARG: tl.constexpr,
+    rows_per_member=1, MEMBERS: tl.constexpr = False,
 ):
     row0 = tl.program_id(0).to(tl.int64) * BLOCK_M
+    if MEMBERS:  # a stack of members' packs [M, ...]: this tile's rows are member row0 // rows_per_member's
+        mem = row0 // rows_per_member
+        w1 += mem * (D * H1)
+        b1 += mem * H1
+        w2 += mem * (H1 * H2)
+        b2 += mem * H2
+        w3 += mem * (H2 * H3)
+        b3 += mem * H3
+        w4 += mem * (H3 * A)
+        b4 += mem * A
     r = tl.arange(0, BLOCK_M)  # rows of the tile, relative to row0 (int32 offsets from scalar bases)
     rmask = r < (n_rows - row0).to(tl.int32)
     d = tl.arange(0, D)
@@ -208,6 +219,16 @@ rows (wider nets get fewer rows: see ``fused_dueling_q``); the backend resolver 
 acting in torch (``foxhunt.accel.backend``)."""
 
 
+def default_block_m(rows: int, dims: tuple[int, ...], precision: str) -> int:
+    """Rows per program of a launch on ``rows`` rows of a pack of ``dims`` (D, H1, H2, H3, A) by default: the
+    interpreter's cost is per program and per operation, not per row (few big programs); on the GPU registers
+    hold [BLOCK_M, width] tiles, so wider nets get fewer rows."""
+    _, h1, _, h3, _ = dims
+    if is_interpreted():
+        return max(16, min(256, triton.next_power_of_2(max(rows, 1))))
+    return max(16, DEFAULTS[precision]["block_m"] * 256 // max(256, h1, h3))
+
+
 def launch_warps(block_m: int, precision: str, num_warps: int | None = None, interpreted: bool = False) -> int:
     """The warps a program of ``block_m`` rows launches with: ``num_warps`` (default ``DEFAULTS``),
     capped on a GPU's tensor-core paths so that every warpgroup (4 warps) owns >= 64 rows.
@@ -227,11 +248,17 @@ def fused_dueling_q(
     net: DuelingWeights, obs: torch.Tensor, *, precision: str = "bf16",
     q: torch.Tensor | bool = True, q_max: torch.Tensor | bool = False, argmax: torch.Tensor | bool = False,
     block_m: int | None = None, num_warps: int | None = None, bn: int | None = None, stages: int | None = None,
+    rows_per_member: int | None = None,
 ) -> FusedQ:
     """Q of ``net`` (``pack_dueling`` output: bf16 weights for "bf16", float32 for "tf32" / "ieee")
     on obs [N, obs_dim] float32. q / q_max / argmax: a preallocated output (written in place, no
     allocation: CUDA-graph safe), True (allocated here) or False (not computed). Launch parameters
-    default to ``DEFAULTS[precision]``; block_m: rows per program, a power of two >= 16."""
+    default to ``DEFAULTS[precision]``; block_m: rows per program, a power of two >= 16.
+
+    rows_per_member: ``net`` is a stack of M members' packs (every tensor [M, ...]) and obs holds M blocks of
+    that many rows, block m for member m: one launch for all of them, each tile with its own member's weights.
+    The default tile is the one a launch on one member's rows takes (so each row's Q is bit for bit that
+    launch's), and it must divide the block."""
     if precision not in PRECISIONS:
         raise ValueError(f"precision {precision!r}: expected one of {PRECISIONS}")
     want = torch.bfloat16 if precision == "bf16" else torch.float32
@@ -241,6 +268,11 @@ def fused_dueling_q(
         raise ValueError(f"fused_dueling_q: obs must be [N, {net.obs_dim}] float32 with contiguous columns, "
                          f"got {list(obs.shape)} {obs.dtype} strides {obs.stride()}")
     dev, n = obs.device, int(obs.shape[0])
+    m_count = net.members
+    if rows_per_member is not None and (m_count * rows_per_member != n or rows_per_member < 1):
+        raise ValueError(f"fused_dueling_q: {m_count} members x {rows_per_member} rows != {n} obs rows")
+    if rows_per_member is None and m_count != 1:
+        raise ValueError(f"fused_dueling_q: a stack of {m_count} packs needs rows_per_member")
     if net.w1.device != dev:
         raise ValueError(f"fused_dueling_q: weights on {net.w1.device}, obs on {dev}")
     outs = (_out(q, (n, net.n_actions), torch.float32, dev, "q"), _out(q_max, (n,), torch.float32, dev, "q_max"),
@@ -251,13 +283,13 @@ def fused_dueling_q(
     interp = is_interpreted()
     D, H1, H2, H3, A = net.dims
     default_tile = block_m is None
-    if block_m is None:
-        # The interpreter's cost is per program and per operation, not per row: few big programs.
-        # On the GPU, registers hold [BLOCK_M, width] tiles: wider nets get fewer rows.
-        block_m = (max(16, min(256, triton.next_power_of_2(max(n, 1)))) if interp
-                   else max(16, cfg["block_m"] * 256 // max(256, H1, H3)))
+    if block_m is None:  # a stack's members: the tile a launch on one member's rows takes
+        block_m = default_block_m(rows_per_member or n, net.dims, precision)
     if block_m < 16 or block_m & (block_m - 1):
         raise ValueError(f"block_m = {block_m}: must be a power of two >= 16 (tl.dot's smallest M)")
+    if rows_per_member is not None and rows_per_member % block_m:
+        raise ValueError(f"fused_dueling_q: block_m = {block_m} does not divide a member's {rows_per_member} rows "
+                         "(a tile would read two members' weights)")
     if not interp and precision != "ieee" and block_m < MIN_COMPILED_BLOCK_M:
         why = (f"; a net wider than {MAX_COMPILED_WIDTH} units (here {max(H1, H3)}) gets fewer by default: run its "
                "acting in torch") if default_tile else ""
@@ -288,10 +320,10 @@ def fused_dueling_q(
         STAGES=stages, PREC="ieee" if precision == "bf16" else precision,
         F32_DOT=want == torch.float32 or interp, ROUND=want == torch.bfloat16,
         STORE_Q=outs[0] is not None, STORE_MAX=outs[1] is not None, STORE_ARG=outs[2] is not None,
-        num_warps=warps,
+        rows_per_member=rows_per_member or 1, MEMBERS=rows_per_member is not None, num_warps=warps,
     )
     return FusedQ(*outs)
 
 
-__all__ = ["DEFAULTS", "MAX_COMPILED_WIDTH", "MIN_COMPILED_BLOCK_M", "MIN_COMPILED_STAGES", "MIN_HEAD", "MIN_WIDTH", "PRECISIONS", "FusedQ", "fused_dueling_q",
+__all__ = ["default_block_m", "DEFAULTS", "MAX_COMPILED_WIDTH", "MIN_COMPILED_BLOCK_M", "MIN_COMPILED_STAGES", "MIN_HEAD", "MIN_WIDTH", "PRECISIONS", "FusedQ", "fused_dueling_q",
            "is_interpreted", "launch_warps"]

@@ -37,8 +37,13 @@ class DuelingWeights:
 
     @property
     def dims(self) -> tuple[int, int, int, int, int]:
-        """Padded (D, H1, H2, H3, A)."""
-        return self.w1.shape[0], self.w1.shape[1], self.w2.shape[1], self.w3.shape[1], self.w4.shape[1]
+        """Padded (D, H1, H2, H3, A) (of each member's, for a stack of M packs: every tensor [M, ...])."""
+        return self.w1.shape[-2], self.w1.shape[-1], self.w2.shape[-1], self.w3.shape[-1], self.w4.shape[-1]
+
+    @property
+    def members(self) -> int:
+        """1 for one net's pack, M for a stack of M members' packs (every tensor with a leading [M] axis)."""
+        return int(self.w1.shape[0]) if self.w1.dim() == 3 else 1
 
 
 def pow2_at_least(n: int, floor: int = 16) -> int:
@@ -132,5 +137,8 @@ def pack_dueling_into(trunk: Pairs, value: Pairs, advantage: Pairs, out: Dueling
     out.b4[n_act:n_act + 1].copy_(v2b)
 
 
-__all__ = ["DuelingWeights", "Pairs", "dueling_pairs", "pack_dueling", "pack_dueling_into", "pack_net",
+WEIGHT_FIELDS = ("w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4")
+"""DuelingWeights' tensors, in the acting kernel's argument order."""
+
+__all__ = ["WEIGHT_FIELDS", "DuelingWeights", "Pairs", "dueling_pairs", "pack_dueling", "pack_dueling_into", "pack_net",
            "pow2_at_least"]
