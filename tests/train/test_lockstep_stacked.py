@@ -303,7 +303,8 @@ def _cli(*args: str):
     return CliRunner().invoke(app, ["train", *args])
 
 
-STACK_SETS = ("train.ensemble=2", "dqn.stack_members=true", "accel.train_step=\"fused\"", "train.threads=1")
+STACK_SETS = ("train.ensemble=2", "dqn.stack_members=true", "dqn.joint_rounds=true", "accel.train_step=\"fused\"", "train.threads=1")
+"""The stacked runs collect batched too (dqn.joint_rounds, off by default): resume and the fresh process cover it."""
 
 
 def test_foxhunt_train_with_stacked_members_runs_in_a_fresh_process_and_writes_the_same_files(tmp_path: Path) -> None:
