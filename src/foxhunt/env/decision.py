@@ -39,12 +39,14 @@ _LAST_TRADE = ("trade_return", "trade_side", "trade_size", "trade_costs", "trade
 
 
 class DecisionScratch:
-    """Preallocated buffers of ``step_decision`` for N envs: the per-bar output and the alive mask."""
+    """Preallocated buffers of ``step_decision`` for N envs: the per-bar output, the alive mask and the mask of
+    envs whose own k (``params.decision_bars``) reaches the current bar."""
 
     def __init__(self, n_envs: int, device: torch.device | str) -> None:
         self.sub = StepOutput.allocate(n_envs, device)
         self.alive = torch.zeros(n_envs, dtype=torch.bool, device=torch.device(device))
         self.was_finished = torch.zeros(n_envs, dtype=torch.bool, device=torch.device(device))
+        self.within_k = torch.zeros(n_envs, dtype=torch.bool, device=torch.device(device))
 
 
 def step_decision(
@@ -82,7 +84,7 @@ def step_decision(
         scratch.was_finished.copy_(state.finished)
     for j in range(k):
         if j > 0 and per_env is not None:  # envs whose own k is j stop here
-            alive.logical_and_(per_env > j)
+            alive.logical_and_(torch.gt(per_env, j, out=scratch.within_k))
         step(state, params, market, actions, curiosity if j == 0 else None, sub, active=alive, auto_reset=False)
         if j == 0:
             out.reward.fill_(-0.0)

@@ -75,7 +75,7 @@ import triton.language as tl
 
 from foxhunt.kernels._triton import is_interpreted
 
-from foxhunt.kernels.rules.dueling import leaky, row_argmax, row_max
+from foxhunt.kernels.rules.dueling import leaky, member_weights, row_argmax, row_max
 from foxhunt.kernels.rules.packing import DuelingWeights
 
 PRECISIONS = ("bf16", "tf32", "ieee")
@@ -145,15 +145,8 @@ def _dueling_q_kernel(
 ):
     row0 = tl.program_id(0).to(tl.int64) * BLOCK_M
     if MEMBERS:  # a stack of members' packs [M, ...]: this tile's rows are member row0 // rows_per_member's
-        mem = row0 // rows_per_member
-        w1 += mem * (D * H1)
-        b1 += mem * H1
-        w2 += mem * (H1 * H2)
-        b2 += mem * H2
-        w3 += mem * (H2 * H3)
-        b3 += mem * H3
-        w4 += mem * (H3 * A)
-        b4 += mem * A
+        w1, b1, w2, b2, w3, b3, w4, b4 = member_weights(w1, b1, w2, b2, w3, b3, w4, b4, row0 // rows_per_member,
+                                                        D, H1, H2, H3, A)
     r = tl.arange(0, BLOCK_M)  # rows of the tile, relative to row0 (int32 offsets from scalar bases)
     rmask = r < (n_rows - row0).to(tl.int32)
     d = tl.arange(0, D)

@@ -67,7 +67,7 @@ from foxhunt.kernels._triton import is_interpreted
 from foxhunt.kernels.backtest.host import (
     EnsembleWeights, ExecParams, FusedOutputs, MarketArrays, WindowNets, given_actions_net, layer1_features, value_bound,
 )
-from foxhunt.kernels.rules.dueling import greedy_action, greedy_action_row
+from foxhunt.kernels.rules.dueling import greedy_action, greedy_action_row, member_weights
 from foxhunt.kernels.rules.env import (
     book, decode, execute, kelly_multiplier, portfolio_features, target_position, update_barrier, update_kelly,
 )
@@ -110,14 +110,7 @@ def _backtest_kernel(
     pid = tl.program_id(0)
     if MEMBERS:  # row path: window pid acts with member member_ptr[pid]'s network (its block of the stacked weights)
         mw = tl.load(member_ptr + pid).to(tl.int64)
-        w1 += mw * (D * H1)
-        b1 += mw * H1
-        w2 += mw * (H1 * H2)
-        b2 += mw * H2
-        w3 += mw * (H2 * H3)
-        b3 += mw * H3
-        w4 += mw * (H3 * A)
-        b4 += mw * A
+        w1, b1, w2, b2, w3, b3, w4, b4 = member_weights(w1, b1, w2, b2, w3, b3, w4, b4, mw, D, H1, H2, H3, A)
         vb_ptr += mw * 4
     rows = pid * BLOCK_W + tl.arange(0, BLOCK_W)
     valid = rows < n_windows

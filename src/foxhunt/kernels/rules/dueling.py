@@ -59,6 +59,15 @@ def dense(src, w_ptr, b_ptr, K: tl.constexpr, N: tl.constexpr, LD: tl.constexpr,
 
 
 @triton.jit
+def member_weights(w1, b1, w2, b2, w3, b3, w4, b4, m, D: tl.constexpr, H1: tl.constexpr, H2: tl.constexpr,
+                   H3: tl.constexpr, A: tl.constexpr):
+    """The pointers of member ``m``'s pack in a stack of packs [M, ...] (``DuelingWeights`` stacked; every
+    member's tensors the padded (D, H1, H2, H3, A) layout): each base advanced by m times its block."""
+    return (w1 + m * (D * H1), b1 + m * H1, w2 + m * (H1 * H2), b2 + m * H2, w3 + m * (H2 * H3), b3 + m * H3,
+            w4 + m * (H3 * A), b4 + m * A)
+
+
+@triton.jit
 def leaky(x, slope):
     """LeakyReLU: x if x > 0 else x·slope (torch's CPU / CUDA formula)."""
     return tl.where(x > 0, x, x * slope)
