@@ -111,7 +111,7 @@ def test_stacked_members_equal_the_same_members_unstacked_within_float32_roundin
 
 
 BATCHED_CASES = {"torch-gamma-grid": (GRIDS["gamma-grid"], False),
-                 "fused-kernels-decision-grid": ({"ensemble": 2, "decision_grid": [1, 3]}, True)}
+                 "fused-kernels-decision-grid-counter-draws": ({"ensemble": 2, "decision_grid": [1, 3]}, True)}
 
 
 @pytest.mark.parametrize("case", list(BATCHED_CASES))
@@ -120,12 +120,13 @@ def test_the_stacks_batched_collection_rounds_train_bit_for_bit_what_each_member
     """Batched rounds (the members' envs one env of members x envs, their steps one program) change the host's
     launches and the kernels' shapes, not a member's arithmetic or its order (dqn.joint_rounds = false: each
     member launches its own round). A decision grid's members share the one env too (each env stops after its
-    member's k). kernels: the fused env step and acting kernels (Triton; the interpreter on a CPU), as on a GPU."""
+    member's k). kernels: the fused env step and acting kernels (Triton; the interpreter on a CPU), as on a GPU,
+    and counter-based draws (every member's exploration and episode-start draws one op each)."""
     grid, kernels = BATCHED_CASES[case]
     cfg = _config(tmp_path, grid).replace(dqn={"stack_members": True})
     if kernels:
         cfg = cfg.replace(accel={"env_step": "fused", "acting": "fused"}, train={"epochs": 1},  # interpreted: slow
-                          dqn={"rounds_per_epoch": 3, "hidden": [16, 16], "head_hidden": 8})
+                          dqn={"rounds_per_epoch": 3, "hidden": [16, 16], "head_hidden": 8, "counter_draws": True})
     joint, metrics_joint = _train(cfg)
     own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": False}))
     rounds = _unwrapped(joint.lockstep.stacks[0].rounds)
@@ -133,6 +134,7 @@ def test_the_stacks_batched_collection_rounds_train_bit_for_bit_what_each_member
     if kernels:  # the fused env step over the stack's one env, the members' fused acting passes in one launch each
         assert type(rounds.collection._env_step).__name__ == "FusedEnvStep" and rounds.collection.fused
         assert rounds.collection.packs is not None and rounds.collection.packs[0].members == len(joint.members)
+        assert rounds.collection.draw_seed is not None and rounds.collection.env.sampler.counters is not None
     assert all(t._round_step.calls > 0 for t in own.members)
     for a, b in zip(_states(own), _states(joint)):
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -303,7 +305,8 @@ def _cli(*args: str):
     return CliRunner().invoke(app, ["train", *args])
 
 
-STACK_SETS = ("train.ensemble=2", "dqn.stack_members=true", "dqn.joint_rounds=true", "accel.train_step=\"fused\"", "train.threads=1")
+STACK_SETS = ("train.ensemble=2", "dqn.stack_members=true", "dqn.joint_rounds=true", "dqn.counter_draws=true",
+              "accel.train_step=\"fused\"", "train.threads=1")
 """The stacked runs collect batched too (dqn.joint_rounds, off by default): resume and the fresh process cover it."""
 
 
@@ -373,15 +376,19 @@ def test_stacked_members_on_cuda_equal_the_same_members_unstacked_within_float32
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("grid", [{"ensemble": 2, "gamma_grid": [0.9, 0.5]}, {"ensemble": 4, "decision_grid": [1, 4]}],
-                         ids=["gamma-grid", "decision-grid"])
-def test_batched_rounds_on_cuda_train_bit_for_bit_what_each_members_own_rounds_train(tmp_path: Path, grid: dict) -> None:
+@pytest.mark.parametrize("grid,counter", [({"ensemble": 2, "gamma_grid": [0.9, 0.5]}, False),
+                                          ({"ensemble": 4, "decision_grid": [1, 4]}, False),
+                                          ({"ensemble": 4, "decision_grid": [1, 4]}, True)],
+                         ids=["gamma-grid", "decision-grid", "decision-grid-counter-draws"])
+def test_batched_rounds_on_cuda_train_bit_for_bit_what_each_members_own_rounds_train(tmp_path: Path, grid: dict,
+                                                                                       counter: bool) -> None:
     """On a GPU the batched round is one captured graph: the fused env step over every member's envs, each
     member's fused acting passes on its rows; elementwise over envs, so the same bits as each member's own graphs
-    (a decision grid's members too: each env stops after its member's k)."""
+    (a decision grid's members too: each env stops after its member's k); with counter-based draws, every
+    member's draws one Triton launch each, the same bits as each member's own launch."""
     cfg = _config(tmp_path, grid).replace(
         run={"device": "cuda"}, accel={"backend": "fused", "matmul_precision": "fp32"},
-        dqn={"n_envs": 256, "hidden": [64, 64], "head_hidden": 32, "stack_members": True})
+        dqn={"n_envs": 256, "hidden": [64, 64], "head_hidden": 32, "stack_members": True, "counter_draws": counter})
     joint, metrics_joint = _train(cfg)
     own, metrics_own = _train(cfg.replace(dqn={"joint_rounds": False}))
     rounds = _unwrapped(joint.lockstep.stacks[0].rounds)

@@ -5,8 +5,8 @@ m·N … (m+1)·N − 1 are member m's: every EnvState, StepOutput and EnvTensor
 its start sampler's ``uniform`` / ``starts``, become VIEWS of those rows (values copied in), so a step of
 the stack's env steps every member at once (one fused kernel launch), while resets, fold switches, cost
 changes, epoch reset flags and checkpoints still work on each member's env in place. The stack's sampler
-(``StackedSampler``) fills each member's rows from that member's own generator, so every member's episode
-starts are those it draws alone. Every step op is elementwise over envs (a gather within an env's row at
+(``StackedSampler``) fills each member's rows from that member's own generator, or in one launch from every
+member's counter-based draws, so every member's episode starts are those it draws alone. Every step op is elementwise over envs (a gather within an env's row at
 most), so each member's rows step bit for bit as its own env does (tests/train/test_lockstep_stacked.py and
 tests/train/test_lockstep.py: members trained through it equal their own rounds bit for bit). Members at
 different decision intervals (a decision grid) share it too: the stack's env steps up to the largest k bars a
@@ -24,6 +24,7 @@ from typing import Any, Sequence
 
 import torch
 
+from foxhunt.env.counter_draws import counter_draws
 from foxhunt.env.state import StartSampler, starts_from_uniform
 from foxhunt.env.vec_env import VecTradingEnv
 
@@ -34,15 +35,25 @@ after its member's own k (``EnvTensors.decision_bars``)."""
 
 
 class StackedSampler:
-    """The stack env's episode starts: each member's uniform draw from its own generator into its rows (the
-    same call it makes alone), then one map of all M·N uniforms to starts."""
+    """The stack env's episode starts: each member's uniform draw into its rows (from its own generator, the same
+    call it makes alone; or, when every member draws counter-based, ONE launch for all members, each member's rows
+    from its seed and counter), then one map of all M·N uniforms to starts."""
 
     def __init__(self, members: Sequence[StartSampler], uniform: torch.Tensor, starts: torch.Tensor) -> None:
         self.members = list(members)
         self.uniform = uniform
         self.starts = starts
+        streams = [s.counter_stream for s in self.members]
+        self.counters: dict[str, torch.Tensor] | None = None  # seed_t / counter [M]: the members' own, as views
+        if all(c is not None for c in streams):
+            self.counters = stack_leading(streams, ("seed_t", "counter"))
 
     def fill_uniform(self) -> None:
+        if self.counters is not None:
+            counter_draws(self.counters["seed_t"], self.counters["counter"], self.members[0].uniform.shape[0],
+                          u64=self.uniform)
+            self.counters["counter"].add_(1)
+            return
         for s in self.members:
             s.fill_uniform()
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from foxhunt.env.counter_draws import CounterStream, counter_draws
 from foxhunt.env.actions import FLAT_LEVEL
 from foxhunt.env.params import DIVERSITY_WINDOW, EnvTensors
 from foxhunt.market import MarketData
@@ -255,10 +256,12 @@ def portfolio_features(
 
 
 class StartSampler:
-    """Uniform episode starts in the fold's training range from a seeded device generator.
+    """Uniform episode starts in the fold's training range from a seeded device generator, or from counter-based
+    draws (``use_counter``: a hash of (seed, draw count, env), ``foxhunt.env.counter_draws``, so a stack of members
+    draws its starts in one launch).
 
     Every draw fills a preallocated [N] float64 uniform buffer for all envs (the step uses it only for
-    done envs), so the RNG stream advances the same way every step, eager or graph-replayed.
+    done envs), so the random stream advances the same way every step, eager or graph-replayed.
     """
 
     def __init__(self, n_envs: int, device: torch.device | str, seed: int = 0) -> None:
@@ -267,9 +270,26 @@ class StartSampler:
         self.generator.manual_seed(int(seed))
         self.uniform = torch.zeros(n_envs, dtype=torch.float64, device=dev)
         self.starts = torch.zeros(n_envs, dtype=torch.int64, device=dev)
+        self.counter_stream: CounterStream | None = None
+
+    def use_counter(self, seed: int) -> None:
+        """Draw from counter-based draws from now on (seeded ``seed``; ``seed`` re-seeds them)."""
+        self.counter_stream = CounterStream(self.uniform.device, seed)
 
     def seed(self, seed: int) -> None:
-        self.generator.manual_seed(int(seed))
+        if self.counter_stream is not None:
+            self.counter_stream.seed(seed)
+        else:
+            self.generator.manual_seed(int(seed))
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The counter-based stream's live seed and counter (empty with a generator)."""
+        cs = self.counter_stream
+        return {} if cs is None else {"start_seed": cs.seed_t, "start_counter": cs.counter}
+
+    def generators(self) -> list[torch.Generator]:
+        """The generators a CUDA graph of a draw must register (none with counter-based draws)."""
+        return [] if self.counter_stream is not None else [self.generator]
 
     def draw(self, params: EnvTensors, market: MarketData) -> torch.Tensor:
         """starts [N] int64 uniform in [train_start, train_end − episode_length − 1] (read on device).
@@ -281,8 +301,13 @@ class StartSampler:
         return starts_from_uniform(self.uniform, params, market, out=self.starts)
 
     def fill_uniform(self) -> None:
-        """The draw's random half: ``uniform`` [N] float64 from the generator (the fused step maps it itself)."""
-        torch.rand(self.uniform.shape, generator=self.generator, out=self.uniform)
+        """The draw's random half: ``uniform`` [N] float64 (the fused step maps it itself)."""
+        cs = self.counter_stream
+        if cs is None:
+            torch.rand(self.uniform.shape, generator=self.generator, out=self.uniform)
+            return
+        counter_draws(cs.seed_t.view(1), cs.counter.view(1), self.uniform.shape[0], u64=self.uniform)
+        cs.counter.add_(1)
 
 
 def starts_from_uniform(u: torch.Tensor, params: EnvTensors, market: MarketData, out: torch.Tensor) -> torch.Tensor:

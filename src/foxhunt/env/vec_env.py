@@ -156,16 +156,23 @@ class VecTradingEnv:
     # ------------------------------------------------------------------ snapshots (tests, graphs)
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The env state's live tensors and the episode-start generator (``foxhunt.state``)."""
-        return pack(self.state.tensors(), generators={"start_generator": self.sampler.generator})
+        return pack({**self.state.tensors(), **self.sampler.state_tensors()}, generators=self._start_generators())
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        unpack("VecTradingEnv", state, self.state.tensors(), generators={"start_generator": self.sampler.generator})
+        unpack("VecTradingEnv", state, {**self.state.tensors(), **self.sampler.state_tensors()},
+               generators=self._start_generators())
 
-    def snapshot(self) -> tuple[EnvState, torch.Tensor]:
-        """A copy of the state and of the start generator's state."""
-        return self.state.clone(), self.sampler.generator.get_state()
+    def _start_generators(self) -> dict[str, torch.Generator]:
+        return {"start_generator": g for g in self.sampler.generators()}
 
-    def restore(self, snap: tuple[EnvState, torch.Tensor]) -> None:
-        state, gen = snap
+    def snapshot(self) -> tuple[EnvState, torch.Tensor, dict[str, torch.Tensor]]:
+        """A copy of the state, of the start generator's state and of the counter-based draws' seed and counter."""
+        return (self.state.clone(), self.sampler.generator.get_state(),
+                {k: v.clone() for k, v in self.sampler.state_tensors().items()})
+
+    def restore(self, snap: tuple[EnvState, torch.Tensor, dict[str, torch.Tensor]]) -> None:
+        state, gen, counters = snap
         self.state.copy_(state)
         self.sampler.generator.set_state(gen)
+        for k, v in self.sampler.state_tensors().items():
+            v.copy_(counters[k])

@@ -29,6 +29,7 @@ from foxhunt.agents.dqn.fused import FusedActing
 from foxhunt.agents.networks import N_FACTORED_ACTIONS
 from foxhunt.agents.replay import ReplayBuffer, Transitions
 from foxhunt.env import VecTradingEnv
+from foxhunt.env.counter_draws import counter_draws
 from foxhunt.env.fused import FusedEnvStep
 from foxhunt.state import pack, unpack
 
@@ -58,6 +59,9 @@ class Collector:
         self.n_actions = env.n_actions
         self.generator = torch.Generator(device=dev)
         self.generator.manual_seed(seed + 1_000_003)
+        # dqn.counter_draws: the exploration draws hash (draw_seed, env_steps, env) instead (env.counter_draws), so a
+        # stack of members draws in one launch what each draws alone.
+        self.draw_seed = torch.full((), seed + 1_000_003, dtype=torch.int64, device=dev) if cfg.counter_draws else None
         self.env_steps = torch.zeros((), dtype=torch.int64, device=dev)
         self.epsilon = torch.full((), cfg.eps_start, dtype=torch.float32, device=dev)
         self._u = torch.zeros(n, dtype=torch.float32, device=dev)
@@ -93,13 +97,26 @@ class Collector:
         else:
             self._env_step = env.step
 
+    def _live(self) -> dict[str, torch.Tensor]:
+        live = {"env_steps": self.env_steps, "epsilon": self.epsilon}
+        return live if self.draw_seed is None else {**live, "draw_seed": self.draw_seed}
+
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """ε schedule position, ε, and the exploration generator (``foxhunt.state`` convention)."""
-        return pack({"env_steps": self.env_steps, "epsilon": self.epsilon}, generators={"generator": self.generator})
+        """ε schedule position, ε, and the exploration generator or draw seed (``foxhunt.state`` convention)."""
+        return pack(self._live(), generators=self.generators())
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        unpack("Collector", state, {"env_steps": self.env_steps, "epsilon": self.epsilon},
-               generators={"generator": self.generator})
+        unpack("Collector", state, self._live(), generators=self.generators())
+
+    def generators(self) -> dict[str, torch.Generator]:
+        """The generator the exploration draws advance (none with counter-based draws)."""
+        return {} if self.draw_seed is not None else {"generator": self.generator}
+
+    def seed(self, seed: int) -> None:
+        """Restart the exploration draws from ``seed`` (the counter is ``env_steps``, which ``reset`` zeroes)."""
+        self.generator.manual_seed(seed)
+        if self.draw_seed is not None:
+            self.draw_seed.fill_(seed)
 
     def reset(self) -> None:
         """New fold: ε schedule restarts."""
@@ -123,9 +140,7 @@ class Collector:
             q = self._q(self._online, obs)
             greedy = q.argmax(dim=1)
         self.epsilon.copy_(linear_schedule(cfg.eps_start, cfg.eps_end, cfg.eps_decay_steps, self.env_steps))
-        torch.rand(self._u.shape, generator=self.generator, device=self._u.device, out=self._u)
-        torch.randint(0, self.n_actions, self._rand_action.shape, generator=self.generator,
-                      device=self._rand_action.device, out=self._rand_action)
+        self.explore_draws()
         if self.checks is not None:
             self.checks.acting(obs, q, greedy)
         actions = self.r_action[k]
@@ -159,6 +174,16 @@ class Collector:
                          (self.r_trade_return, out.trade_return)):
             dst[k].copy_(src)
         self.env_steps.add_(1)
+
+    def explore_draws(self) -> None:
+        """``_u`` [N] float32 in [0, 1) and ``_rand_action`` [N] int64 in [0, A): this step's exploration draws."""
+        if self.draw_seed is not None:
+            counter_draws(self.draw_seed.view(1), self.env_steps.view(1), self._u.shape[0], u32=self._u,
+                          ints=self._rand_action, n_int=self.n_actions)
+            return
+        torch.rand(self._u.shape, generator=self.generator, device=self._u.device, out=self._u)
+        torch.randint(0, self.n_actions, self._rand_action.shape, generator=self.generator,
+                      device=self._rand_action.device, out=self._rand_action)
 
     @torch.no_grad()
     def flush(self) -> None:

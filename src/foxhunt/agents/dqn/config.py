@@ -49,12 +49,17 @@ class DQNConfig(Section):
                                "stack_members, a round's collection of the stack's members is ONE "
                                "program (agents.dqn.stacked_collection): their envs one env of members x envs (one fused "
                                "env step), the epsilon-greedy choice, TD priorities and round buffers batched; each member "
-                               "keeps its random draws (its own generators) and its replay write (the fused acting passes are one "
+                               "keeps its random draws (its own generators, or with counter_draws one launch for all members) and "
+                               "its replay write (the fused acting passes are one "
                                "launch for all members, each tile its member's weights), so its "
                                "transitions are bit for bit those it collects alone; a decision grid's members too (each env "
                                "stops after its member's own k). Members that differ in n_envs, "
                                "rollout_len, env structure or the execution plan, or that collect lagged, train curiosity "
                                "or run check mode, launch their own rounds (as false does)")
+    counter_draws: bool = Field(False, description="exploration and episode-start draws as a hash of (seed, step, env) "
+                                "(env.counter_draws) instead of generator streams: with joint_rounds every member's "
+                                "draws of a step are one launch (each member's the draws it makes alone); other draws "
+                                "than the generators', so other runs than with false")
     # Replay
     buffer_capacity: int = Field(200_000, ge=64, le=1 << 34, description="transitions (rounded down to a multiple of n_envs)")
     warmup_transitions: int = Field(4_096, ge=0, le=1 << 34, description="transitions collected before training starts")

@@ -9,16 +9,18 @@ m·N … (m+1)·N − 1), so observing, stepping the env (one fused kernel), the
 ε-greedy choice, the TD priorities and the round-buffer copies run once for all members; with the fused acting
 kernel the members' online and target passes are one launch each too (``stacked_packs``: their packed weights
 stacked [M, ...], each tile of rows reading its own member's, the tile a launch on one member's rows takes, so
-every row is bit for bit its own launch's). What stays per member: its acting passes in torch, its exploration
-draws and its episode-start draws (its own generators, so its random streams are those it has alone),
-and the round's replay write and monitor update (``Collector.flush``).
+every row is bit for bit its own launch's), and with ``dqn.counter_draws`` the members' exploration draws and
+episode-start draws are one launch each (a hash of each member's seed, step counter and env row:
+``foxhunt.env.counter_draws``). What stays per member: its acting passes in torch, its generator draws
+without counter_draws (its own generators, so its random streams are those it has alone), and the round's
+replay write and monitor update (``Collector.flush``).
 
 Layout after construction (M members, N envs each, L = rollout_len, D = obs_dim, A = n_actions):
 
     env (``env.stacked.stack_envs``)       every EnvState / StepOutput / EnvTensors field [M·N, ...]
     env.sampler (StackedSampler)           uniform [M·N] float64, starts [M·N] int64
     u [M·N] f32, rand_action [M·N] i64, actions [M·N] i64, q [M·N, A], greedy [M·N], q_next [M·N]
-    env_steps [M] i64, epsilon [M] f32, gamma [M, 1] f32
+    env_steps [M] i64, epsilon [M] f32, gamma [M, 1] f32, draw_seed [M] i64 (counter_draws)
     r_bar, r_action, ... (every round buffer)  [M, L, N, ...]
 
 and each member's own tensors (``env.state.*``, ``env.out.*``, ``env.params.*``, its sampler's
@@ -42,6 +44,7 @@ import torch
 
 from foxhunt.agents.dqn.targets import linear_schedule
 from foxhunt.agents.exec_choice import env_step_fn
+from foxhunt.env.counter_draws import counter_draws
 from foxhunt.env.stacked import concat_rows, stack_envs, stack_leading, unstackable, view_ptrs
 
 EPSILON_KEYS = ("eps_start", "eps_end", "eps_decay_steps")
@@ -112,6 +115,9 @@ class StackedCollection:
         self.u, self.rand_action = rows["_u"], rows["_rand_action"]
         counters = stack_leading(self.cols, ("env_steps", "epsilon"))  # [M] from each member's 0-d counter
         self.env_steps, self.epsilon = counters["env_steps"], counters["epsilon"]
+        # dqn.counter_draws on every member: their exploration draws are one launch (draw_seed [M], each member's own)
+        counted = all(c.draw_seed is not None for c in self.cols)
+        self.draw_seed = stack_leading(self.cols, ("draw_seed",))["draw_seed"] if counted else None
         self.actions = torch.zeros(m * n, dtype=torch.int64, device=dev)
         self.next_obs = torch.zeros((m * n, market.obs_dim), dtype=torch.float32, device=dev)
         self.gamma = torch.tensor([[float(t.cfg.gamma)] for t in trainers], dtype=torch.float32, device=dev)
@@ -173,10 +179,11 @@ class StackedCollection:
                     self._rows(self.q, c).copy_(q)
                     torch.argmax(q, dim=1, out=self._rows(self.greedy, c))
         self._epsilon()
-        for col in self.cols:  # each member's exploration draws, from its own generator (its alone stream)
-            torch.rand(col._u.shape, generator=col.generator, device=col._u.device, out=col._u)
-            torch.randint(0, self.n_actions, col._rand_action.shape, generator=col.generator,
-                          device=col._rand_action.device, out=col._rand_action)
+        if self.draw_seed is not None:  # every member's counter-based draws, one launch (each its alone draws)
+            counter_draws(self.draw_seed, self.env_steps, n, u32=self.u, ints=self.rand_action, n_int=self.n_actions)
+        else:
+            for col in self.cols:  # each member's exploration draws, from its own generator (its alone stream)
+                col.explore_draws()
         mn = (m, n)
         torch.where(self.u.view(mn) < self.epsilon.view(m, 1), self.rand_action.view(mn), self.greedy.view(mn),
                     out=self.actions.view(mn))

@@ -101,7 +101,9 @@ class DQNTrainer(FoldTrainer):
         # Check mode (plan.check): invariants counted on the device, named at the readback.
         self.checks = DeviceChecks(self) if plan.check else None
         self.collector.checks = self.learner.checks = self.checks
-        gens = [self.env.sampler.generator, self.collector.generator]
+        if cfg.counter_draws:
+            self.env.sampler.use_counter(seed)  # re-seeded per fold (FoldTrainer._reseed)
+        gens = [*self.env.sampler.generators(), *self.collector.generators().values()]
         rows = n * cfg.rollout_len
         self._round = self._round_step = GraphedStep(  # _round_step: the step itself, whatever wraps _round (PhaseTimer)
             self.collector.round, self.device, plan.graphs,
@@ -180,7 +182,7 @@ class DQNTrainer(FoldTrainer):
             self.curiosity.reset()
 
     def _seeders(self) -> list[Callable[[int], None]]:
-        out = [self.collector.generator.manual_seed, self.replay.sampler.reseed]
+        out = [self.collector.seed, self.replay.sampler.reseed]
         if self.curiosity is not None:
             out.append(self.curiosity.generator.manual_seed)
         return out

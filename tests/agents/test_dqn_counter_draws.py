@@ -1,0 +1,63 @@
+"""dqn.counter_draws: the DQN trainer's exploration and episode-start draws from counter-based draws
+(foxhunt.env.counter_draws) instead of its generators; its state carries the seeds and counters, so a
+resumed trainer equals the uninterrupted one, and a new fold restarts the draws from the fold's seed."""
+
+from __future__ import annotations
+
+import torch
+
+from foxhunt.env.counter_draws import counter_draws_torch
+from foxhunt.folds import FoldRange
+from tests.agents.dqn_helpers import small_trainer
+
+
+def _values(tr, epochs: int) -> list[object]:
+    return [tr.train_epoch().values for _ in range(epochs)]
+
+
+def test_counter_draws_replace_the_generators_in_the_state_and_in_the_graphs_registry() -> None:
+    tr = small_trainer(seed=3, counter_draws=True)
+    state = tr.state_dict()
+    assert "draw_seed" in state["collector"] and "generator" not in state["collector"]
+    assert {"start_seed", "start_counter"} <= set(state["env"]) and "start_generator" not in state["env"]
+    assert tr.collector.generators() == {} and tr.env.sampler.generators() == []
+    plain = small_trainer(seed=3).state_dict()
+    assert "generator" in plain["collector"] and "start_generator" in plain["env"]
+
+
+def test_a_steps_exploration_draws_are_the_hash_of_the_seed_and_the_step_count() -> None:
+    tr = small_trainer(seed=3, counter_draws=True)
+    col = tr.collector
+    col.env_steps.fill_(41)
+    col.explore_draws()
+    n = col._u.shape[0]
+    u, a = torch.zeros(n), torch.zeros(n, dtype=torch.int64)
+    counter_draws_torch(col.draw_seed.view(1), torch.tensor([41]), n, u32=u, ints=a, n_int=col.n_actions)
+    assert torch.equal(col._u, u) and torch.equal(col._rand_action, a)
+
+
+def test_a_trainer_on_counter_draws_resumed_from_its_state_equals_the_uninterrupted_one() -> None:
+    a = small_trainer(seed=6, counter_draws=True)
+    a.train_epoch()
+    saved = {c: {k: v.clone() for k, v in part.items()} for c, part in a.state_dict().items()}
+    ref = _values(a, 2)
+    b = small_trainer(seed=6, counter_draws=True)
+    b.load_state_dict(saved)
+    assert _values(b, 2) == ref
+
+
+COLLECTION = ("reward_sum", "reward_min", "reward_max", "transitions", "act_short_full", "act_short_half", "act_flat",
+              "act_long_half", "act_long_full", "episodes_done", "trades_closed")
+
+
+def test_a_new_fold_restarts_the_counter_draws_from_the_folds_seed_whatever_ran_before() -> None:
+    """The collection's draws (actions, rewards, episodes) of a fold are those of a fresh trainer's (the updates'
+    sums are not compared: the generator path differs there too after an earlier fold, outside the draws)."""
+    fold1 = FoldRange(1, 500, 2_300, 2_310, 3_000)
+    fresh, used = small_trainer(seed=2, counter_draws=True), small_trainer(seed=2, counter_draws=True)
+    used.train_epoch()
+    for tr in (fresh, used):
+        tr.reset_for_fold(fold1)
+    a, b = fresh.train_epoch().values, used.train_epoch().values
+    assert [a[k] for k in COLLECTION] == [b[k] for k in COLLECTION]
+    assert int(fresh.env.sampler.counter_stream.counter) > 0 and int(fresh.collector.env_steps) > 0
