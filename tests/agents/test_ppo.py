@@ -223,3 +223,22 @@ def test_with_explore_hold_a_restored_trainer_continues_bitwise_like_the_uninter
     b.train_epoch()
     assert torch.equal(a.learner.flat.data, b.learner.flat.data)
     assert torch.equal(a.rollout.buffer.action, b.rollout.buffer.action)
+
+
+def test_with_counter_draws_a_restored_trainer_continues_bitwise_and_its_state_holds_seeds_not_generators():
+    a = small_ppo(seed=2, explore_hold=0.5, counter_draws=True)
+    assert a.rollout.generators() == {} and a.env.sampler.generators() == []
+    a.train_epoch()
+    saved = {c: {k: v.clone() for k, v in g.items()} for c, g in a.state_dict().items()}
+    assert "draw_seed" in saved["rollout"] and "generator" not in saved["rollout"]
+    assert {"start_seed", "start_counter"} <= set(saved["env"])
+    a.train_epoch()
+    b = small_ppo(seed=2, explore_hold=0.5, counter_draws=True)
+    b.load_state_dict(saved)
+    b.train_epoch()
+    assert torch.equal(a.learner.flat.data, b.learner.flat.data)
+    assert torch.equal(a.rollout.buffer.action, b.rollout.buffer.action)
+    plain = small_ppo(seed=2, explore_hold=0.5)
+    plain.train_epoch()
+    plain.train_epoch()
+    assert not torch.equal(plain.rollout.buffer.action, a.rollout.buffer.action)  # other draws, other actions

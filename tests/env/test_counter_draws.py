@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from foxhunt.env.counter_draws import CounterStream, counter_draws, counter_draws_torch, mix
+from foxhunt.env.counter_draws import STREAM_U32_B, CounterStream, counter_draws, counter_draws_torch, mix
 from foxhunt.env.stacked import StackedSampler
 from foxhunt.env.state import StartSampler
 
@@ -36,7 +36,7 @@ def test_the_triton_kernel_equals_the_torch_definition_bit_for_bit(n: int) -> No
 
     if unavailable("cpu") is not None:
         pytest.skip("the Triton interpreter is off (TRITON_INTERPRET=1)")
-    from foxhunt.kernels.draws import counter_draws_fused
+    from foxhunt.kernels.draws.kernel import counter_draws_fused
 
     ref = _draw(SEEDS, COUNTERS, n, n_int=27)
     got = _draw(SEEDS, COUNTERS, n, n_int=27, fn=counter_draws_fused)
@@ -45,6 +45,10 @@ def test_the_triton_kernel_equals_the_torch_definition_bit_for_bit(n: int) -> No
     one = torch.zeros(n)  # one output alone (the other outputs' constexpr branches off)
     counter_draws_fused(SEEDS[:1], COUNTERS[:1], n, u32=one)
     assert torch.equal(one, ref["u32"][:n])
+    second, second_ref = torch.zeros(n), torch.zeros(n)  # the second float32 stream
+    counter_draws_fused(SEEDS[:1], COUNTERS[:1], n, u32=second, u32_stream=STREAM_U32_B)
+    counter_draws_torch(SEEDS[:1], COUNTERS[:1], n, u32=second_ref, u32_stream=STREAM_U32_B)
+    assert torch.equal(second, second_ref) and not torch.equal(second, one)
 
 
 def test_a_members_rows_of_a_batched_draw_are_its_own_draw() -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "foxhunt"
 ADAPTERS = ("env.fused", "agents.dqn.fused", "agents.replay.fused", "backtest.fused")
-OPS = ("acting", "backtest", "env_step", "replay", "rules")
+OPS = ("acting", "backtest", "draws", "env_step", "replay", "rules")
 
 
 def test_kernels_import_nothing_of_foxhunt_outside_kernels():

@@ -211,16 +211,18 @@ def test_a_lockstep_epoch_of_graphed_members_runs_without_any_sync_but_the_readb
     assert all(s is not None for s in runner.lockstep.finish())
 
 
-@pytest.mark.parametrize("hold,kernels,grid", [(0.0, False, "gamma"), (0.3, True, "decision")],
-                         ids=["torch-gamma-grid", "explore-hold-fused-env-decision-grid"])
+@pytest.mark.parametrize("hold,kernels,grid,counter", [(0.0, False, "gamma", False), (0.3, False, "gamma", True),
+                                                     (0.3, True, "decision", False)],
+                         ids=["torch-gamma-grid", "explore-hold-counter-draws", "explore-hold-fused-env-decision-grid"])
 def test_ppo_members_batched_rollouts_train_bit_for_bit_what_their_own_rollouts_train(
-        tmp_path: Path, hold: float, kernels: bool, grid: str) -> None:
+        tmp_path: Path, hold: float, kernels: bool, grid: str, counter: bool) -> None:
     """ppo.batched_rollouts: the members' envs one env of members x envs and their rollout steps one program;
-    each member's actor-critic pass, random draws (its own generator) and update stay its own, so every member
-    trains and selects exactly what it does rolling out alone; a decision grid's members too (each env stops
-    after its member's k). kernels: the fused env step (the interpreter on a CPU), as on a GPU."""
+    each member's actor-critic pass, random draws (its own generator; with counter draws one op for all members)
+    and update stay its own, so every member trains and selects exactly what it does rolling out alone; a decision
+    grid's members too (each env stops after its member's k). kernels: the fused env step (the interpreter on a
+    CPU), as on a GPU."""
     cfg = _config(tmp_path, "ppo", {"ensemble": 2, "gamma_grid": [0.9, 0.5]} if grid == "gamma" else GRIDS["ppo"])
-    cfg = cfg.replace(ppo={"explore_hold": hold})
+    cfg = cfg.replace(ppo={"explore_hold": hold, "counter_draws": counter})
     if kernels:  # one epoch: the interpreted kernel steps slowly
         cfg = cfg.replace(accel={"env_step": "fused"}, train={"epochs": 1})
     batched, metrics_batched = _train(cfg.replace(ppo={"batched_rollouts": True}))
@@ -230,6 +232,7 @@ def test_ppo_members_batched_rollouts_train_bit_for_bit_what_their_own_rollouts_
     rounds = getattr(st[0].rounds, "__wrapped__", st[0].rounds)
     assert rounds.collection is not None and all(t._round_step.calls == 0 for t in batched.members)
     assert all(t.rollout.env_steps.item() > 0 for t in batched.members)
+    assert (rounds.collection.draw_seed is not None) == counter == (rounds.collection.env.sampler.counters is not None)
     for a, b in zip(_states(own), _states(batched)):
         _assert_same(a, b)
     assert _same_metrics(metrics_own, metrics_batched)
@@ -240,16 +243,17 @@ def test_ppo_members_batched_rollouts_train_bit_for_bit_what_their_own_rollouts_
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("grid", [{"ensemble": 2, "gamma_grid": [0.9, 0.5]}, {"ensemble": 2, "decision_grid": [1, 4]}],
-                         ids=["gamma-grid", "decision-grid"])
-def test_ppo_batched_rollouts_on_cuda_train_bit_for_bit_what_their_own_rollouts_train(tmp_path: Path, grid: dict) -> None:
+@pytest.mark.parametrize("grid,counter", [({"ensemble": 2, "gamma_grid": [0.9, 0.5]}, False),
+                                          ({"ensemble": 2, "decision_grid": [1, 4]}, False),
+                                          ({"ensemble": 2, "decision_grid": [1, 4]}, True)],
+                         ids=["gamma-grid", "decision-grid", "decision-grid-counter-draws"])
+def test_ppo_batched_rollouts_on_cuda_train_bit_for_bit_what_their_own_rollouts_train(tmp_path: Path, grid: dict,
+                                                                                     counter: bool) -> None:
     """On a GPU the batched rollout is one captured graph (the fused env step over every member's envs, a decision
-    grid's members at their own k)."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA device")
+    grid's members at their own k; counter draws: every member's draws one Triton launch each)."""
     cfg = _config(tmp_path, "ppo", grid).replace(  # the env step fused, as ppo-fused-env's streams test runs it
         run={"device": "cuda"}, accel={"backend": "torch", "env_step": "fused", "matmul_precision": "fp32"},
-        ppo={**PPO, "n_envs": 256})
+        ppo={**PPO, "n_envs": 256, "counter_draws": counter, "explore_hold": 0.3 if counter else 0.0})
     batched, metrics_batched = _train(cfg.replace(ppo={"batched_rollouts": True}))
     own, metrics_own = _train(cfg)
     rounds = getattr(batched.lockstep.stacks[0].rounds, "__wrapped__", batched.lockstep.stacks[0].rounds)

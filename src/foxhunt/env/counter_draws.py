@@ -32,6 +32,8 @@ import torch
 
 M32 = 0xFFFFFFFF
 STREAM_U32, STREAM_INT, STREAM_U64_HI, STREAM_U64_LO = 0x1B873593, 0x3C6EF372, 0x5BD1E995, 0x27D4EB2F
+STREAM_U32_B = 0x2545F491
+"""A second float32 stream (``u32_stream``) for an owner that needs two independent float32 draws a step."""
 
 
 def mix(x: torch.Tensor) -> torch.Tensor:
@@ -52,10 +54,11 @@ def word(seed: torch.Tensor, counter: torch.Tensor, n_rows: int, stream: int) ->
 
 
 def counter_draws_torch(seed: torch.Tensor, counter: torch.Tensor, n_rows: int, *, u32: torch.Tensor | None = None,
-                        ints: torch.Tensor | None = None, n_int: int = 1, u64: torch.Tensor | None = None) -> None:
+                        ints: torch.Tensor | None = None, n_int: int = 1, u64: torch.Tensor | None = None,
+                        u32_stream: int = STREAM_U32) -> None:
     """The definition, in torch ops: fill the given outputs ([M·N] each)."""
     if u32 is not None:
-        w = word(seed, counter, n_rows, STREAM_U32)
+        w = word(seed, counter, n_rows, u32_stream)
         torch.mul((w >> 8).to(torch.float32), 2.0 ** -24, out=u32.view(w.shape))
     if ints is not None:
         torch.remainder(word(seed, counter, n_rows, STREAM_INT), n_int, out=ints.view(-1, n_rows))
@@ -66,18 +69,19 @@ def counter_draws_torch(seed: torch.Tensor, counter: torch.Tensor, n_rows: int, 
 
 
 def counter_draws(seed: torch.Tensor, counter: torch.Tensor, n_rows: int, *, u32: torch.Tensor | None = None,
-                  ints: torch.Tensor | None = None, n_int: int = 1, u64: torch.Tensor | None = None) -> None:
+                  ints: torch.Tensor | None = None, n_int: int = 1, u64: torch.Tensor | None = None,
+                  u32_stream: int = STREAM_U32) -> None:
     """Fill the given outputs: one Triton launch on CUDA (``foxhunt.kernels.draws``), the torch twin elsewhere.
     Reads nothing on the host and allocates nothing on CUDA (capturable in a CUDA graph)."""
     if seed.device.type == "cuda":
         from foxhunt.accel.triton import unavailable
 
         if unavailable(seed.device) is None:
-            from foxhunt.kernels.draws import counter_draws_fused
+            from foxhunt.kernels.draws.kernel import counter_draws_fused
 
-            counter_draws_fused(seed, counter, n_rows, u32=u32, ints=ints, n_int=n_int, u64=u64)
+            counter_draws_fused(seed, counter, n_rows, u32=u32, ints=ints, n_int=n_int, u64=u64, u32_stream=u32_stream)
             return
-    counter_draws_torch(seed, counter, n_rows, u32=u32, ints=ints, n_int=n_int, u64=u64)
+    counter_draws_torch(seed, counter, n_rows, u32=u32, ints=ints, n_int=n_int, u64=u64, u32_stream=u32_stream)
 
 
 class CounterStream:
@@ -93,4 +97,4 @@ class CounterStream:
         self.counter.zero_()
 
 
-__all__ = ["CounterStream", "counter_draws", "counter_draws_torch", "mix", "word"]
+__all__ = ["STREAM_U32_B", "CounterStream", "counter_draws", "counter_draws_torch", "mix", "word"]

@@ -33,10 +33,15 @@ class PPOConfig(Section):
                                    "member's own k) collect each iteration's "
                                    "rollout as ONE program (agents.ppo.stacked_rollout): their envs one env of members x "
                                    "envs (one fused env step), the sampling, log-probabilities and buffer copies batched; "
-                                   "each member keeps its actor-critic pass, its random draws (its own generator) and its "
+                                   "each member keeps its actor-critic pass, its random draws (its own generator, or with "
+                                   "counter_draws one launch for all members) and its "
                                    "update, so its rollouts are bit for bit its own. Members that differ in n_envs, "
                                    "rollout_len, explore_hold, the env's structure or accel.env_step, or run epoch_graph, "
                                    "roll out alone")
+    counter_draws: bool = Field(False, description="the action-sampling, hold and episode-start draws as a hash of "
+                                "(seed, step, env) (env.counter_draws) instead of generator streams: with "
+                                "batched_rollouts every member's draws of a step are one launch (each member's the "
+                                "draws it makes alone); other draws than the generators', so other runs than with false")
     # Learning
     gamma: float = Field(0.9, ge=0.0, lt=1.0)
     gae_lambda: float = Field(0.95, ge=0.0, le=1.0)

@@ -6,8 +6,9 @@ program each launch them M times a step. Here the members' envs are one env of M
 (``env.stacked.stack_envs``: member m's rows m·N … (m+1)·N − 1), so observing, the env step (one fused
 kernel), the sample's Gumbel-max, the log-probabilities and the buffer copies run once for all members.
 What stays per member: its actor-critic pass (its own weights), its random draws (its own generator: the
-exploration uniforms, then the hold uniforms, in its alone order) and its rollout's end (``Rollout.finish``:
-the reached states' values, GAE, monitoring), then its update.
+exploration uniforms, then the hold uniforms, in its alone order; with ``ppo.counter_draws`` one launch each for
+all members, each member's rows a hash of its seed, step counter and row) and its rollout's end
+(``Rollout.finish``: the reached states' values, GAE, monitoring), then its update.
 
 Layout after construction (M members, N envs, T = rollout_len, A = n_actions): the stack's env [M·N];
 u [M·N, A], u_hold / prev / has_prev [M·N], logits [M·N, A], value [M·N], env_steps [M]; every
@@ -25,6 +26,7 @@ from typing import Any, Sequence
 import torch
 
 from foxhunt.agents.exec_choice import env_step_fn
+from foxhunt.env.counter_draws import STREAM_U32_B, counter_draws
 from foxhunt.env.stacked import concat_rows, stack_envs, stack_leading, unstackable, view_ptrs
 
 BUFFER_FIELDS = ("bar", "portfolio", "action", "logp", "value", "reward", "done", "terminal", "next_bar",
@@ -71,6 +73,9 @@ class StackedRollout:
         rows = concat_rows(self.rolls, ("_u", "_u_hold", "_prev", "_has_prev"))  # [M·N, ...]: each member's rows
         self._u, self._u_hold, self._prev, self._has_prev = (rows[k] for k in ("_u", "_u_hold", "_prev", "_has_prev"))
         self.env_steps = stack_leading(self.rolls, ("env_steps",))["env_steps"]  # [M] from each 0-d counter
+        # ppo.counter_draws on every member: their sampling and hold draws are one launch each (draw_seed [M])
+        counted = all(r.draw_seed is not None for r in self.rolls)
+        self.draw_seed = stack_leading(self.rolls, ("draw_seed",))["draw_seed"] if counted else None
         self.logits = torch.zeros((m * n, self.n_actions), dtype=torch.float32, device=dev)
         self.value = torch.zeros(m * n, dtype=torch.float32, device=dev)
         self.buffers = stack_leading([t.buffer for t in trainers], BUFFER_FIELDS)  # [M, T, N, ...]
@@ -94,14 +99,20 @@ class StackedRollout:
             logits, value = r.net(self._rows(obs, c))
             self._rows(self.logits, c).copy_(logits)
             self._rows(self.value, c).copy_(value)
-        for r in self.rolls:  # its exploration uniforms, from its own generator (sample_actions' draw)
-            torch.rand(r._u.shape, generator=r.generator, device=r._u.device, out=r._u)
+        if self.draw_seed is not None:  # every member's Gumbel uniforms, one launch (each its alone draws)
+            counter_draws(self.draw_seed, self.env_steps, n * self.n_actions, u32=self._u.view(-1))
+        else:
+            for r in self.rolls:  # its exploration uniforms, from its own generator (sample_actions' draw)
+                r.sample_draws()
         gumbel = -torch.log(-torch.log(self._u.clamp_min(1e-20)))
         action = b["action"][:, k]
         action.copy_((self.logits + gumbel).argmax(dim=1).view(mn))
         if self.hold > 0.0:  # keep the previous action with probability explore_hold
-            for r in self.rolls:
-                torch.rand(r._u_hold.shape, generator=r.generator, device=r._u_hold.device, out=r._u_hold)
+            if self.draw_seed is not None:
+                counter_draws(self.draw_seed, self.env_steps, n, u32=self._u_hold, u32_stream=STREAM_U32_B)
+            else:
+                for r in self.rolls:
+                    r.hold_draws()
             hold = (self._u_hold < self.hold) & self._has_prev
             action.copy_(torch.where(hold.view(mn), self._prev.view(mn), action))
             b["decided"][:, k].copy_((~hold).float().view(mn))

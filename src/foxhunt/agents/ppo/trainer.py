@@ -48,7 +48,9 @@ class PPOTrainer(FoldTrainer):
         self.learner = PPOLearner(cfg, market, self.env.n_actions, self.buffer, self.monitor, seed=seed)
         self.rollout = Rollout(cfg, self.env, self.learner.net, self.buffer, self.monitor, env_step_fn(self.env, choice),
                                seed=seed)
-        gens = [self.env.sampler.generator, self.rollout.generator]
+        if cfg.counter_draws:
+            self.env.sampler.use_counter(seed)  # re-seeded per fold (FoldTrainer._reseed)
+        gens = [*self.env.sampler.generators(), *self.rollout.generators().values()]
         # _round_step / _train_step: the steps themselves, whatever wraps _round / _train (PhaseTimer)
         self._round = self._round_step = GraphedStep(self.rollout.collect, self.device, choice.cuda_graphs, generators=gens)
         self._train = self._train_step = GraphedStep(self.learner.update, self.device, choice.cuda_graphs,
@@ -71,7 +73,7 @@ class PPOTrainer(FoldTrainer):
         self.rollout.reset()
 
     def _seeders(self) -> list[Callable[[int], None]]:
-        return [self.rollout.generator.manual_seed, self.learner.generator.manual_seed]
+        return [self.rollout.seed, self.learner.generator.manual_seed]
 
     # ------------------------------------------------------------------ epochs
     def epoch_steps(self) -> Iterator[None]:
@@ -122,7 +124,7 @@ class PPOTrainer(FoldTrainer):
         return {
             "learner": pack(self.learner.state_tensors(), generators={"minibatch_shuffle": self.learner.generator}),
             "env": self.env.state_dict(),
-            "rollout": pack(self.rollout.state_tensors(), generators={"generator": self.rollout.generator}),
+            "rollout": pack(self.rollout.state_tensors(), generators=self.rollout.generators()),
             "trainer": self._host_state(),
         }
 
@@ -137,5 +139,5 @@ class PPOTrainer(FoldTrainer):
                   state["learner"])
         load_part("env", self.env.load_state_dict, state["env"])
         load_part("rollout", lambda st: unpack("RolloutBuffer", st, self.rollout.state_tensors(),
-                                               generators={"generator": self.rollout.generator}), state["rollout"])
+                                               generators=self.rollout.generators()), state["rollout"])
         self._load_host_state(state["trainer"])

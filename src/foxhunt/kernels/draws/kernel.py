@@ -40,7 +40,7 @@ def _word(seed, counter, row, stream):
 
 
 @triton.jit
-def _draws_kernel(seed_ptr, counter_ptr, u32_ptr, ints_ptr, u64_ptr, total, n_rows, n_int,
+def _draws_kernel(seed_ptr, counter_ptr, u32_ptr, ints_ptr, u64_ptr, total, n_rows, n_int, u32_stream,
                   HAS_U32: tl.constexpr, HAS_INT: tl.constexpr, HAS_U64: tl.constexpr, BLOCK: tl.constexpr):
     r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     ok = r < total
@@ -49,7 +49,7 @@ def _draws_kernel(seed_ptr, counter_ptr, u32_ptr, ints_ptr, u64_ptr, total, n_ro
     seed = tl.load(seed_ptr + m, mask=ok, other=0)
     counter = tl.load(counter_ptr + m, mask=ok, other=0)
     if HAS_U32:
-        w = _word(seed, counter, row, 0x1B873593)
+        w = _word(seed, counter, row, u32_stream.to(tl.int64))
         tl.store(u32_ptr + r, (w >> 8).to(tl.float32) * 5.9604644775390625e-08, mask=ok)  # 2**-24
     if HAS_INT:
         w = _word(seed, counter, row, 0x3C6EF372)
@@ -61,15 +61,17 @@ def _draws_kernel(seed_ptr, counter_ptr, u32_ptr, ints_ptr, u64_ptr, total, n_ro
 
 
 def counter_draws_fused(seed: torch.Tensor, counter: torch.Tensor, n_rows: int, *, u32: torch.Tensor | None = None,
-                        ints: torch.Tensor | None = None, n_int: int = 1, u64: torch.Tensor | None = None) -> None:
-    """Fill the given outputs ([M·N] each) in one launch (see the module docstring)."""
+                        ints: torch.Tensor | None = None, n_int: int = 1, u64: torch.Tensor | None = None,
+                        u32_stream: int = 0x1B873593) -> None:
+    """Fill the given outputs ([M·N] each) in one launch (see the module docstring; ``u32_stream``: the float32
+    draws' stream, so one owner can draw two independent float32 sets at one counter)."""
     out = next(t for t in (u32, ints, u64) if t is not None)
     total = out.numel()
     block = triton.next_power_of_2(max(total, 1)) if is_interpreted() else 512
     dummy = seed
     _draws_kernel[(triton.cdiv(total, block),)](
         seed, counter, u32 if u32 is not None else dummy, ints if ints is not None else dummy,
-        u64 if u64 is not None else dummy, total, n_rows, n_int,
+        u64 if u64 is not None else dummy, total, n_rows, n_int, u32_stream,
         HAS_U32=u32 is not None, HAS_INT=ints is not None, HAS_U64=u64 is not None, BLOCK=block)
 
 
