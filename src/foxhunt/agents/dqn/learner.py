@@ -100,6 +100,7 @@ class QLearner:
         self.target_flat.copy_(self.flat.data)
         self.opt.reset()
         self.lr.fill_(self.cfg.lr)
+        self.replay.sampler.set_beta(self.cfg.per_beta_start)  # the schedule at 0 updates (the first sample reads it)
         for t in (self.updates, self.record_idx):
             t.zero_()
         self.guard.reset()

@@ -13,7 +13,8 @@ every row is bit for bit its own launch's), and with ``dqn.counter_draws`` the m
 episode-start draws are one launch each (a hash of each member's seed, step counter and env row:
 ``foxhunt.env.counter_draws``). What stays per member: its acting passes in torch, its generator draws
 without counter_draws (its own generators, so its random streams are those it has alone), and the round's
-replay write and monitor update (``Collector.flush``).
+acting-weight refresh, replay write and monitor update (``Collector.flush``), which on CUDA run on a side stream a
+member, forked from the round's stream and joined back, so the members' small kernels overlap.
 
 Layout after construction (M members, N envs each, L = rollout_len, D = obs_dim, A = n_actions):
 
@@ -136,6 +137,8 @@ class StackedCollection:
         cfgs = [t.cfg for t in trainers]
         self.one_epsilon = all(tuple(getattr(c, k) for k in EPSILON_KEYS) == tuple(getattr(cfgs[0], k) for k in EPSILON_KEYS)
                                for c in cfgs)
+        # CUDA: a side stream a member for the per-member work of a round (``_per_member``)
+        self.side_streams = [torch.cuda.Stream(dev) for _ in trainers] if dev.type == "cuda" else None
         self._views = self._view_ptrs()
 
     # ------------------------------------------------------------------ host checks
@@ -213,17 +216,31 @@ class StackedCollection:
             b[name][:, k].copy_(src.view(m, n, *src.shape[1:]))
         self.env_steps.add_(1)
 
+    def _per_member(self, work: Any) -> None:
+        """``work(col)`` for every member: on CUDA each member's on its own side stream (forked from and joined
+        back into the current stream, which a graph capture follows), so the members' small per-member kernels
+        (weight packing, replay write, monitor update) overlap instead of queueing on one stream; the same ops
+        in each member's own order, so the same bits."""
+        if self.side_streams is None:
+            for col in self.cols:
+                work(col)
+            return
+        main = torch.cuda.current_stream(self.trainers[0].device)
+        for s, col in zip(self.side_streams, self.cols):
+            s.wait_stream(main)
+            with torch.cuda.stream(s):
+                work(col)
+        for s in self.side_streams:
+            main.wait_stream(s)
+
     def round(self) -> None:
         """Every member's round: its acting weights refreshed, ``rollout_len`` batched steps, then its
         replay write and monitor update (``Collector.flush``)."""
         self._check_views()
-        for col in self.cols:
-            if col._fused is not None:
-                col._fused.refresh()
+        self._per_member(lambda col: col._fused.refresh() if col._fused is not None else None)
         for k in range(self.steps):
             self.step(k)
-        for col in self.cols:
-            col.flush()
+        self._per_member(lambda col: col.flush())
 
 
 __all__ = ["StackedCollection", "unsupported"]
