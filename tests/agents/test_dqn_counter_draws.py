@@ -20,7 +20,7 @@ def test_counter_draws_replace_the_generators_in_the_state_and_in_the_graphs_reg
     state = tr.state_dict()
     assert "draw_seed" in state["collector"] and "generator" not in state["collector"]
     assert {"start_seed", "start_counter"} <= set(state["env"]) and "start_generator" not in state["env"]
-    assert tr.collector.generators() == {} and tr.env.sampler.generators() == []
+    assert tr.collector.draws.generators() == {} and tr.env.sampler.generators() == []
     plain = small_trainer(seed=3).state_dict()
     assert "generator" in plain["collector"] and "start_generator" in plain["env"]
 
@@ -32,7 +32,7 @@ def test_a_steps_exploration_draws_are_the_hash_of_the_seed_and_the_step_count()
     col.explore_draws()
     n = col._u.shape[0]
     u, a = torch.zeros(n), torch.zeros(n, dtype=torch.int64)
-    counter_draws_torch(col.draw_seed.view(1), torch.tensor([41]), n, u32=u, ints=a, n_int=col.n_actions)
+    counter_draws_torch(col.draws.seed_t.view(1), torch.tensor([41]), n, u32=u, ints=a, n_int=col.n_actions)
     assert torch.equal(col._u, u) and torch.equal(col._rand_action, a)
 
 

@@ -97,4 +97,43 @@ class CounterStream:
         self.counter.zero_()
 
 
-__all__ = ["STREAM_U32_B", "CounterStream", "counter_draws", "counter_draws_torch", "mix", "word"]
+class StepDraws:
+    """A component's draws of one step (the DQN collector's exploration, the PPO rollout's sampling): from its
+    generator, or, with ``counted``, counter-based on (its draw seed, the step counter the caller passes: its
+    ``env_steps``). ``seed_t`` (0-d int64, None without ``counted``) is what a stack of members stacks."""
+
+    def __init__(self, device: torch.device | str, seed: int, counted: bool) -> None:
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        self.seed_t = torch.full((), seed, dtype=torch.int64, device=device) if counted else None
+
+    def generators(self) -> dict[str, torch.Generator]:
+        """The generator the draws advance, for a state dict or a CUDA graph (none when counted)."""
+        return {} if self.seed_t is not None else {"generator": self.generator}
+
+    def state_tensors(self) -> dict[str, torch.Tensor]:
+        """The draw seed when counted (a checkpoint carries it), else nothing."""
+        return {} if self.seed_t is None else {"draw_seed": self.seed_t}
+
+    def seed(self, seed: int) -> None:
+        """Restart the draws from ``seed`` (the caller zeroes its step counter)."""
+        self.generator.manual_seed(seed)
+        if self.seed_t is not None:
+            self.seed_t.fill_(seed)
+
+    def uniform(self, out: torch.Tensor, counter: torch.Tensor, stream: int = STREAM_U32) -> None:
+        """``out`` (float32, any shape) := uniforms in [0, 1) of this step (``counter``: the 0-d step counter)."""
+        if self.seed_t is None:
+            torch.rand(out.shape, generator=self.generator, device=out.device, out=out)
+        else:
+            counter_draws(self.seed_t.view(1), counter.view(1), out.numel(), u32=out.view(-1), u32_stream=stream)
+
+    def integers(self, out: torch.Tensor, high: int, counter: torch.Tensor) -> None:
+        """``out`` [N] int64 := integers in [0, high) of this step."""
+        if self.seed_t is None:
+            torch.randint(0, high, out.shape, generator=self.generator, device=out.device, out=out)
+        else:
+            counter_draws(self.seed_t.view(1), counter.view(1), out.shape[0], ints=out, n_int=high)
+
+
+__all__ = ["STREAM_U32_B", "CounterStream", "StepDraws", "counter_draws", "counter_draws_torch", "mix", "word"]

@@ -29,7 +29,7 @@ from foxhunt.agents.dqn.fused import FusedActing
 from foxhunt.agents.networks import N_FACTORED_ACTIONS
 from foxhunt.agents.replay import ReplayBuffer, Transitions
 from foxhunt.env import VecTradingEnv
-from foxhunt.env.counter_draws import counter_draws
+from foxhunt.env.counter_draws import StepDraws
 from foxhunt.env.fused import FusedEnvStep
 from foxhunt.state import pack, unpack
 
@@ -57,11 +57,9 @@ class Collector:
         self.monitor = monitor
         self.curiosity = curiosity
         self.n_actions = env.n_actions
-        self.generator = torch.Generator(device=dev)
-        self.generator.manual_seed(seed + 1_000_003)
-        # dqn.counter_draws: the exploration draws hash (draw_seed, env_steps, env) instead (env.counter_draws), so a
-        # stack of members draws in one launch what each draws alone.
-        self.draw_seed = torch.full((), seed + 1_000_003, dtype=torch.int64, device=dev) if cfg.counter_draws else None
+        # dqn.counter_draws: the exploration draws hash (draw seed, env_steps, env) instead of the generator's stream
+        # (env.counter_draws), so a stack of members draws in one launch what each draws alone.
+        self.draws = StepDraws(dev, seed + 1_000_003, cfg.counter_draws)
         self.env_steps = torch.zeros((), dtype=torch.int64, device=dev)
         self.epsilon = torch.full((), cfg.eps_start, dtype=torch.float32, device=dev)
         self._u = torch.zeros(n, dtype=torch.float32, device=dev)
@@ -98,25 +96,14 @@ class Collector:
             self._env_step = env.step
 
     def _live(self) -> dict[str, torch.Tensor]:
-        live = {"env_steps": self.env_steps, "epsilon": self.epsilon}
-        return live if self.draw_seed is None else {**live, "draw_seed": self.draw_seed}
+        return {"env_steps": self.env_steps, "epsilon": self.epsilon, **self.draws.state_tensors()}
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """ε schedule position, ε, and the exploration generator or draw seed (``foxhunt.state`` convention)."""
-        return pack(self._live(), generators=self.generators())
+        return pack(self._live(), generators=self.draws.generators())
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
-        unpack("Collector", state, self._live(), generators=self.generators())
-
-    def generators(self) -> dict[str, torch.Generator]:
-        """The generator the exploration draws advance (none with counter-based draws)."""
-        return {} if self.draw_seed is not None else {"generator": self.generator}
-
-    def seed(self, seed: int) -> None:
-        """Restart the exploration draws from ``seed`` (the counter is ``env_steps``, which ``reset`` zeroes)."""
-        self.generator.manual_seed(seed)
-        if self.draw_seed is not None:
-            self.draw_seed.fill_(seed)
+        unpack("Collector", state, self._live(), generators=self.draws.generators())
 
     def reset(self) -> None:
         """New fold: ε schedule restarts."""
@@ -177,13 +164,8 @@ class Collector:
 
     def explore_draws(self) -> None:
         """``_u`` [N] float32 in [0, 1) and ``_rand_action`` [N] int64 in [0, A): this step's exploration draws."""
-        if self.draw_seed is not None:
-            counter_draws(self.draw_seed.view(1), self.env_steps.view(1), self._u.shape[0], u32=self._u,
-                          ints=self._rand_action, n_int=self.n_actions)
-            return
-        torch.rand(self._u.shape, generator=self.generator, device=self._u.device, out=self._u)
-        torch.randint(0, self.n_actions, self._rand_action.shape, generator=self.generator,
-                      device=self._rand_action.device, out=self._rand_action)
+        self.draws.uniform(self._u, self.env_steps)
+        self.draws.integers(self._rand_action, self.n_actions, self.env_steps)
 
     @torch.no_grad()
     def flush(self) -> None:

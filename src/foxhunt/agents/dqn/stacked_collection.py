@@ -117,8 +117,8 @@ class StackedCollection:
         counters = stack_leading(self.cols, ("env_steps", "epsilon"))  # [M] from each member's 0-d counter
         self.env_steps, self.epsilon = counters["env_steps"], counters["epsilon"]
         # dqn.counter_draws on every member: their exploration draws are one launch (draw_seed [M], each member's own)
-        counted = all(c.draw_seed is not None for c in self.cols)
-        self.draw_seed = stack_leading(self.cols, ("draw_seed",))["draw_seed"] if counted else None
+        counted = all(c.draws.seed_t is not None for c in self.cols)
+        self.draw_seed = stack_leading([c.draws for c in self.cols], ("seed_t",))["seed_t"] if counted else None
         self.actions = torch.zeros(m * n, dtype=torch.int64, device=dev)
         self.next_obs = torch.zeros((m * n, market.obs_dim), dtype=torch.float32, device=dev)
         self.gamma = torch.tensor([[float(t.cfg.gamma)] for t in trainers], dtype=torch.float32, device=dev)

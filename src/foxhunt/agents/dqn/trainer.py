@@ -103,7 +103,7 @@ class DQNTrainer(FoldTrainer):
         self.collector.checks = self.learner.checks = self.checks
         if cfg.counter_draws:
             self.env.sampler.use_counter(seed)  # re-seeded per fold (FoldTrainer._reseed)
-        gens = [*self.env.sampler.generators(), *self.collector.generators().values()]
+        gens = [*self.env.sampler.generators(), *self.collector.draws.generators().values()]
         rows = n * cfg.rollout_len
         self._round = self._round_step = GraphedStep(  # _round_step: the step itself, whatever wraps _round (PhaseTimer)
             self.collector.round, self.device, plan.graphs,
@@ -182,7 +182,7 @@ class DQNTrainer(FoldTrainer):
             self.curiosity.reset()
 
     def _seeders(self) -> list[Callable[[int], None]]:
-        out = [self.collector.seed, self.replay.sampler.reseed]
+        out = [self.collector.draws.seed, self.replay.sampler.reseed]
         if self.curiosity is not None:
             out.append(self.curiosity.generator.manual_seed)
         return out

@@ -19,7 +19,7 @@ from foxhunt.agents.networks import N_FACTORED_ACTIONS, ActorCritic
 from foxhunt.agents.ppo.config import PPOConfig
 from foxhunt.agents.ppo.loss import explained_variance, gae
 from foxhunt.env import VecTradingEnv
-from foxhunt.env.counter_draws import STREAM_U32_B, counter_draws
+from foxhunt.env.counter_draws import STREAM_U32_B, StepDraws
 
 
 class RolloutBuffer:
@@ -59,10 +59,8 @@ class Rollout:
         self.env_step = env_step
         self.n_actions = env.n_actions
         self.n_market = env.market.n_features
-        self.generator = torch.Generator(device=dev)
-        self.generator.manual_seed(seed + 2_000_003)
-        # ppo.counter_draws: the sampling and hold draws hash (draw_seed, env_steps, env) instead (env.counter_draws)
-        self.draw_seed = torch.full((), seed + 2_000_003, dtype=torch.int64, device=dev) if cfg.counter_draws else None
+        # ppo.counter_draws: the sampling and hold draws hash (draw seed, env_steps, env) instead (env.counter_draws)
+        self.draws = StepDraws(dev, seed + 2_000_003, cfg.counter_draws)
         n, rows = env.n_envs, buffer.rows
         self._u = torch.zeros((n, self.n_actions), dtype=torch.float32, device=dev)
         # ppo.explore_hold: each env's previous action, and whether it has one (not after an episode's end)
@@ -77,33 +75,8 @@ class Rollout:
     def state_tensors(self) -> dict[str, torch.Tensor]:
         """The live tensors a checkpoint carries (``ppo.explore_hold``'s previous actions included, so that
         a resumed run continues bit for bit; the draw seed with counter draws)."""
-        live = {"env_steps": self.env_steps, "prev_action": self._prev, "has_prev": self._has_prev}
-        return live if self.draw_seed is None else {**live, "draw_seed": self.draw_seed}
-
-    def generators(self) -> dict[str, torch.Generator]:
-        """The generator the rollout's draws advance (none with counter-based draws)."""
-        return {} if self.draw_seed is not None else {"generator": self.generator}
-
-    def seed(self, seed: int) -> None:
-        """Restart the rollout's draws from ``seed`` (the counter is ``env_steps``, which ``reset`` zeroes)."""
-        self.generator.manual_seed(seed)
-        if self.draw_seed is not None:
-            self.draw_seed.fill_(seed)
-
-    def sample_draws(self) -> None:
-        """``_u`` [N, A] float32: this step's Gumbel uniforms (the generator's, or the counter-based draws')."""
-        if self.draw_seed is None:
-            torch.rand(self._u.shape, generator=self.generator, device=self._u.device, out=self._u)
-        else:
-            counter_draws(self.draw_seed.view(1), self.env_steps.view(1), self._u.numel(), u32=self._u.view(-1))
-
-    def hold_draws(self) -> None:
-        """``_u_hold`` [N] float32: this step's hold uniforms."""
-        if self.draw_seed is None:
-            torch.rand(self._u_hold.shape, generator=self.generator, device=self._u_hold.device, out=self._u_hold)
-        else:
-            counter_draws(self.draw_seed.view(1), self.env_steps.view(1), self._u_hold.shape[0], u32=self._u_hold,
-                          u32_stream=STREAM_U32_B)
+        return {"env_steps": self.env_steps, "prev_action": self._prev, "has_prev": self._has_prev,
+                **self.draws.state_tensors()}
 
     def reset(self) -> None:
         self.env_steps.zero_()
@@ -117,10 +90,10 @@ class Rollout:
         obs = env.observe()
         logits, value = self.net(obs)
         action = b.action[k]
-        self.sample_draws()
+        self.draws.uniform(self._u, self.env_steps)
         action.copy_(sample_actions(logits, self._u))
         if self.cfg.explore_hold > 0.0:  # keep the previous action with probability explore_hold
-            self.hold_draws()
+            self.draws.uniform(self._u_hold, self.env_steps, STREAM_U32_B)
             hold = (self._u_hold < self.cfg.explore_hold) & self._has_prev
             action.copy_(torch.where(hold, self._prev, action))
             b.decided[k].copy_((~hold).float())

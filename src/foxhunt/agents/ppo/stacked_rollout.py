@@ -74,8 +74,8 @@ class StackedRollout:
         self._u, self._u_hold, self._prev, self._has_prev = (rows[k] for k in ("_u", "_u_hold", "_prev", "_has_prev"))
         self.env_steps = stack_leading(self.rolls, ("env_steps",))["env_steps"]  # [M] from each 0-d counter
         # ppo.counter_draws on every member: their sampling and hold draws are one launch each (draw_seed [M])
-        counted = all(r.draw_seed is not None for r in self.rolls)
-        self.draw_seed = stack_leading(self.rolls, ("draw_seed",))["draw_seed"] if counted else None
+        counted = all(r.draws.seed_t is not None for r in self.rolls)
+        self.draw_seed = stack_leading([r.draws for r in self.rolls], ("seed_t",))["seed_t"] if counted else None
         self.logits = torch.zeros((m * n, self.n_actions), dtype=torch.float32, device=dev)
         self.value = torch.zeros(m * n, dtype=torch.float32, device=dev)
         self.buffers = stack_leading([t.buffer for t in trainers], BUFFER_FIELDS)  # [M, T, N, ...]
@@ -103,7 +103,7 @@ class StackedRollout:
             counter_draws(self.draw_seed, self.env_steps, n * self.n_actions, u32=self._u.view(-1))
         else:
             for r in self.rolls:  # its exploration uniforms, from its own generator (sample_actions' draw)
-                r.sample_draws()
+                r.draws.uniform(r._u, r.env_steps)
         gumbel = -torch.log(-torch.log(self._u.clamp_min(1e-20)))
         action = b["action"][:, k]
         action.copy_((self.logits + gumbel).argmax(dim=1).view(mn))
@@ -112,7 +112,7 @@ class StackedRollout:
                 counter_draws(self.draw_seed, self.env_steps, n, u32=self._u_hold, u32_stream=STREAM_U32_B)
             else:
                 for r in self.rolls:
-                    r.hold_draws()
+                    r.draws.uniform(r._u_hold, r.env_steps, STREAM_U32_B)
             hold = (self._u_hold < self.hold) & self._has_prev
             action.copy_(torch.where(hold.view(mn), self._prev.view(mn), action))
             b["decided"][:, k].copy_((~hold).float().view(mn))

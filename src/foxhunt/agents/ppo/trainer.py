@@ -50,7 +50,7 @@ class PPOTrainer(FoldTrainer):
                                seed=seed)
         if cfg.counter_draws:
             self.env.sampler.use_counter(seed)  # re-seeded per fold (FoldTrainer._reseed)
-        gens = [*self.env.sampler.generators(), *self.rollout.generators().values()]
+        gens = [*self.env.sampler.generators(), *self.rollout.draws.generators().values()]
         # _round_step / _train_step: the steps themselves, whatever wraps _round / _train (PhaseTimer)
         self._round = self._round_step = GraphedStep(self.rollout.collect, self.device, choice.cuda_graphs, generators=gens)
         self._train = self._train_step = GraphedStep(self.learner.update, self.device, choice.cuda_graphs,
@@ -73,7 +73,7 @@ class PPOTrainer(FoldTrainer):
         self.rollout.reset()
 
     def _seeders(self) -> list[Callable[[int], None]]:
-        return [self.rollout.seed, self.learner.generator.manual_seed]
+        return [self.rollout.draws.seed, self.learner.generator.manual_seed]
 
     # ------------------------------------------------------------------ epochs
     def epoch_steps(self) -> Iterator[None]:
@@ -124,7 +124,7 @@ class PPOTrainer(FoldTrainer):
         return {
             "learner": pack(self.learner.state_tensors(), generators={"minibatch_shuffle": self.learner.generator}),
             "env": self.env.state_dict(),
-            "rollout": pack(self.rollout.state_tensors(), generators=self.rollout.generators()),
+            "rollout": pack(self.rollout.state_tensors(), generators=self.rollout.draws.generators()),
             "trainer": self._host_state(),
         }
 
@@ -139,5 +139,5 @@ class PPOTrainer(FoldTrainer):
                   state["learner"])
         load_part("env", self.env.load_state_dict, state["env"])
         load_part("rollout", lambda st: unpack("RolloutBuffer", st, self.rollout.state_tensors(),
-                                               generators=self.rollout.generators()), state["rollout"])
+                                               generators=self.rollout.draws.generators()), state["rollout"])
         self._load_host_state(state["trainer"])
