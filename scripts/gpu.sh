@@ -24,8 +24,9 @@
 # |           | (3 members, lockstep; DQN also sequential), GATE_SET: extra --set flags for both                      |            |
 # | members   | bench_members: M = ${MEMBERS:-1,3,9,27} lockstep (sequential up to ${MAX_SEQ:-9}) for h200-fast, h200-ppo and  | ~8 min |
 # |           | h200-direct on ${MEM_ARGS:---folds 1 --epochs 4}                                                              |            |
-# | stacked   | issue 44's stacked members: bench_members [16,16] 3 vs 27 with the batched collection (dqn.joint_rounds) on  | ~8 min |
-# |           | and off, PPO with ppo.batched_rollouts on and off, each alone; then a tune population of 32 stacked trials |        |
+# | stacked   | issue 44's stacked members: bench_members [16,16] 3 vs 27 with the batched collection (dqn.joint_rounds and  | ~8 min |
+# |           | dqn.counter_draws) on and off, PPO with ppo.batched_rollouts (+ counter_draws) on and off, each alone; then  |        |
+# |           | a tune population of 32 stacked trials                                                                     |        |
 # |           | beside one trial at a time                                                                                 |        |
 # | universe  | issue 47 at the gpu layout: bench_universe_learning --size gpu (UNI_ARGS: extra flags, e.g. --set ...) on the  | 10+ min |
 # |           | dev universes 0,1,2 (pooled and per-symbol), then bench_universe_scale's minute universe (the fused env step) |        |
@@ -118,11 +119,11 @@ run_step() {
       done; return $rc ;;
     stacked) local rc=0 m="python3 -m bench.bench_members --config configs/h200-fast.toml --members 3,27 --modes lockstep --folds 2 \
         --epochs 4 --warmup-each --set dqn.hidden=[16,16] --set dqn.head_hidden=8 --set features.cache_dir=\"/tmp/fcache\" --set dqn.stack_members=true"
-      step ${T_MEMBERS:-150} $m --set dqn.joint_rounds=true --tag stack16batched_fast || rc=$?
+      step ${T_MEMBERS:-150} $m --set dqn.joint_rounds=true --set dqn.counter_draws=true --tag stack16batched_counter_fast || rc=$?
       step ${T_MEMBERS:-150} $m --set dqn.joint_rounds=false --tag stack16off_fast || rc=$?
       local p="python3 -m bench.bench_members --config configs/h200-ppo.toml --members 3,27 --modes lockstep --folds 2 \
         --epochs 4 --warmup-each --set ppo.hidden=[16,16] --set ppo.head_hidden=8 --set features.cache_dir=\"/tmp/fcache\""
-      step ${T_MEMBERS:-150} $p --set ppo.batched_rollouts=true --tag ppo16batched || rc=$?
+      step ${T_MEMBERS:-150} $p --set ppo.batched_rollouts=true --set ppo.counter_draws=true --tag ppo16batched_counter || rc=$?
       step ${T_MEMBERS:-150} $p --tag ppo16own || rc=$?
       step ${T_TUNE:-200} python3 -m bench.bench_tune --workers --population 32 32 --seconds 20 --no-eval --no-scorecard \
         --set dqn.stack_members=true --set dqn.joint_rounds=true --name tune_cuda_population_stacked_batched_warm || rc=$?
