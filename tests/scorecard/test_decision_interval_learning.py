@@ -4,17 +4,15 @@ stays flat (its greedy policy pinned by the costs of switching on every bar: doc
 The market (``scorecard.markets.intraday_drift``): 6,000 minute bars whose drift (0.15 σ a bar) keeps its
 sign for ~250 bars; two walk-forward folds of 1,000 validation bars; the built-in CPU configurations,
 smaller and shorter, with EMA trend columns, abstention off (a 1,000-bar window's noise bar would hide
-what was learned). ``bench/probe_decision_interval.py`` ran the same settings on seeds 0-2
-(``decision_interval_cpu_ci4_{dqn,ppo}.json``): DQN at k = 16 traded every fold of every seed (13-15
-round trips a 1,000 bars, mean Sharpe +9.0, every seed above 0), PPO at k = 16 traded every fold
-(17-19 a 1,000 bars), PPO at k = 1 never traded. This test runs seed 0.
-
-Where a learner trades a fold at a profit, it does so by timing: the fold's timing Sharpe (its returns
-less beta × buy-and-hold's on the same bars, ``foxhunt.backtest.timing``) is above 0 there. Seed 0
-on this revision's CPU: DQN Sharpe −21.2 / +22.0 with timing −26.9 / +4.8 (beta 0.15 / 0.30), PPO
-−23.8 / +22.5 with timing −18.7 / +21.3, the direct learner (k = 16, selection on the last epoch)
-−7.4 / +18.4 with timing −2.2 / +26.0; one SE of a fold's Sharpe is 22.9 here, so each profitable
-fold's timing is above 0 but within 1.2 SE of it.
+what was learned). ``bench/probe_decision_interval.py`` ran the same settings on seeds 0-2: DQN at k = 16
+(``decision_interval_cpu_ci4_dqn_betafix.json``) made 9.5-14.5 round trips a 1,000 bars on every seed, but
+its Sharpe was +3.1, −18.0 and +7.1 (one SE of a fold's Sharpe is 22.9 here, so this market cannot tell
+it from zero) and one fold of seed 0 held one position throughout; PPO at k = 16 traded every fold
+(17-19 a 1,000 bars, ``decision_interval_cpu_ci4_ppo.json``), PPO at k = 1 never traded. So the claims
+tested on seed 0: DQN at k = 16 trades (not pinned flat by the costs); PPO at k = 16 trades every fold,
+and where it trades a fold at a profit, it does so by timing: the fold's timing Sharpe (its returns less
+beta × buy-and-hold's on the same bars, ``foxhunt.backtest.timing``) is above 0 there (within ~1 SE of it).
+The direct learner (k = 16, selection on the last epoch) likewise in its own test below.
 """
 
 from __future__ import annotations
@@ -63,14 +61,17 @@ def _run(agent: str, k: int, tmp: Path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent", ["dqn", "ppo"])
-def test_deciding_every_16_bars_both_learners_trade_an_intraday_drift_in_every_fold(agent, tmp_path):
+def test_deciding_every_16_bars_both_learners_trade_an_intraday_drift_and_ppo_trades_every_fold(agent, tmp_path):
     r = _run(agent, 16, tmp_path)
     assert len(r.agent.folds) == 2
+    trades = [f.trades for f in r.agent.folds]
+    if agent == "dqn":  # it trades; a fold may hold one side throughout (seed 0's second fold does)
+        assert sum(trades) >= 10, f"dqn at k = 16 made {trades} round trips in two 1,000-bar folds"
+        assert all(np.abs(f.positions).max() > 0 for f in r.agent.folds)
+        return
     for f in r.agent.folds:
         assert f.trades >= 5, f"{agent} at k = 16 made {f.trades} round trips in a 1,000-bar fold"
         assert np.abs(f.positions).max() > 0
-    if agent == "dqn":  # and at a profit (every seed the probe ran was above 0)
-        assert np.mean([f.sharpe for f in r.agent.folds]) > 0
     profitable = _timing_where_profitable(r)
     assert profitable, f"{agent} at k = 16 traded no fold at a profit"
     assert all(t > 0 for _, t in profitable), f"{agent}: (Sharpe, timing Sharpe) of the profitable folds {profitable}"
