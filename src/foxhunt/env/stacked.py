@@ -6,7 +6,8 @@ its start sampler's ``uniform`` / ``starts``, become VIEWS of those rows (values
 the stack's env steps every member at once (one fused kernel launch), while resets, fold switches, cost
 changes, epoch reset flags and checkpoints still work on each member's env in place. The stack's sampler
 (``StackedSampler``) fills each member's rows from that member's own generator, or in one launch from every
-member's counter-based draws, so every member's episode starts are those it draws alone. Every step op is elementwise over envs (a gather within an env's row at
+member's counter-based draws, so every member's episode starts are those it draws alone. Every step op is
+elementwise over envs (a gather within an env's row at
 most), so each member's rows step bit for bit as its own env does (tests/train/test_lockstep_stacked.py and
 tests/train/test_lockstep.py: members trained through it equal their own rounds bit for bit). Members at
 different decision intervals (a decision grid) share it too: the stack's env steps up to the largest k bars a

@@ -155,7 +155,8 @@ class VecTradingEnv:
 
     # ------------------------------------------------------------------ snapshots (tests, graphs)
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """The env state's live tensors and the episode-start generator (``foxhunt.state``)."""
+        """The env state's live tensors and the episode-start generator, or the counter-based draws' seed and
+        counter (``foxhunt.state``)."""
         return pack({**self.state.tensors(), **self.sampler.state_tensors()}, generators=self._start_generators())
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
