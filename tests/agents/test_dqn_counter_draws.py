@@ -20,7 +20,7 @@ def test_counter_draws_replace_the_generators_in_the_state_and_in_the_graphs_reg
     state = tr.state_dict()
     assert "draw_seed" in state["collector"] and "generator" not in state["collector"]
     assert {"start_seed", "start_counter"} <= set(state["env"]) and "start_generator" not in state["env"]
-    assert tr.collector.draws.generators() == {} and tr.env.sampler.generators() == []
+    assert tr.collector.draws.generators() == {} and tr.env.sampler.generators() == {}
     plain = small_trainer(seed=3).state_dict()
     assert "generator" in plain["collector"] and "start_generator" in plain["env"]
 

@@ -227,7 +227,7 @@ def test_with_explore_hold_a_restored_trainer_continues_bitwise_like_the_uninter
 
 def test_with_counter_draws_a_restored_trainer_continues_bitwise_and_its_state_holds_seeds_not_generators():
     a = small_ppo(seed=2, explore_hold=0.5, counter_draws=True)
-    assert a.rollout.draws.generators() == {} and a.env.sampler.generators() == []
+    assert a.rollout.draws.generators() == {} and a.env.sampler.generators() == {}
     a.train_epoch()
     saved = {c: {k: v.clone() for k, v in g.items()} for c, g in a.state_dict().items()}
     assert "draw_seed" in saved["rollout"] and "generator" not in saved["rollout"]

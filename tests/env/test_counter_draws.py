@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from foxhunt.env.counter_draws import STREAM_U32_B, CounterStream, counter_draws, counter_draws_torch, mix
+from foxhunt.env.counter_draws import STREAM_U32_B, StepDraws, counter_draws, counter_draws_torch, mix
 from foxhunt.env.stacked import StackedSampler
 from foxhunt.env.state import StartSampler
 
@@ -83,11 +83,11 @@ def test_draws_are_in_range_uniform_and_differ_across_counters_seeds_and_streams
 def test_a_start_sampler_on_counter_draws_advances_restarts_on_reseed_and_keeps_its_state() -> None:
     s = StartSampler(16, "cpu", seed=3)
     s.use_counter(11)
-    assert s.generators() == [] and set(s.state_tensors()) == {"start_seed", "start_counter"}
+    assert s.generators() == {} and set(s.state_tensors()) == {"start_seed", "start_counter"}
     s.fill_uniform()
     first = s.uniform.clone()
     s.fill_uniform()
-    assert int(s.counter_stream.counter) == 2 and not torch.equal(first, s.uniform)
+    assert int(s.counter) == 2 and not torch.equal(first, s.uniform)
     s.seed(11)
     s.fill_uniform()
     assert torch.equal(first, s.uniform)
@@ -114,16 +114,22 @@ def test_a_stack_of_counter_samplers_draws_each_members_own_starts_in_one_call()
             a.fill_uniform()
     for m, a in enumerate(alone):
         assert torch.equal(uniform[m * n:(m + 1) * n], a.uniform)
-        assert int(stacked[m].counter_stream.counter) == 3  # each member's own counter, a view of the stack's
+        assert int(stacked[m].counter) == 3  # each member's own counter, a view of the stack's
     stacked[1].seed(101)  # a member re-seeded in place restarts its rows only
     assert int(stack.counters["counter"][1]) == 0 and int(stack.counters["counter"][0]) == 3
 
 
-def test_a_counter_stream_seed_sets_the_seed_and_zeroes_the_counter() -> None:
-    cs = CounterStream("cpu", seed=4)
-    cs.counter.fill_(9)
-    cs.seed(6)
-    assert int(cs.seed_t) == 6 and int(cs.counter) == 0
+def test_step_draws_counted_are_the_definition_at_the_callers_counter_and_a_reseed_restarts_them() -> None:
+    d = StepDraws("cpu", seed=4, counted=True)
+    assert d.generators() == {} and set(d.state_tensors()) == {"draw_seed"}
+    u, ref = torch.zeros(10, dtype=torch.float64), torch.zeros(10, dtype=torch.float64)
+    d.uniform64(u, torch.tensor(7))
+    counter_draws_torch(torch.tensor([4]), torch.tensor([7]), 10, u64=ref)
+    assert torch.equal(u, ref)
+    d.seed(6)
+    assert int(d.seed_t) == 6
+    plain = StepDraws("cpu", seed=4, counted=False)
+    assert set(plain.generators()) == {"generator"} and plain.state_tensors() == {}
 
 
 @pytest.mark.gpu

@@ -22,8 +22,9 @@ The definition (``word``; the Triton kernel ``foxhunt.kernels.draws`` must equal
 Every word is held in an int64 lane and every product is a word times a constant below 2³¹, so the torch
 arithmetic never overflows and equals the kernel's. Shapes: ``seed`` and ``counter`` [M] int64 (one a member),
 outputs [M·N], member m's rows m·N … (m+1)·N − 1. The counter is read, never advanced: the owner advances it
-once a step (the DQN collector's ``env_steps``, the start sampler's own counter), and re-seeding sets the seed
-and zeroes the counter, so a fold's draws restart from (seed, 0) like a re-seeded generator.
+once a step (the DQN collector's and the PPO rollout's ``env_steps``, the start sampler's draw count), and
+re-seeding sets the seed while the owner zeroes the counter, so a fold's draws restart from (seed, 0) like a
+re-seeded generator (``StepDraws``: a component's generator or counter-based draws behind one interface).
 """
 
 from __future__ import annotations
@@ -84,23 +85,11 @@ def counter_draws(seed: torch.Tensor, counter: torch.Tensor, n_rows: int, *, u32
     counter_draws_torch(seed, counter, n_rows, u32=u32, ints=ints, n_int=n_int, u64=u64, u32_stream=u32_stream)
 
 
-class CounterStream:
-    """One member's counter-based draw stream: a device seed (0-d int64) and the counter it reads (0-d int64, owned
-    by the caller or by this stream). ``seed(s)`` sets the seed and zeroes the counter."""
-
-    def __init__(self, device: torch.device | str, seed: int = 0, counter: torch.Tensor | None = None) -> None:
-        self.seed_t = torch.full((), int(seed), dtype=torch.int64, device=device)
-        self.counter = counter if counter is not None else torch.zeros((), dtype=torch.int64, device=device)
-
-    def seed(self, seed: int) -> None:
-        self.seed_t.fill_(int(seed))
-        self.counter.zero_()
-
-
 class StepDraws:
-    """A component's draws of one step (the DQN collector's exploration, the PPO rollout's sampling): from its
-    generator, or, with ``counted``, counter-based on (its draw seed, the step counter the caller passes: its
-    ``env_steps``). ``seed_t`` (0-d int64, None without ``counted``) is what a stack of members stacks."""
+    """A component's draws of one step (the DQN collector's exploration, the PPO rollout's sampling, the env's
+    episode starts): from its generator, or, with ``counted``, counter-based on (its draw seed, the step counter the
+    caller passes: its ``env_steps``, the start sampler's draw count). ``seed_t`` (0-d int64, None without
+    ``counted``) is what a stack of members stacks."""
 
     def __init__(self, device: torch.device | str, seed: int, counted: bool) -> None:
         self.generator = torch.Generator(device=device)
@@ -128,6 +117,13 @@ class StepDraws:
         else:
             counter_draws(self.seed_t.view(1), counter.view(1), out.numel(), u32=out.view(-1), u32_stream=stream)
 
+    def uniform64(self, out: torch.Tensor, counter: torch.Tensor) -> None:
+        """``out`` [N] float64 := uniforms in [0, 1) of this step (53 bits when counted)."""
+        if self.seed_t is None:
+            torch.rand(out.shape, generator=self.generator, out=out)
+        else:
+            counter_draws(self.seed_t.view(1), counter.view(1), out.shape[0], u64=out)
+
     def integers(self, out: torch.Tensor, high: int, counter: torch.Tensor) -> None:
         """``out`` [N] int64 := integers in [0, high) of this step."""
         if self.seed_t is None:
@@ -136,4 +132,4 @@ class StepDraws:
             counter_draws(self.seed_t.view(1), counter.view(1), out.shape[0], ints=out, n_int=high)
 
 
-__all__ = ["STREAM_U32_B", "CounterStream", "StepDraws", "counter_draws", "counter_draws_torch", "mix", "word"]
+__all__ = ["STREAM_U32_B", "StepDraws", "counter_draws", "counter_draws_torch", "mix", "word"]

@@ -34,7 +34,7 @@ class StepGraph:
         self.curiosity = torch.zeros((self.k, n), dtype=torch.float32, device=dev) if with_curiosity else None
         self.rewards = torch.zeros((self.k, n), dtype=torch.float32, device=dev)
         self.dones = torch.zeros((self.k, n), dtype=torch.bool, device=dev)
-        self.graph = capture(self._body, dev, warmup=warmup, generators=env.sampler.generators(),
+        self.graph = capture(self._body, dev, warmup=warmup, generators=list(env.sampler.generators().values()),
                              save=env.snapshot, restore=env.restore, restore_after_warmup=True)
 
     def _body(self) -> None:

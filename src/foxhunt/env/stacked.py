@@ -44,10 +44,10 @@ class StackedSampler:
         self.members = list(members)
         self.uniform = uniform
         self.starts = starts
-        streams = [s.counter_stream for s in self.members]
         self.counters: dict[str, torch.Tensor] | None = None  # seed_t / counter [M]: the members' own, as views
-        if all(c is not None for c in streams):
-            self.counters = stack_leading(streams, ("seed_t", "counter"))
+        if all(s.draws.seed_t is not None for s in self.members):
+            self.counters = {**stack_leading([s.draws for s in self.members], ("seed_t",)),
+                             **stack_leading(self.members, ("counter",))}
 
     def fill_uniform(self) -> None:
         if self.counters is not None:

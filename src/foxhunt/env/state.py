@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from foxhunt.env.counter_draws import CounterStream, counter_draws
+from foxhunt.env.counter_draws import StepDraws
 from foxhunt.env.actions import FLAT_LEVEL
 from foxhunt.env.params import DIVERSITY_WINDOW, EnvTensors
 from foxhunt.market import MarketData
@@ -266,30 +266,31 @@ class StartSampler:
 
     def __init__(self, n_envs: int, device: torch.device | str, seed: int = 0) -> None:
         dev = torch.device(device)
-        self.generator = torch.Generator(device=dev)
-        self.generator.manual_seed(int(seed))
+        self.draws = StepDraws(dev, int(seed), counted=False)
         self.uniform = torch.zeros(n_envs, dtype=torch.float64, device=dev)
         self.starts = torch.zeros(n_envs, dtype=torch.int64, device=dev)
-        self.counter_stream: CounterStream | None = None
+        self.counter = torch.zeros((), dtype=torch.int64, device=dev)  # draws so far (read by counter-based draws)
+
+    @property
+    def generator(self) -> torch.Generator:
+        return self.draws.generator
 
     def use_counter(self, seed: int) -> None:
         """Draw from counter-based draws from now on (seeded ``seed``; ``seed`` re-seeds them)."""
-        self.counter_stream = CounterStream(self.uniform.device, seed)
+        self.draws = StepDraws(self.uniform.device, int(seed), counted=True)
+        self.counter.zero_()
 
     def seed(self, seed: int) -> None:
-        if self.counter_stream is not None:
-            self.counter_stream.seed(seed)
-        else:
-            self.generator.manual_seed(int(seed))
+        self.draws.seed(int(seed))
+        self.counter.zero_()
 
     def state_tensors(self) -> dict[str, torch.Tensor]:
-        """The counter-based stream's live seed and counter (empty with a generator)."""
-        cs = self.counter_stream
-        return {} if cs is None else {"start_seed": cs.seed_t, "start_counter": cs.counter}
+        """The counter-based draws' live seed and draw count (empty with a generator)."""
+        return {} if self.draws.seed_t is None else {"start_seed": self.draws.seed_t, "start_counter": self.counter}
 
-    def generators(self) -> list[torch.Generator]:
-        """The generators a CUDA graph of a draw must register (none with counter-based draws)."""
-        return [] if self.counter_stream is not None else [self.generator]
+    def generators(self) -> dict[str, torch.Generator]:
+        """The generator a state dict saves and a CUDA graph of a draw registers (none with counter-based draws)."""
+        return {"start_generator": g for g in self.draws.generators().values()}
 
     def draw(self, params: EnvTensors, market: MarketData) -> torch.Tensor:
         """starts [N] int64 uniform in [train_start, train_end − episode_length − 1] (read on device).
@@ -302,12 +303,9 @@ class StartSampler:
 
     def fill_uniform(self) -> None:
         """The draw's random half: ``uniform`` [N] float64 (the fused step maps it itself)."""
-        cs = self.counter_stream
-        if cs is None:
-            torch.rand(self.uniform.shape, generator=self.generator, out=self.uniform)
-            return
-        counter_draws(cs.seed_t.view(1), cs.counter.view(1), self.uniform.shape[0], u64=self.uniform)
-        cs.counter.add_(1)
+        self.draws.uniform64(self.uniform, self.counter)
+        if self.draws.seed_t is not None:
+            self.counter.add_(1)
 
 
 def starts_from_uniform(u: torch.Tensor, params: EnvTensors, market: MarketData, out: torch.Tensor) -> torch.Tensor:

@@ -157,14 +157,11 @@ class VecTradingEnv:
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The env state's live tensors and the episode-start generator, or the counter-based draws' seed and
         counter (``foxhunt.state``)."""
-        return pack({**self.state.tensors(), **self.sampler.state_tensors()}, generators=self._start_generators())
+        return pack({**self.state.tensors(), **self.sampler.state_tensors()}, generators=self.sampler.generators())
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         unpack("VecTradingEnv", state, {**self.state.tensors(), **self.sampler.state_tensors()},
-               generators=self._start_generators())
-
-    def _start_generators(self) -> dict[str, torch.Generator]:
-        return {"start_generator": g for g in self.sampler.generators()}
+               generators=self.sampler.generators())
 
     def snapshot(self) -> tuple[EnvState, torch.Tensor, dict[str, torch.Tensor]]:
         """A copy of the state, of the start generator's state and of the counter-based draws' seed and counter."""

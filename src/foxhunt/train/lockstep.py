@@ -119,7 +119,7 @@ def build_rollout_stack(members: Sequence[Any], device: torch.device) -> MemberS
 
     collection = StackedRollout(members)
     stream = torch.cuda.Stream(device) if device.type == "cuda" else None
-    gens = [g for t in members for g in (*t.env.sampler.generators(), *t.rollout.draws.generators().values())]
+    gens = [g for t in members for g in (*t.env.sampler.generators().values(), *t.rollout.draws.generators().values())]
     rounds = GraphedStep(collection.collect, device, members[0].choice.cuda_graphs, generators=gens, capture_stream=stream)
     rounds.collection = collection  # type: ignore[attr-defined]
     for t in members:

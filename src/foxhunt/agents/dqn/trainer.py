@@ -103,7 +103,7 @@ class DQNTrainer(FoldTrainer):
         self.collector.checks = self.learner.checks = self.checks
         if cfg.counter_draws:
             self.env.sampler.use_counter(seed)  # re-seeded per fold (FoldTrainer._reseed)
-        gens = [*self.env.sampler.generators(), *self.collector.draws.generators().values()]
+        gens = [*self.env.sampler.generators().values(), *self.collector.draws.generators().values()]
         rows = n * cfg.rollout_len
         self._round = self._round_step = GraphedStep(  # _round_step: the step itself, whatever wraps _round (PhaseTimer)
             self.collector.round, self.device, plan.graphs,

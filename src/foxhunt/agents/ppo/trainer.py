@@ -50,7 +50,7 @@ class PPOTrainer(FoldTrainer):
                                seed=seed)
         if cfg.counter_draws:
             self.env.sampler.use_counter(seed)  # re-seeded per fold (FoldTrainer._reseed)
-        gens = [*self.env.sampler.generators(), *self.rollout.draws.generators().values()]
+        gens = [*self.env.sampler.generators().values(), *self.rollout.draws.generators().values()]
         # _round_step / _train_step: the steps themselves, whatever wraps _round / _train (PhaseTimer)
         self._round = self._round_step = GraphedStep(self.rollout.collect, self.device, choice.cuda_graphs, generators=gens)
         self._train = self._train_step = GraphedStep(self.learner.update, self.device, choice.cuda_graphs,
